@@ -1,0 +1,206 @@
+//! Guard equivalence on other people's SQL: every gold query of the external
+//! benchmarks must pass the guard, and the guard's re-rendered text must return
+//! exactly what the original returns. A guard that refuses real analytics SQL, or
+//! changes its meaning while re-rendering, fails here.
+//!
+//! Both texts run on the same gate and the same read-only executor: the re-rendered
+//! one through `run_query`, the original with the guard switched off (benchmark gold
+//! text, never model output). The row cap is raised so the forced LIMIT never cuts a
+//! result and the comparison sees whole results.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use crate::eval::external::{self, ExternalDialect, ExternalQuery};
+use crate::gate::{DatabaseUrl, Gate, GateOptions, QueryOutcome};
+
+/// The cap used for the comparison: above every benchmark result size.
+const COMPARISON_ROW_CAP: u64 = 1_000_000;
+
+/// One gold variant the guard refused or whose result changed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Discrepancy {
+    pub id: String,
+    pub db_name: String,
+    pub sql: String,
+    pub problem: String,
+}
+
+/// The outcome over one benchmark set.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EquivalenceReport {
+    pub set: String,
+    pub dialect: String,
+    /// Questions in the set.
+    pub questions: usize,
+    /// Concrete gold queries checked (alternatives and column-subset variants).
+    pub gold_queries: usize,
+    pub accepted: usize,
+    /// Accepted, run both ways, identical results (rows in order, values exact).
+    pub same_result: usize,
+    /// The original itself fails on its database (a benchmark defect, not the guard's):
+    /// counted as the same when the re-rendered text fails with the same error type.
+    pub original_fails: usize,
+    pub discrepancies: Vec<Discrepancy>,
+    /// Mean time for the guard alone, in microseconds per query.
+    pub guard_mean_us: f64,
+}
+
+/// Runs the check over a list of questions whose databases are SQLite files.
+pub async fn check_sqlite_set(
+    set: &str,
+    queries: &[ExternalQuery],
+    database_path: impl Fn(&str) -> std::path::PathBuf,
+) -> Result<EquivalenceReport, String> {
+    let mut by_database: BTreeMap<&str, Vec<&ExternalQuery>> = BTreeMap::new();
+    for query in queries {
+        by_database.entry(&query.db_name).or_default().push(query);
+    }
+    let mut report = EquivalenceReport {
+        set: set.to_string(),
+        dialect: "sqlite".to_string(),
+        questions: queries.len(),
+        gold_queries: 0,
+        accepted: 0,
+        same_result: 0,
+        original_fails: 0,
+        discrepancies: Vec::new(),
+        guard_mean_us: 0.0,
+    };
+    let mut guard_time = std::time::Duration::ZERO;
+    for (db_name, questions) in by_database {
+        let url = DatabaseUrl::Sqlite(database_path(db_name));
+        let options = GateOptions {
+            row_cap: COMPARISON_ROW_CAP,
+            ..GateOptions::default()
+        };
+        let gate = Gate::open(&url, options)
+            .await
+            .map_err(|error| format!("{db_name}: {error}"))?;
+        for question in questions {
+            for sql in external::concrete_golds(question) {
+                report.gold_queries += 1;
+                let started = Instant::now();
+                let checked = gate.check(&sql);
+                guard_time += started.elapsed();
+                let discrepancy = |problem: String| Discrepancy {
+                    id: question.id.clone(),
+                    db_name: db_name.to_string(),
+                    sql: sql.clone(),
+                    problem,
+                };
+                let checked = match checked {
+                    Ok(checked) => checked,
+                    Err(refusal) => {
+                        report
+                            .discrepancies
+                            .push(discrepancy(format!("refused: {refusal}")));
+                        continue;
+                    }
+                };
+                report.accepted += 1;
+                let original = gate.execute_unguarded(&sql).await;
+                let rendered = gate.run_query(&sql).await;
+                match (original, rendered) {
+                    (Ok(original), QueryOutcome::Rows(rendered)) => {
+                        if original.rows == rendered.rows
+                            && original.truncated == rendered.truncated
+                        {
+                            report.same_result += 1;
+                        } else {
+                            report.discrepancies.push(discrepancy(format!(
+                                "different result: original {} rows, re-rendered {} rows ({})",
+                                original.rows.len(),
+                                rendered.rows.len(),
+                                checked.sql
+                            )));
+                        }
+                    }
+                    (Err(original), QueryOutcome::Failed(rendered))
+                        if original.error_type == rendered.error_type =>
+                    {
+                        report.original_fails += 1;
+                        report.same_result += 1;
+                    }
+                    (original, rendered) => {
+                        let describe_original = match original {
+                            Ok(rows) => format!("{} rows", rows.rows.len()),
+                            Err(failure) => format!("error {}", failure.message),
+                        };
+                        let describe_rendered = match rendered {
+                            QueryOutcome::Rows(rows) => format!("{} rows", rows.row_count),
+                            QueryOutcome::Failed(error) => format!("error {error}"),
+                        };
+                        report.discrepancies.push(discrepancy(format!(
+                            "original gave {describe_original}, re-rendered gave {describe_rendered} ({})",
+                            checked.sql
+                        )));
+                    }
+                }
+            }
+        }
+    }
+    if report.gold_queries > 0 {
+        report.guard_mean_us = guard_time.as_secs_f64() * 1e6 / report.gold_queries as f64;
+    }
+    Ok(report)
+}
+
+/// Spider dev (spiderman's SQLite rebuild) and defog's SQLite gold.
+pub async fn check_external_sqlite(data_dir: &Path) -> Result<Vec<EquivalenceReport>, String> {
+    let spider = external::load_spiderman(data_dir).map_err(|error| error.to_string())?;
+    let defog = external::load_defog(data_dir, ExternalDialect::Sqlite)
+        .map_err(|error| error.to_string())?;
+    let spider_report = check_sqlite_set("spider", &spider, |db| {
+        external::spiderman_db_path(data_dir, db)
+    })
+    .await?;
+    let defog_report = check_sqlite_set("defog", &defog, |db| {
+        external::defog_sqlite_path(data_dir, db)
+    })
+    .await?;
+    Ok(vec![spider_report, defog_report])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn every_external_sqlite_gold_query_passes_and_keeps_its_result() {
+        let data_dir = crate::home::shared_data_dir().unwrap_or_else(|message| panic!("{message}"));
+        let reports = check_external_sqlite(&data_dir)
+            .await
+            .unwrap_or_else(|message| panic!("{message}"));
+        for report in &reports {
+            eprintln!(
+                "{}: {} questions, {} gold queries, {} accepted, {} same result ({} where the original itself fails), guard {:.1} us/query",
+                report.set,
+                report.questions,
+                report.gold_queries,
+                report.accepted,
+                report.same_result,
+                report.original_fails,
+                report.guard_mean_us
+            );
+            let shown: Vec<String> = report
+                .discrepancies
+                .iter()
+                .take(20)
+                .map(|d| format!("{} [{}] {}\n    {}", d.id, d.db_name, d.problem, d.sql))
+                .collect();
+            assert!(
+                report.discrepancies.is_empty(),
+                "{}: {} discrepancies:\n{}",
+                report.set,
+                report.discrepancies.len(),
+                shown.join("\n")
+            );
+            assert!(report.gold_queries >= report.questions);
+        }
+        assert_eq!(reports[0].questions, 1034);
+    }
+}

@@ -1,0 +1,396 @@
+//! The SQLite executor, read-only in layers that each hold alone:
+//! the file is opened read-only; `PRAGMA query_only` is set; defensive mode is on and
+//! no database may be attached (limit 0); an authorizer allows only reads, SELECT,
+//! recursion and ordinary functions, and denies ATTACH, DETACH, PRAGMA, transactions,
+//! reads of `sqlite_*` tables and reads of restricted columns; a statement that the
+//! engine itself calls writable is refused before its first step; and a progress
+//! handler aborts any statement past its deadline.
+//!
+//! Introspection uses a separate read-only connection without the authorizer (it must
+//! read `sqlite_master` and run table-info pragmas) and only ever runs fixed SQL.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use rusqlite::hooks::{AuthAction, AuthContext, Authorization};
+use rusqlite::limits::Limit;
+use rusqlite::types::ValueRef;
+use rusqlite::{Connection, OpenFlags};
+use serde_json::Value as JsonValue;
+
+use super::{quote_ident, ExecFailure, ExecLimits, RawRows};
+use crate::gate::taxonomy::{self, ErrorType};
+use crate::schema::{ColumnSchema, ForeignKey, TableSchema};
+
+/// How many virtual-machine steps pass between deadline checks. Small enough that a
+/// runaway statement is stopped within milliseconds of its deadline.
+const PROGRESS_STEPS: i32 = 1_000;
+
+/// Functions the authorizer refuses even if the guard were bypassed.
+const DENIED_SQLITE_FUNCTIONS: &[&str] = &[
+    "load_extension",
+    "readfile",
+    "writefile",
+    "fts3_tokenizer",
+    "edit",
+];
+
+/// One locked-down connection and the deadline its progress handler watches.
+struct LockedConnection {
+    connection: Connection,
+    /// Deadline in milliseconds since the Unix epoch; 0 means none.
+    deadline_ms: Arc<AtomicU64>,
+}
+
+pub(crate) struct SqliteExecutor {
+    path: PathBuf,
+    restricted: Arc<BTreeMap<String, BTreeSet<String>>>,
+    idle: Mutex<Vec<LockedConnection>>,
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+fn failure_from(error: rusqlite::Error) -> ExecFailure {
+    match error {
+        rusqlite::Error::SqliteFailure(code, message) => {
+            let primary = code.extended_code & 0xff;
+            let message = message.unwrap_or_else(|| code.to_string());
+            ExecFailure::new(taxonomy::from_sqlite(primary, &message), message)
+        }
+        rusqlite::Error::SqlInputError {
+            error, msg, offset, ..
+        } => {
+            let primary = error.extended_code & 0xff;
+            let mut failure = ExecFailure::new(taxonomy::from_sqlite(primary, &msg), msg);
+            failure.position = u32::try_from(offset).ok().map(|offset| offset + 1);
+            failure
+        }
+        rusqlite::Error::MultipleStatement => ExecFailure::new(
+            ErrorType::Rejected,
+            "more than one statement: send exactly one SELECT",
+        ),
+        rusqlite::Error::Empty => ExecFailure::new(ErrorType::SyntaxError, "empty statement"),
+        other => ExecFailure::new(ErrorType::Unknown, other.to_string()),
+    }
+}
+
+fn authorize(
+    context: AuthContext<'_>,
+    restricted: &BTreeMap<String, BTreeSet<String>>,
+) -> Authorization {
+    match context.action {
+        AuthAction::Select | AuthAction::Recursive => Authorization::Allow,
+        AuthAction::Read {
+            table_name,
+            column_name,
+        } => {
+            let table = table_name.to_lowercase();
+            if table.starts_with("sqlite_") {
+                return Authorization::Deny;
+            }
+            let column = column_name.to_lowercase();
+            if restricted
+                .get(&table)
+                .is_some_and(|columns| columns.contains(&column))
+            {
+                return Authorization::Deny;
+            }
+            Authorization::Allow
+        }
+        AuthAction::Function { function_name } => {
+            let name = function_name.to_lowercase();
+            if DENIED_SQLITE_FUNCTIONS.contains(&name.as_str()) {
+                Authorization::Deny
+            } else {
+                Authorization::Allow
+            }
+        }
+        // Writes, schema changes, ATTACH/DETACH, PRAGMA, transactions, savepoints,
+        // and anything a future SQLite adds: denied.
+        _ => Authorization::Deny,
+    }
+}
+
+impl SqliteExecutor {
+    /// Opens the database file read-only. Fails clearly when the file is missing or
+    /// not a SQLite database, without creating anything.
+    pub fn open(
+        path: &Path,
+        restricted: BTreeMap<String, BTreeSet<String>>,
+    ) -> Result<Self, ExecFailure> {
+        if !path.is_file() {
+            return Err(ExecFailure::new(
+                ErrorType::ConnectionError,
+                format!("no SQLite database file at {}", path.display()),
+            ));
+        }
+        let executor = SqliteExecutor {
+            path: path.to_path_buf(),
+            restricted: Arc::new(restricted),
+            idle: Mutex::new(Vec::new()),
+        };
+        // Open one connection now so a bad file fails at startup, not at first query.
+        let first = executor.open_locked()?;
+        executor.give_back(first);
+        Ok(executor)
+    }
+
+    fn open_plain_read_only(path: &Path) -> Result<Connection, ExecFailure> {
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let connection = Connection::open_with_flags(path, flags).map_err(|error| {
+            ExecFailure::new(
+                ErrorType::ConnectionError,
+                format!("cannot open {} read-only: {error}", path.display()),
+            )
+        })?;
+        // Touch the schema so "file is not a database" shows up here.
+        connection
+            .query_row("SELECT count(*) FROM sqlite_master", [], |row| {
+                row.get::<_, i64>(0)
+            })
+            .map_err(|error| {
+                ExecFailure::new(
+                    ErrorType::ConnectionError,
+                    format!(
+                        "{} is not a readable SQLite database: {error}",
+                        path.display()
+                    ),
+                )
+            })?;
+        Ok(connection)
+    }
+
+    fn open_locked(&self) -> Result<LockedConnection, ExecFailure> {
+        let mut connection = Self::open_plain_read_only(&self.path)?;
+        let setup_error = |error: rusqlite::Error| {
+            ExecFailure::new(
+                ErrorType::ConnectionError,
+                format!("cannot lock down the SQLite connection: {error}"),
+            )
+        };
+        // query_only must be set before the authorizer, which denies PRAGMA.
+        connection
+            .pragma_update(None, "query_only", true)
+            .map_err(setup_error)?;
+        connection
+            .set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_DEFENSIVE, true)
+            .map_err(setup_error)?;
+        connection
+            .set_limit(Limit::SQLITE_LIMIT_ATTACHED, 0)
+            .map_err(setup_error)?;
+        let restricted = Arc::clone(&self.restricted);
+        connection
+            .authorizer(Some(move |context: AuthContext<'_>| {
+                authorize(context, &restricted)
+            }))
+            .map_err(setup_error)?;
+        let deadline_ms = Arc::new(AtomicU64::new(0));
+        let watched = Arc::clone(&deadline_ms);
+        connection
+            .progress_handler(
+                PROGRESS_STEPS,
+                Some(move || {
+                    let deadline = watched.load(Ordering::Relaxed);
+                    deadline != 0 && now_ms() >= deadline
+                }),
+            )
+            .map_err(setup_error)?;
+        Ok(LockedConnection {
+            connection,
+            deadline_ms,
+        })
+    }
+
+    fn take(&self) -> Result<LockedConnection, ExecFailure> {
+        let pooled = self.idle.lock().ok().and_then(|mut idle| idle.pop());
+        match pooled {
+            Some(connection) => Ok(connection),
+            None => self.open_locked(),
+        }
+    }
+
+    fn give_back(&self, connection: LockedConnection) {
+        connection.deadline_ms.store(0, Ordering::Relaxed);
+        if let Ok(mut idle) = self.idle.lock() {
+            idle.push(connection);
+        }
+    }
+
+    /// Runs one statement on a locked-down connection. Blocking: call from
+    /// `spawn_blocking`.
+    pub fn execute(&self, sql: &str, limits: ExecLimits) -> Result<RawRows, ExecFailure> {
+        let locked = self.take()?;
+        let deadline = now_ms() + limits.statement_timeout.as_millis() as u64;
+        locked.deadline_ms.store(deadline.max(1), Ordering::Relaxed);
+        let result = run_statement(&locked.connection, sql, limits.row_cap);
+        self.give_back(locked);
+        result
+    }
+
+    /// Reads every table's structure and size from the catalog.
+    pub fn introspect(&self) -> Result<Vec<TableSchema>, ExecFailure> {
+        let connection = Self::open_plain_read_only(&self.path)?;
+        introspect(&connection).map_err(failure_from)
+    }
+}
+
+fn run_statement(connection: &Connection, sql: &str, row_cap: u64) -> Result<RawRows, ExecFailure> {
+    let mut statement = connection.prepare(sql).map_err(failure_from)?;
+    if !statement.readonly() {
+        return Err(ExecFailure::new(
+            ErrorType::ReadOnlyViolation,
+            "the statement would write; this connection only reads",
+        ));
+    }
+    let columns: Vec<String> = statement
+        .column_names()
+        .into_iter()
+        .map(str::to_string)
+        .collect();
+    let column_count = columns.len();
+    let mut rows_out = Vec::new();
+    let mut truncated = false;
+    let mut rows = statement.query([]).map_err(failure_from)?;
+    while let Some(row) = rows.next().map_err(failure_from)? {
+        if rows_out.len() as u64 >= row_cap {
+            truncated = true;
+            break;
+        }
+        let mut values = Vec::with_capacity(column_count);
+        for index in 0..column_count {
+            let value = row.get_ref(index).map_err(failure_from)?;
+            values.push(json_of(value));
+        }
+        rows_out.push(values);
+    }
+    Ok(RawRows {
+        columns,
+        rows: rows_out,
+        truncated,
+    })
+}
+
+fn json_of(value: ValueRef<'_>) -> JsonValue {
+    match value {
+        ValueRef::Null => JsonValue::Null,
+        ValueRef::Integer(integer) => JsonValue::from(integer),
+        ValueRef::Real(real) => serde_json::Number::from_f64(real)
+            .map(JsonValue::Number)
+            .unwrap_or(JsonValue::Null),
+        ValueRef::Text(bytes) => JsonValue::String(String::from_utf8_lossy(bytes).into_owned()),
+        ValueRef::Blob(bytes) => JsonValue::String(format!("<blob, {} bytes>", bytes.len())),
+    }
+}
+
+fn introspect(connection: &Connection) -> Result<Vec<TableSchema>, rusqlite::Error> {
+    let mut names_statement = connection.prepare(
+        "SELECT name FROM sqlite_master WHERE type IN ('table', 'view') \
+         AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name",
+    )?;
+    let names: Vec<String> = names_statement
+        .query_map([], |row| row.get(0))?
+        .collect::<Result<_, _>>()?;
+    let mut tables = Vec::with_capacity(names.len());
+    for name in names {
+        tables.push(introspect_table(connection, &name)?);
+    }
+    // Foreign keys that name no column refer to the target's primary key.
+    let primary_keys: BTreeMap<String, Vec<String>> = tables
+        .iter()
+        .map(|table| (table.name.to_lowercase(), table.primary_key.clone()))
+        .collect();
+    for table in &mut tables {
+        for key in &mut table.foreign_keys {
+            if key.references_columns.iter().all(String::is_empty) {
+                if let Some(target) = primary_keys.get(&key.references_table.to_lowercase()) {
+                    key.references_columns = target.clone();
+                }
+            }
+        }
+    }
+    Ok(tables)
+}
+
+fn introspect_table(connection: &Connection, name: &str) -> Result<TableSchema, rusqlite::Error> {
+    let mut columns = Vec::new();
+    let mut primary: Vec<(i64, String)> = Vec::new();
+    let mut info = connection
+        .prepare("SELECT name, type, \"notnull\", pk FROM pragma_table_info(?1) ORDER BY cid")?;
+    let mut rows = info.query([name])?;
+    while let Some(row) = rows.next()? {
+        let column: String = row.get(0)?;
+        let data_type: String = row.get(1)?;
+        let not_null: i64 = row.get(2)?;
+        let pk_position: i64 = row.get(3)?;
+        if pk_position > 0 {
+            primary.push((pk_position, column.clone()));
+        }
+        columns.push(ColumnSchema {
+            name: column,
+            data_type: if data_type.is_empty() {
+                "ANY".to_string()
+            } else {
+                data_type
+            },
+            // A primary key column is NOT NULL in practice even when undeclared.
+            nullable: not_null == 0 && pk_position == 0,
+        });
+    }
+    primary.sort();
+
+    let mut foreign: BTreeMap<i64, ForeignKey> = BTreeMap::new();
+    let mut fk_statement = connection.prepare(
+        "SELECT id, \"table\", \"from\", \"to\" FROM pragma_foreign_key_list(?1) ORDER BY id, seq",
+    )?;
+    let mut rows = fk_statement.query([name])?;
+    while let Some(row) = rows.next()? {
+        let id: i64 = row.get(0)?;
+        let target: String = row.get(1)?;
+        let from: String = row.get(2)?;
+        let to: Option<String> = row.get(3)?;
+        let key = foreign.entry(id).or_insert_with(|| ForeignKey {
+            columns: Vec::new(),
+            references_table: target,
+            references_columns: Vec::new(),
+        });
+        key.columns.push(from);
+        key.references_columns.push(to.unwrap_or_default());
+    }
+
+    let mut unique = Vec::new();
+    let mut index_list = connection
+        .prepare("SELECT name FROM pragma_index_list(?1) WHERE \"unique\" = 1 AND origin = 'u'")?;
+    let index_names: Vec<String> = index_list
+        .query_map([name], |row| row.get(0))?
+        .collect::<Result<_, _>>()?;
+    for index in index_names {
+        let mut index_info =
+            connection.prepare("SELECT name FROM pragma_index_info(?1) ORDER BY seqno")?;
+        let index_columns: Vec<String> = index_info
+            .query_map([index], |row| row.get(0))?
+            .collect::<Result<_, _>>()?;
+        unique.push(index_columns);
+    }
+
+    let row_count: i64 = connection.query_row(
+        &format!("SELECT count(*) FROM {}", quote_ident(name)),
+        [],
+        |row| row.get(0),
+    )?;
+    Ok(TableSchema {
+        name: name.to_string(),
+        columns,
+        primary_key: primary.into_iter().map(|(_, column)| column).collect(),
+        unique,
+        foreign_keys: foreign.into_values().collect(),
+        row_count: Some(row_count),
+    })
+}

@@ -1,0 +1,1081 @@
+//! The guard: the first safety layer. It parses a statement with a real SQL parser
+//! (sqlparser-rs, PostgreSQL or SQLite dialect), walks the whole tree, refuses anything
+//! that is not one plain read-only query over allowed tables and columns, forces the row
+//! cap into the outermost LIMIT, and re-renders the checked tree. The re-rendered text is
+//! what runs, so a trick the parser did not see cannot reach the database.
+//!
+//! Nothing here matches SQL text with strings or regular expressions: every decision is
+//! taken on the parsed tree. Name comparisons are case-insensitive (the conservative
+//! direction: a quoted `"PHONE"` in PostgreSQL names a column that does not exist, and
+//! refusing it costs nothing).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::ControlFlow;
+
+use serde::{Deserialize, Serialize};
+use sqlparser::ast::{
+    BinaryOperator, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, Ident, JoinConstraint,
+    JoinOperator, LimitClause, ObjectName, ObjectNamePart, Query, Select, SelectItem,
+    SelectItemQualifiedWildcardKind, SetExpr, Statement, TableFactor, TableWithJoins, Value, Visit,
+    Visitor,
+};
+use sqlparser::dialect::{Dialect, PostgreSqlDialect, SQLiteDialect};
+use sqlparser::parser::Parser;
+
+/// The default row cap forced into every query's LIMIT.
+pub const DEFAULT_ROW_CAP: u64 = 200;
+
+/// The longest statement the guard will read, in bytes; longer input is refused before
+/// parsing so a pathological statement cannot tie up the parser.
+pub const MAX_SQL_BYTES: usize = 100_000;
+
+/// Which SQL grammar to parse with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SqlDialect {
+    Postgres,
+    Sqlite,
+}
+
+impl SqlDialect {
+    fn parser_dialect(self) -> Box<dyn Dialect> {
+        match self {
+            SqlDialect::Postgres => Box::new(PostgreSqlDialect {}),
+            SqlDialect::Sqlite => Box::new(SQLiteDialect {}),
+        }
+    }
+
+    /// The schema name under which user tables may be qualified.
+    fn default_schema(self) -> &'static str {
+        match self {
+            SqlDialect::Postgres => "public",
+            SqlDialect::Sqlite => "main",
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SqlDialect::Postgres => "postgres",
+            SqlDialect::Sqlite => "sqlite",
+        }
+    }
+}
+
+/// What the guard allows: the visible tables with their columns, the restricted
+/// columns, the hidden tables and the row cap. All names are lower-cased on insertion.
+#[derive(Debug, Clone)]
+pub struct GuardPolicy {
+    pub dialect: SqlDialect,
+    pub row_cap: u64,
+    tables: BTreeMap<String, BTreeSet<String>>,
+    restricted: BTreeMap<String, BTreeSet<String>>,
+    hidden: BTreeSet<String>,
+}
+
+impl GuardPolicy {
+    pub fn new(dialect: SqlDialect) -> Self {
+        GuardPolicy {
+            dialect,
+            row_cap: DEFAULT_ROW_CAP,
+            tables: BTreeMap::new(),
+            restricted: BTreeMap::new(),
+            hidden: BTreeSet::new(),
+        }
+    }
+
+    /// Allows a table with these columns (unless it is also declared hidden).
+    pub fn allow_table<I, S>(&mut self, table: &str, columns: I)
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        self.tables.insert(
+            fold(table),
+            columns.into_iter().map(|c| fold(c.as_ref())).collect(),
+        );
+    }
+
+    /// Marks `table.column` as restricted: never readable through the guard.
+    pub fn restrict_column(&mut self, table: &str, column: &str) {
+        self.restricted
+            .entry(fold(table))
+            .or_default()
+            .insert(fold(column));
+    }
+
+    /// Hides a table: refused as unknown, and a refusal that is never repaired.
+    pub fn hide_table(&mut self, table: &str) {
+        self.hidden.insert(fold(table));
+    }
+
+    pub fn is_visible(&self, table: &str) -> bool {
+        let table = fold(table);
+        self.tables.contains_key(&table) && !self.hidden.contains(&table)
+    }
+
+    pub fn is_hidden(&self, table: &str) -> bool {
+        self.hidden.contains(&fold(table))
+    }
+
+    pub fn is_restricted(&self, table: &str, column: &str) -> bool {
+        self.restricted
+            .get(&fold(table))
+            .is_some_and(|columns| columns.contains(&fold(column)))
+    }
+
+    /// The restricted columns of one table (lower-cased).
+    pub fn restricted_columns(&self, table: &str) -> Option<&BTreeSet<String>> {
+        self.restricted.get(&fold(table))
+    }
+}
+
+/// Why the guard refused a statement. The JSON name is the stable reason code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RefusalReason {
+    EmptyStatement,
+    TooLong,
+    ParseError,
+    MultipleStatements,
+    NotAQuery,
+    DataModifyingCte,
+    SelectInto,
+    LockingClause,
+    DeniedFunction,
+    SystemCatalog,
+    UnknownTable,
+    RestrictedColumn,
+}
+
+impl RefusalReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RefusalReason::EmptyStatement => "empty_statement",
+            RefusalReason::TooLong => "too_long",
+            RefusalReason::ParseError => "parse_error",
+            RefusalReason::MultipleStatements => "multiple_statements",
+            RefusalReason::NotAQuery => "not_a_query",
+            RefusalReason::DataModifyingCte => "data_modifying_cte",
+            RefusalReason::SelectInto => "select_into",
+            RefusalReason::LockingClause => "locking_clause",
+            RefusalReason::DeniedFunction => "denied_function",
+            RefusalReason::SystemCatalog => "system_catalog",
+            RefusalReason::UnknownTable => "unknown_table",
+            RefusalReason::RestrictedColumn => "restricted_column",
+        }
+    }
+}
+
+/// A refusal with a message the model can act on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Refusal {
+    pub reason: RefusalReason,
+    pub message: String,
+    /// Whether a regenerated query could reasonably succeed. Writes, locks, denied
+    /// functions and hidden tables are never repaired: the intent itself is refused.
+    pub repairable: bool,
+}
+
+impl Refusal {
+    fn new(reason: RefusalReason, message: impl Into<String>) -> Self {
+        let repairable = matches!(
+            reason,
+            RefusalReason::ParseError
+                | RefusalReason::MultipleStatements
+                | RefusalReason::SystemCatalog
+                | RefusalReason::UnknownTable
+                | RefusalReason::RestrictedColumn
+                | RefusalReason::TooLong
+        );
+        Refusal {
+            reason,
+            message: message.into(),
+            repairable,
+        }
+    }
+
+    fn hidden_table(name: &str) -> Self {
+        // Same words as any unknown table, so the refusal does not reveal that the
+        // table exists; only the repair decision differs.
+        let mut refusal = Refusal::new(
+            RefusalReason::UnknownTable,
+            format!("table \"{name}\" does not exist; use only the tables in the schema"),
+        );
+        refusal.repairable = false;
+        refusal
+    }
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.reason.as_str(), self.message)
+    }
+}
+
+/// How the guard treated the row cap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "action", content = "rows")]
+pub enum LimitAction {
+    /// The query's own limit was at most the cap and was kept.
+    Kept(u64),
+    /// The limit was missing, too large or not a plain number; the cap was set.
+    Capped(u64),
+    /// A set operation or VALUES list was wrapped in an outer query carrying the cap.
+    Wrapped(u64),
+}
+
+/// A statement that passed the guard, with the text that will actually run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CheckedQuery {
+    /// The re-rendered, checked statement: this is what runs.
+    pub sql: String,
+    pub limit: LimitAction,
+    /// The visible base tables the query reads, lower-cased and sorted.
+    pub tables: Vec<String>,
+}
+
+/// Checks one statement against the policy; on success returns the text to run.
+pub fn check(sql: &str, policy: &GuardPolicy) -> Result<CheckedQuery, Refusal> {
+    if sql.len() > MAX_SQL_BYTES {
+        return Err(Refusal::new(
+            RefusalReason::TooLong,
+            format!(
+                "the statement is {} bytes; the limit is {MAX_SQL_BYTES}",
+                sql.len()
+            ),
+        ));
+    }
+    let dialect = policy.dialect.parser_dialect();
+    let mut statements = Parser::parse_sql(dialect.as_ref(), sql).map_err(|error| {
+        Refusal::new(
+            RefusalReason::ParseError,
+            format!("could not parse the statement: {error}"),
+        )
+    })?;
+    let mut statement = match statements.len() {
+        0 => {
+            return Err(Refusal::new(
+                RefusalReason::EmptyStatement,
+                "there is no statement to run",
+            ))
+        }
+        1 => statements.remove(0),
+        n => {
+            return Err(Refusal::new(
+                RefusalReason::MultipleStatements,
+                format!("found {n} statements; send exactly one SELECT"),
+            ))
+        }
+    };
+    let Statement::Query(query) = &mut statement else {
+        return Err(Refusal::new(
+            RefusalReason::NotAQuery,
+            format!(
+                "only a read-only query (SELECT, WITH ... SELECT, VALUES) may run; this is {}",
+                statement_kind(&statement)
+            ),
+        ));
+    };
+
+    if let ControlFlow::Break(refusal) = statement_shape_check(query) {
+        return Err(refusal);
+    }
+    let names = collect_names(query, policy);
+    let mut checker = TreeChecker {
+        policy,
+        names: &names,
+        tables: BTreeSet::new(),
+    };
+    if let ControlFlow::Break(refusal) = query.visit(&mut checker) {
+        return Err(refusal);
+    }
+    let tables = checker.tables.into_iter().collect();
+
+    let limit = force_limit(query, policy)?;
+    Ok(CheckedQuery {
+        sql: statement.to_string(),
+        limit,
+        tables,
+    })
+}
+
+fn statement_kind(statement: &Statement) -> String {
+    // The first words of the rendered statement name its kind (INSERT, DROP TABLE...);
+    // rendering is the parser's own, so this is not matching the user's text.
+    let rendered = statement.to_string();
+    let words: Vec<&str> = rendered.split_whitespace().take(2).collect();
+    let kind = words.join(" ");
+    if kind.is_empty() {
+        "not a query".to_string()
+    } else {
+        format!("a {kind} statement")
+    }
+}
+
+fn fold(name: &str) -> String {
+    name.to_lowercase()
+}
+
+fn ident_name(ident: &Ident) -> String {
+    fold(&ident.value)
+}
+
+fn object_name_parts(name: &ObjectName) -> Vec<String> {
+    name.0
+        .iter()
+        .map(|part| match part {
+            ObjectNamePart::Identifier(ident) => ident_name(ident),
+            // A computed name part cannot be resolved statically: give it a name that
+            // matches nothing, so it is refused as an unknown table.
+            ObjectNamePart::Function(_) => "<computed name>".to_string(),
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------
+// Pass 1: the statement's shape (nested writes, INTO, locking clauses).
+// ---------------------------------------------------------------------------------
+
+fn statement_shape_check(query: &Query) -> ControlFlow<Refusal> {
+    struct ShapeChecker;
+    impl Visitor for ShapeChecker {
+        type Break = Refusal;
+
+        fn pre_visit_query(&mut self, query: &Query) -> ControlFlow<Refusal> {
+            if !query.locks.is_empty() {
+                return ControlFlow::Break(Refusal::new(
+                    RefusalReason::LockingClause,
+                    "locking clauses (FOR UPDATE / FOR SHARE) are not allowed; read without locking",
+                ));
+            }
+            if query.for_clause.is_some() {
+                return ControlFlow::Break(Refusal::new(
+                    RefusalReason::NotAQuery,
+                    "FOR XML / FOR JSON clauses are not supported",
+                ));
+            }
+            ControlFlow::Continue(())
+        }
+
+        fn pre_visit_statement(&mut self, statement: &Statement) -> ControlFlow<Refusal> {
+            // The visit starts below the top-level statement, so any statement seen
+            // here is nested inside the query: a data-modifying WITH or subquery.
+            ControlFlow::Break(Refusal::new(
+                RefusalReason::DataModifyingCte,
+                format!(
+                    "a query may not contain {} (data-modifying WITH); only SELECT is allowed",
+                    statement_kind(statement)
+                ),
+            ))
+        }
+
+        fn pre_visit_select(&mut self, select: &Select) -> ControlFlow<Refusal> {
+            if select.into.is_some() {
+                return ControlFlow::Break(Refusal::new(
+                    RefusalReason::SelectInto,
+                    "SELECT ... INTO creates a table; select the rows without INTO",
+                ));
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    query.visit(&mut ShapeChecker)
+}
+
+// ---------------------------------------------------------------------------------
+// Pass 2: names declared by the statement (CTE names, table aliases).
+// ---------------------------------------------------------------------------------
+
+#[derive(Default)]
+struct DeclaredNames {
+    /// Names declared by WITH anywhere in the statement.
+    ctes: BTreeSet<String>,
+    /// Alias or table name -> base tables it may stand for (a name reused in several
+    /// scopes maps to all of them; every restriction check takes the union).
+    relations: BTreeMap<String, BTreeSet<String>>,
+    /// Names (aliases and table names) that stand for a table with restricted columns:
+    /// used bare in an expression they are a whole-row reference.
+    restricted_relations: BTreeSet<String>,
+    /// Restricted column names of every restricted table the statement reads.
+    restricted_columns_in_play: BTreeSet<String>,
+    /// Aliases of derived tables, table functions and CTE references: columns
+    /// qualified by them come from a subquery that is checked on its own.
+    derived_aliases: BTreeSet<String>,
+}
+
+fn collect_names(query: &Query, policy: &GuardPolicy) -> DeclaredNames {
+    struct Collector<'a> {
+        policy: &'a GuardPolicy,
+        names: DeclaredNames,
+    }
+    impl Visitor for Collector<'_> {
+        type Break = ();
+
+        fn pre_visit_query(&mut self, query: &Query) -> ControlFlow<()> {
+            if let Some(with) = &query.with {
+                for cte in &with.cte_tables {
+                    self.names.ctes.insert(ident_name(&cte.alias.name));
+                }
+            }
+            ControlFlow::Continue(())
+        }
+
+        fn pre_visit_table_factor(&mut self, factor: &TableFactor) -> ControlFlow<()> {
+            match factor {
+                TableFactor::Table {
+                    name, alias, args, ..
+                } if args.is_none() => {
+                    let parts = object_name_parts(name);
+                    let Some(table) = parts.last().cloned() else {
+                        return ControlFlow::Continue(());
+                    };
+                    let restricted = self.policy.restricted_columns(&table);
+                    let mut aliases = vec![table.clone()];
+                    if let Some(alias) = alias {
+                        aliases.push(ident_name(&alias.name));
+                    }
+                    for alias in aliases {
+                        self.names
+                            .relations
+                            .entry(alias.clone())
+                            .or_default()
+                            .insert(table.clone());
+                        if restricted.is_some() {
+                            self.names.restricted_relations.insert(alias);
+                        }
+                    }
+                    if let Some(columns) = restricted {
+                        self.names
+                            .restricted_columns_in_play
+                            .extend(columns.iter().cloned());
+                    }
+                }
+                other => {
+                    if let Some(alias) = table_factor_alias(other) {
+                        self.names.derived_aliases.insert(ident_name(alias));
+                    }
+                }
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    let mut collector = Collector {
+        policy,
+        names: DeclaredNames::default(),
+    };
+    let _ = query.visit(&mut collector);
+    collector.names
+}
+
+fn table_factor_alias(factor: &TableFactor) -> Option<&Ident> {
+    let alias = match factor {
+        TableFactor::Table { alias, .. }
+        | TableFactor::Derived { alias, .. }
+        | TableFactor::TableFunction { alias, .. }
+        | TableFactor::Function { alias, .. }
+        | TableFactor::UNNEST { alias, .. }
+        | TableFactor::JsonTable { alias, .. }
+        | TableFactor::NestedJoin { alias, .. } => alias.as_ref(),
+        _ => None,
+    };
+    alias.map(|alias| &alias.name)
+}
+
+// ---------------------------------------------------------------------------------
+// Pass 3: functions, relations and columns, in tree order.
+// ---------------------------------------------------------------------------------
+
+struct TreeChecker<'a> {
+    policy: &'a GuardPolicy,
+    names: &'a DeclaredNames,
+    tables: BTreeSet<String>,
+}
+
+/// Functions that read files, sleep, signal other sessions, change settings or
+/// sequences, take advisory locks, reach other servers or load code.
+const DENIED_FUNCTIONS: &[&str] = &[
+    // PostgreSQL
+    "set_config",
+    "nextval",
+    "setval",
+    "currval",
+    "lastval",
+    "txid_current",
+    "query_to_xml",
+    "query_to_xmlschema",
+    "query_to_xml_and_xmlschema",
+    "gin_clean_pending_list",
+    "binary_upgrade_set_next_pg_type_oid",
+    "make_interval_from_file",
+    // SQLite
+    "load_extension",
+    "readfile",
+    "writefile",
+    "fts3_tokenizer",
+    "edit",
+    "fsdir",
+    "zipfile",
+    "sqlar_compress",
+    "sqlar_uncompress",
+];
+
+/// Name prefixes that are denied as a family: PostgreSQL administration functions
+/// (`pg_*`: sleep, files, signals, advisory locks, WAL, notifications), large objects,
+/// dblink, the XML dumpers of whole tables and schemas, and index maintenance.
+const DENIED_PREFIXES: &[&str] = &[
+    "pg_",
+    "lo_",
+    "dblink",
+    "table_to_xml",
+    "cursor_to_xml",
+    "schema_to_xml",
+    "database_to_xml",
+    "brin_",
+    "binary_upgrade_",
+];
+
+/// `pg_*` functions that only describe a value and are safe to call.
+const ALLOWED_PG_FUNCTIONS: &[&str] = &["pg_typeof"];
+
+fn is_denied_function(name: &str) -> bool {
+    if ALLOWED_PG_FUNCTIONS.contains(&name) {
+        return false;
+    }
+    DENIED_FUNCTIONS.contains(&name)
+        || DENIED_PREFIXES
+            .iter()
+            .any(|prefix| name.starts_with(prefix))
+}
+
+const CATALOG_SCHEMAS: &[&str] = &["pg_catalog", "information_schema", "pg_toast"];
+const CATALOG_PREFIXES: &[&str] = &["pg_", "sqlite_", "pragma_"];
+
+fn is_catalog_name(name: &str) -> bool {
+    CATALOG_PREFIXES
+        .iter()
+        .any(|prefix| name.starts_with(prefix))
+}
+
+fn denied_function_refusal(name: &str) -> Refusal {
+    Refusal::new(
+        RefusalReason::DeniedFunction,
+        format!("function {name}() is not allowed: it can sleep, read files, change settings or reach outside the query"),
+    )
+}
+
+fn restricted_refusal(what: &str) -> Refusal {
+    Refusal::new(
+        RefusalReason::RestrictedColumn,
+        format!("{what} is restricted and cannot be read; select only the columns you need, leaving restricted ones out (COUNT(*) is allowed)"),
+    )
+}
+
+impl TreeChecker<'_> {
+    fn check_function_name(&self, name: &ObjectName) -> ControlFlow<Refusal> {
+        let parts = object_name_parts(name);
+        if let Some(last) = parts.last() {
+            if is_denied_function(last) {
+                return ControlFlow::Break(denied_function_refusal(last));
+            }
+        }
+        // A function qualified with a catalog schema (pg_catalog.now()) is still a
+        // catalog function: allow only unqualified or default-schema calls.
+        if parts.len() > 1 {
+            let schema = &parts[parts.len() - 2];
+            if schema != self.policy.dialect.default_schema() && schema != "pg_catalog" {
+                return ControlFlow::Break(denied_function_refusal(&parts.join(".")));
+            }
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn check_relation(&mut self, name: &ObjectName) -> ControlFlow<Refusal> {
+        let parts = object_name_parts(name);
+        let Some(table) = parts.last() else {
+            return ControlFlow::Continue(());
+        };
+        let schema = if parts.len() >= 2 {
+            Some(parts[parts.len() - 2].as_str())
+        } else {
+            None
+        };
+        if parts
+            .iter()
+            .any(|part| CATALOG_SCHEMAS.contains(&part.as_str()))
+            && schema != Some(self.policy.dialect.default_schema())
+            || is_catalog_name(table)
+        {
+            return ControlFlow::Break(Refusal::new(
+                RefusalReason::SystemCatalog,
+                format!(
+                    "system catalog {} cannot be read; the schema you were given lists every table and column",
+                    parts.join(".")
+                ),
+            ));
+        }
+        if self.policy.is_hidden(table) {
+            return ControlFlow::Break(Refusal::hidden_table(table));
+        }
+        let qualified_ok = match schema {
+            None => true,
+            Some(schema) => parts.len() == 2 && schema == self.policy.dialect.default_schema(),
+        };
+        if parts.len() == 1 && self.names.ctes.contains(table) {
+            return ControlFlow::Continue(());
+        }
+        if qualified_ok && self.policy.is_visible(table) {
+            self.tables.insert(table.clone());
+            return ControlFlow::Continue(());
+        }
+        ControlFlow::Break(Refusal::new(
+            RefusalReason::UnknownTable,
+            format!(
+                "table \"{}\" does not exist; use only the tables in the schema",
+                parts.join(".")
+            ),
+        ))
+    }
+
+    /// A column reference `qualifier.column` or bare `column`.
+    fn check_column(&self, qualifier: Option<&str>, column: &str) -> ControlFlow<Refusal> {
+        if !self.names.restricted_columns_in_play.contains(column) {
+            return ControlFlow::Continue(());
+        }
+        let refuse = match qualifier {
+            // A bare name that some restricted table of this statement owns.
+            None => true,
+            Some(qualifier) => match self.names.relations.get(qualifier) {
+                Some(tables) => tables
+                    .iter()
+                    .any(|table| self.policy.is_restricted(table, column)),
+                // Qualified by a derived table or CTE alias: its columns come from a
+                // subquery the guard also checks, but the alias may rename a restricted
+                // column into this name, so stay on the safe side.
+                None => true,
+            },
+        };
+        if refuse {
+            let shown = match qualifier {
+                Some(qualifier) => format!("column {qualifier}.{column}"),
+                None => format!("column {column}"),
+            };
+            return ControlFlow::Break(restricted_refusal(&shown));
+        }
+        ControlFlow::Continue(())
+    }
+
+    /// `alias.*` in a select list or a function argument.
+    fn check_qualified_wildcard(&self, qualifier: &ObjectName) -> ControlFlow<Refusal> {
+        let parts = object_name_parts(qualifier);
+        let Some(last) = parts.last() else {
+            return ControlFlow::Continue(());
+        };
+        if self.names.restricted_relations.contains(last) {
+            return ControlFlow::Break(restricted_refusal(&format!(
+                "{last}.* includes a restricted column and"
+            )));
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn check_select(&self, select: &Select) -> ControlFlow<Refusal> {
+        let restricted_in_from: Vec<String> = select
+            .from
+            .iter()
+            .flat_map(base_tables_of)
+            .filter(|table| self.policy.restricted_columns(table).is_some())
+            .collect();
+        for item in &select.projection {
+            match item {
+                SelectItem::Wildcard(_) => {
+                    if let Some(table) = restricted_in_from.first() {
+                        return ControlFlow::Break(restricted_refusal(&format!(
+                            "SELECT * over {table} includes a restricted column and"
+                        )));
+                    }
+                }
+                SelectItem::QualifiedWildcard(
+                    SelectItemQualifiedWildcardKind::ObjectName(name),
+                    _,
+                ) => self.check_qualified_wildcard(name)?,
+                SelectItem::QualifiedWildcard(SelectItemQualifiedWildcardKind::Expr(_), _) => {}
+                SelectItem::UnnamedExpr(_)
+                | SelectItem::ExprWithAlias { .. }
+                | SelectItem::ExprWithAliases { .. } => {}
+            }
+        }
+        for table_with_joins in &select.from {
+            self.check_joins(table_with_joins)?;
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn check_joins(&self, table_with_joins: &TableWithJoins) -> ControlFlow<Refusal> {
+        let involved: Vec<String> = base_tables_of(table_with_joins)
+            .into_iter()
+            .filter(|table| self.policy.restricted_columns(table).is_some())
+            .collect();
+        if involved.is_empty() {
+            return ControlFlow::Continue(());
+        }
+        for join in &table_with_joins.joins {
+            match join_constraint(&join.join_operator) {
+                Some(JoinConstraint::Natural) => {
+                    return ControlFlow::Break(restricted_refusal(&format!(
+                        "a NATURAL JOIN with {} may match on a restricted column and",
+                        involved.join(", ")
+                    )));
+                }
+                Some(JoinConstraint::Using(columns))
+                | Some(JoinConstraint::UsingAlias(columns, _)) => {
+                    for column in columns {
+                        if let Some(name) = object_name_parts(column).last() {
+                            if involved
+                                .iter()
+                                .any(|table| self.policy.is_restricted(table, name))
+                            {
+                                return ControlFlow::Break(restricted_refusal(&format!(
+                                    "USING ({name})"
+                                )));
+                            }
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn check_set_expr_tables(&mut self, body: &SetExpr) -> ControlFlow<Refusal> {
+        match body {
+            SetExpr::Table(table) => {
+                let Some(name) = &table.table_name else {
+                    return ControlFlow::Continue(());
+                };
+                let mut parts = Vec::new();
+                if let Some(schema) = &table.schema_name {
+                    parts.push(schema.clone());
+                }
+                parts.push(name.clone());
+                let object = ObjectName::from(parts);
+                self.check_relation(&object)?;
+                let table = fold(&name.value);
+                if self.policy.restricted_columns(&table).is_some() {
+                    return ControlFlow::Break(restricted_refusal(&format!(
+                        "TABLE {table} reads every column, including a restricted one, and"
+                    )));
+                }
+                ControlFlow::Continue(())
+            }
+            SetExpr::SetOperation { left, right, .. } => {
+                self.check_set_expr_tables(left)?;
+                self.check_set_expr_tables(right)
+            }
+            _ => ControlFlow::Continue(()),
+        }
+    }
+}
+
+fn join_constraint(operator: &JoinOperator) -> Option<&JoinConstraint> {
+    match operator {
+        JoinOperator::Join(c)
+        | JoinOperator::Inner(c)
+        | JoinOperator::Left(c)
+        | JoinOperator::LeftOuter(c)
+        | JoinOperator::Right(c)
+        | JoinOperator::RightOuter(c)
+        | JoinOperator::FullOuter(c)
+        | JoinOperator::CrossJoin(c)
+        | JoinOperator::Semi(c)
+        | JoinOperator::LeftSemi(c)
+        | JoinOperator::RightSemi(c)
+        | JoinOperator::Anti(c)
+        | JoinOperator::LeftAnti(c)
+        | JoinOperator::RightAnti(c) => Some(c),
+        JoinOperator::AsOf { constraint, .. } => Some(constraint),
+        _ => None,
+    }
+}
+
+/// The base tables named directly in a FROM item and its joins (not inside subqueries).
+fn base_tables_of(table_with_joins: &TableWithJoins) -> Vec<String> {
+    fn of_factor(factor: &TableFactor, out: &mut Vec<String>) {
+        match factor {
+            TableFactor::Table { name, args, .. } if args.is_none() => {
+                if let Some(table) = object_name_parts(name).last() {
+                    out.push(table.clone());
+                }
+            }
+            TableFactor::NestedJoin {
+                table_with_joins, ..
+            } => {
+                out.extend(base_tables_of(table_with_joins));
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    of_factor(&table_with_joins.relation, &mut out);
+    for join in &table_with_joins.joins {
+        of_factor(&join.relation, &mut out);
+    }
+    out
+}
+
+impl Visitor for TreeChecker<'_> {
+    type Break = Refusal;
+
+    fn pre_visit_query(&mut self, query: &Query) -> ControlFlow<Refusal> {
+        if let Some(with) = &query.with {
+            for cte in &with.cte_tables {
+                let name = ident_name(&cte.alias.name);
+                // A WITH name may not shadow a hidden table or a catalog: the shadow
+                // would let a reference elsewhere in the statement reach the real one.
+                if self.policy.is_hidden(&name) {
+                    return ControlFlow::Break(Refusal::hidden_table(&name));
+                }
+                if is_catalog_name(&name) {
+                    return ControlFlow::Break(Refusal::new(
+                        RefusalReason::SystemCatalog,
+                        format!("the name {name} is reserved for system catalogs"),
+                    ));
+                }
+            }
+        }
+        self.check_set_expr_tables(&query.body)
+    }
+
+    fn pre_visit_select(&mut self, select: &Select) -> ControlFlow<Refusal> {
+        self.check_select(select)
+    }
+
+    fn pre_visit_table_factor(&mut self, factor: &TableFactor) -> ControlFlow<Refusal> {
+        match factor {
+            TableFactor::Table { name, args, .. } => {
+                if args.is_some() {
+                    // A table function written like a table: `FROM pg_sleep(1)`.
+                    let parts = object_name_parts(name);
+                    let last = parts.last().map(String::as_str).unwrap_or_default();
+                    if is_denied_function(last) {
+                        return ControlFlow::Break(denied_function_refusal(last));
+                    }
+                    if is_catalog_name(last) {
+                        return ControlFlow::Break(Refusal::new(
+                            RefusalReason::SystemCatalog,
+                            format!("{last}() reads the system catalog and is not allowed"),
+                        ));
+                    }
+                    self.check_function_name(name)
+                } else {
+                    self.check_relation(name)
+                }
+            }
+            TableFactor::Function { name, .. } => {
+                let parts = object_name_parts(name);
+                let last = parts.last().map(String::as_str).unwrap_or_default();
+                if is_catalog_name(last) && !is_denied_function(last) {
+                    return ControlFlow::Break(Refusal::new(
+                        RefusalReason::SystemCatalog,
+                        format!("{last}() reads the system catalog and is not allowed"),
+                    ));
+                }
+                self.check_function_name(name)
+            }
+            _ => ControlFlow::Continue(()),
+        }
+    }
+
+    fn pre_visit_expr(&mut self, expr: &Expr) -> ControlFlow<Refusal> {
+        match expr {
+            Expr::Function(function) => {
+                self.check_function_name(&function.name)?;
+                if let FunctionArguments::List(list) = &function.args {
+                    for arg in &list.args {
+                        let arg_expr = match arg {
+                            FunctionArg::Named { arg, .. }
+                            | FunctionArg::ExprNamed { arg, .. }
+                            | FunctionArg::Unnamed(arg) => arg,
+                        };
+                        if let FunctionArgExpr::QualifiedWildcard(qualifier) = arg_expr {
+                            self.check_qualified_wildcard(qualifier)?;
+                        }
+                    }
+                }
+                ControlFlow::Continue(())
+            }
+            Expr::Identifier(ident) => {
+                let name = ident_name(ident);
+                if self.names.restricted_relations.contains(&name)
+                    && !self.names.derived_aliases.contains(&name)
+                {
+                    return ControlFlow::Break(restricted_refusal(&format!(
+                        "the whole-row reference {name} includes a restricted column and"
+                    )));
+                }
+                self.check_column(None, &name)
+            }
+            Expr::CompoundIdentifier(idents) => {
+                let names: Vec<String> = idents.iter().map(ident_name).collect();
+                let column = names.last().map(String::as_str).unwrap_or_default();
+                let qualifier = names
+                    .len()
+                    .checked_sub(2)
+                    .and_then(|index| names.get(index))
+                    .map(String::as_str);
+                self.check_column(qualifier, column)
+            }
+            Expr::QualifiedWildcard(qualifier, _) => self.check_qualified_wildcard(qualifier),
+            Expr::BinaryOp {
+                left,
+                op: BinaryOperator::BitwiseAnd,
+                right,
+            } if self.policy.dialect == SqlDialect::Postgres
+                && is_unicode_escape_shape(left, right) =>
+            {
+                // PostgreSQL reads U&"\0070hone" as the identifier phone; sqlparser
+                // reads it as `U & "\0070hone"`. The re-rendered text would be harmless,
+                // but the guard cannot see the name, so it refuses to guess.
+                ControlFlow::Break(Refusal::new(
+                    RefusalReason::ParseError,
+                    "unicode-escaped names and strings (U&\"...\" / U&'...') are not supported; write the plain name",
+                ))
+            }
+            _ => ControlFlow::Continue(()),
+        }
+    }
+}
+
+/// `U & "..."` or `U & '...'`: how sqlparser reads PostgreSQL's U&"..." escapes.
+fn is_unicode_escape_shape(left: &Expr, right: &Expr) -> bool {
+    let left_is_u = matches!(left, Expr::Identifier(ident)
+        if ident.quote_style.is_none() && ident.value.eq_ignore_ascii_case("u"));
+    let quoted = |ident: Option<&Ident>| ident.is_some_and(|ident| ident.quote_style == Some('"'));
+    let right_is_quoted = match right {
+        Expr::Identifier(ident) => quoted(Some(ident)),
+        Expr::CompoundIdentifier(idents) => quoted(idents.first()),
+        Expr::Function(function) => {
+            quoted(function.name.0.first().and_then(|part| part.as_ident()))
+        }
+        Expr::Value(value) => matches!(value.value, Value::SingleQuotedString(_)),
+        _ => false,
+    };
+    left_is_u && right_is_quoted
+}
+
+// ---------------------------------------------------------------------------------
+// The row cap.
+// ---------------------------------------------------------------------------------
+
+fn literal_count(expr: &Expr) -> Option<u64> {
+    match expr {
+        Expr::Value(value) => match &value.value {
+            Value::Number(text, _) => text.parse::<u64>().ok(),
+            _ => None,
+        },
+        Expr::Nested(inner) => literal_count(inner),
+        _ => None,
+    }
+}
+
+fn cap_expr(cap: u64) -> Expr {
+    Expr::Value(Value::Number(cap.to_string(), false).with_empty_span())
+}
+
+/// The query's own row limit when it is a plain number: from LIMIT, `LIMIT offset, n`
+/// or FETCH FIRST n ROWS ONLY. FETCH ... WITH TIES or PERCENT can return more than n
+/// rows, so they do not count as a plain limit.
+fn existing_limit(query: &Query) -> Option<u64> {
+    if let Some(fetch) = &query.fetch {
+        if fetch.percent || fetch.with_ties {
+            return None;
+        }
+        return match &fetch.quantity {
+            Some(quantity) => literal_count(quantity),
+            None => Some(1),
+        };
+    }
+    match &query.limit_clause {
+        Some(LimitClause::LimitOffset {
+            limit: Some(limit), ..
+        }) => literal_count(limit),
+        Some(LimitClause::OffsetCommaLimit { limit, .. }) => literal_count(limit),
+        _ => None,
+    }
+}
+
+fn force_limit(query: &mut Query, policy: &GuardPolicy) -> Result<LimitAction, Refusal> {
+    let cap = policy.row_cap;
+    if let Some(limit) = existing_limit(query) {
+        if limit <= cap {
+            return Ok(LimitAction::Kept(limit));
+        }
+    }
+    match query.body.as_ref() {
+        SetExpr::SetOperation { .. } | SetExpr::Values(_) => {
+            wrap_with_cap(query, policy)?;
+            Ok(LimitAction::Wrapped(cap))
+        }
+        _ => {
+            set_limit(query, cap);
+            Ok(LimitAction::Capped(cap))
+        }
+    }
+}
+
+fn set_limit(query: &mut Query, cap: u64) {
+    // Never leave LIMIT and FETCH side by side: FETCH goes, LIMIT carries the cap.
+    query.fetch = None;
+    query.limit_clause = Some(match query.limit_clause.take() {
+        Some(LimitClause::OffsetCommaLimit { offset, .. }) => LimitClause::OffsetCommaLimit {
+            offset,
+            limit: cap_expr(cap),
+        },
+        Some(LimitClause::LimitOffset { offset, .. }) => LimitClause::LimitOffset {
+            limit: Some(cap_expr(cap)),
+            offset,
+            limit_by: Vec::new(),
+        },
+        None => LimitClause::LimitOffset {
+            limit: Some(cap_expr(cap)),
+            offset: None,
+            limit_by: Vec::new(),
+        },
+    });
+}
+
+/// Wraps the whole query as `SELECT * FROM (<query>) AS askdb_capped LIMIT cap`, so
+/// the cap visibly covers every branch of a set operation.
+fn wrap_with_cap(query: &mut Query, policy: &GuardPolicy) -> Result<(), Refusal> {
+    let template = format!(
+        "SELECT * FROM (SELECT 1) AS askdb_capped LIMIT {}",
+        policy.row_cap
+    );
+    let dialect = policy.dialect.parser_dialect();
+    let internal_error = || {
+        Refusal::new(
+            RefusalReason::ParseError,
+            "internal error while applying the row cap",
+        )
+    };
+    let mut parsed =
+        Parser::parse_sql(dialect.as_ref(), &template).map_err(|_| internal_error())?;
+    let Some(Statement::Query(mut outer)) = parsed.pop() else {
+        return Err(internal_error());
+    };
+    let SetExpr::Select(select) = outer.body.as_mut() else {
+        return Err(internal_error());
+    };
+    let Some(from) = select.from.first_mut() else {
+        return Err(internal_error());
+    };
+    let TableFactor::Derived { subquery, .. } = &mut from.relation else {
+        return Err(internal_error());
+    };
+    std::mem::swap(subquery.as_mut(), query);
+    std::mem::swap(query, outer.as_mut());
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,352 @@
+//! Guard tests: one tiny helper per verdict, and hand-written cases for each rule and
+//! each pitfall the parser is known for. The corpus-driven tests (hostile and benign
+//! statements from `evals/`) live in `src/gate/tests.rs`, over the real demo schema.
+
+use super::*;
+
+fn policy(dialect: SqlDialect) -> GuardPolicy {
+    let mut policy = GuardPolicy::new(dialect);
+    policy.allow_table(
+        "bills",
+        ["bill_id", "bill_no", "cust_id", "status", "total_amt"],
+    );
+    policy.allow_table(
+        "customers",
+        ["cust_id", "cust_name", "phone", "address", "notes"],
+    );
+    policy.allow_table("employees", ["emp_id", "emp_name", "mgr_id"]);
+    policy.allow_table("askdb_query_log", ["id", "question"]);
+    policy.restrict_column("customers", "phone");
+    policy.restrict_column("customers", "address");
+    policy.hide_table("askdb_query_log");
+    policy
+}
+
+#[track_caller]
+fn accepted(dialect: SqlDialect, sql: &str) -> CheckedQuery {
+    match check(sql, &policy(dialect)) {
+        Ok(checked) => checked,
+        Err(refusal) => panic!("expected {sql:?} to pass, refused: {refusal}"),
+    }
+}
+
+#[track_caller]
+fn refused(dialect: SqlDialect, sql: &str, reason: RefusalReason) -> Refusal {
+    match check(sql, &policy(dialect)) {
+        Ok(checked) => panic!(
+            "expected {sql:?} to be refused ({reason:?}), passed as {}",
+            checked.sql
+        ),
+        Err(refusal) => {
+            assert_eq!(refusal.reason, reason, "{sql:?}: {refusal}");
+            assert!(!refusal.message.is_empty());
+            refusal
+        }
+    }
+}
+
+const PG: SqlDialect = SqlDialect::Postgres;
+const LITE: SqlDialect = SqlDialect::Sqlite;
+
+#[test]
+fn statement_shape_rules() {
+    refused(PG, "", RefusalReason::EmptyStatement);
+    refused(PG, "  -- only a comment\n", RefusalReason::EmptyStatement);
+    refused(PG, "SELEC 1", RefusalReason::ParseError);
+    refused(
+        PG,
+        "SELECT 1; COMMIT; DROP TABLE bills",
+        RefusalReason::MultipleStatements,
+    );
+    refused(
+        LITE,
+        "SELECT 1; DELETE FROM bills",
+        RefusalReason::MultipleStatements,
+    );
+    refused(PG, "DELETE FROM bills", RefusalReason::NotAQuery);
+    refused(PG, "COMMIT", RefusalReason::NotAQuery);
+    refused(
+        LITE,
+        "ATTACH DATABASE '/tmp/x.db' AS x",
+        RefusalReason::NotAQuery,
+    );
+    refused(LITE, "PRAGMA query_only = 0", RefusalReason::NotAQuery);
+    refused(PG, "EXPLAIN ANALYZE SELECT 1", RefusalReason::NotAQuery);
+    refused(
+        PG,
+        "WITH gone AS (DELETE FROM bills RETURNING *) SELECT count(*) FROM gone",
+        RefusalReason::DataModifyingCte,
+    );
+    refused(
+        PG,
+        "SELECT * INTO copy_of_bills FROM bills",
+        RefusalReason::SelectInto,
+    );
+    refused(
+        PG,
+        "SELECT bill_id FROM bills FOR UPDATE",
+        RefusalReason::LockingClause,
+    );
+    refused(
+        PG,
+        "SELECT bill_id FROM bills FOR SHARE SKIP LOCKED",
+        RefusalReason::LockingClause,
+    );
+}
+
+#[test]
+fn denied_functions_in_every_position() {
+    for sql in [
+        "SELECT pg_sleep(10)",
+        "SELECT bill_id FROM bills WHERE pg_sleep(1) IS NOT NULL",
+        "SELECT bill_id FROM bills ORDER BY pg_sleep(1)",
+        "SELECT * FROM pg_sleep(1)",
+        "SELECT pg_catalog.pg_sleep(1)",
+        "SELECT \"pg_sleep\"(1)",
+        "SELECT PG_SLEEP(1)",
+        "SELECT (SELECT pg_read_file('/etc/passwd'))",
+        "SELECT * FROM pg_ls_dir('.')",
+        "SELECT set_config('statement_timeout', '0', true)",
+        "SELECT nextval('bills_bill_id_seq')",
+        "SELECT coalesce(pg_terminate_backend(1), false)",
+        "SELECT query_to_xml('select 1', true, true, '')",
+        "SELECT dblink_exec('host=x', 'drop table bills')",
+        "SELECT lo_import('/etc/passwd')",
+        "SELECT pg_advisory_lock(1)",
+        "WITH s AS (SELECT pg_sleep_for('1 second')) SELECT * FROM s",
+        "SELECT count(*) FILTER (WHERE pg_sleep(1) IS NULL) FROM bills",
+    ] {
+        refused(PG, sql, RefusalReason::DeniedFunction);
+    }
+    for sql in [
+        "SELECT load_extension('/tmp/evil.so')",
+        "SELECT writefile('/tmp/x', 'y')",
+        "SELECT readfile('/etc/passwd')",
+        "SELECT fts3_tokenizer('simple')",
+    ] {
+        refused(LITE, sql, RefusalReason::DeniedFunction);
+    }
+}
+
+#[test]
+fn catalogs_hidden_and_unknown_tables() {
+    refused(
+        PG,
+        "SELECT * FROM pg_catalog.pg_class",
+        RefusalReason::SystemCatalog,
+    );
+    refused(
+        PG,
+        "SELECT * FROM information_schema.tables",
+        RefusalReason::SystemCatalog,
+    );
+    refused(
+        PG,
+        "SELECT usename FROM pg_user",
+        RefusalReason::SystemCatalog,
+    );
+    refused(
+        LITE,
+        "SELECT sql FROM sqlite_master",
+        RefusalReason::SystemCatalog,
+    );
+    refused(
+        LITE,
+        "SELECT sql FROM main.sqlite_schema",
+        RefusalReason::SystemCatalog,
+    );
+    refused(
+        LITE,
+        "SELECT * FROM pragma_table_info('bills')",
+        RefusalReason::SystemCatalog,
+    );
+    refused(PG, "SELECT * FROM nope_table", RefusalReason::UnknownTable);
+    refused(
+        PG,
+        "SELECT * FROM other_schema.bills",
+        RefusalReason::UnknownTable,
+    );
+    let hidden = refused(
+        PG,
+        "SELECT * FROM askdb_query_log",
+        RefusalReason::UnknownTable,
+    );
+    assert!(!hidden.repairable, "a hidden table is never repaired");
+    let unknown = refused(PG, "SELECT * FROM nope_table", RefusalReason::UnknownTable);
+    assert!(unknown.repairable);
+    assert_eq!(
+        hidden.message.replace("askdb_query_log", "X"),
+        unknown.message.replace("nope_table", "X"),
+        "a hidden table is refused in the same words as a missing one"
+    );
+    refused(
+        PG,
+        "WITH askdb_query_log AS (SELECT 1) SELECT * FROM askdb_query_log",
+        RefusalReason::UnknownTable,
+    );
+    accepted(PG, "SELECT * FROM public.bills");
+    accepted(LITE, "SELECT * FROM main.bills");
+    accepted(
+        PG,
+        "WITH recent AS (SELECT * FROM bills) SELECT count(*) FROM recent",
+    );
+}
+
+#[test]
+fn restricted_columns_in_every_form() {
+    for sql in [
+        "SELECT phone FROM customers",
+        "SELECT c.phone FROM customers c",
+        "SELECT cust_name FROM customers ORDER BY address",
+        "SELECT upper(phone) FROM customers",
+        "SELECT * FROM customers",
+        "SELECT c.* FROM customers c",
+        "SELECT b.*, c.* FROM bills b JOIN customers c ON c.cust_id = b.cust_id",
+        "SELECT * FROM bills JOIN customers USING (cust_id)",
+        "SELECT 1 FROM customers a JOIN customers b USING (phone)",
+        "SELECT cust_name FROM customers NATURAL JOIN bills",
+        "SELECT row_to_json(c) FROM customers c",
+        "SELECT c FROM customers c",
+        "SELECT to_jsonb(customers) FROM customers",
+        "SELECT x FROM (SELECT phone AS x FROM customers) t",
+        "SELECT t.phone FROM (SELECT cust_id, cust_name AS phone FROM customers) t",
+        "SELECT \"PHONE\" FROM customers",
+    ] {
+        refused(PG, sql, RefusalReason::RestrictedColumn);
+    }
+    // `TABLE x` is not in the PostgreSQL grammar sqlparser knows: refused unparsed.
+    refused(PG, "TABLE customers", RefusalReason::ParseError);
+    accepted(PG, "SELECT count(*) FROM customers");
+    accepted(PG, "SELECT cust_name, notes FROM customers");
+    accepted(
+        PG,
+        "SELECT t.* FROM (SELECT cust_id, cust_name FROM customers) t",
+    );
+    accepted(
+        PG,
+        "SELECT * FROM bills JOIN employees ON employees.emp_id = bills.cust_id",
+    );
+}
+
+#[test]
+fn benign_constructs_pass() {
+    for sql in [
+        "SELECT 'DELETE FROM bills; DROP TABLE bills' AS s",
+        "SELECT 1 -- DROP TABLE bills\n",
+        "SELECT /* ; DELETE */ bill_no FROM bills",
+        "SELECT $$DROP TABLE bills$$ AS s",
+        "SELECT bill_id, row_number() OVER (PARTITION BY status ORDER BY total_amt DESC) FROM bills",
+        "SELECT count(*) FILTER (WHERE status = 'PAID') FROM bills",
+        "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY total_amt) FROM bills",
+        "SELECT b.bill_no, x.n FROM bills b, LATERAL (SELECT count(*) AS n FROM bills b2 WHERE b2.cust_id = b.cust_id) x",
+        "SELECT DISTINCT ON (cust_id) cust_id, bill_no FROM bills ORDER BY cust_id, total_amt DESC",
+        "WITH RECURSIVE chain AS (SELECT emp_id, mgr_id, 1 AS depth FROM employees WHERE mgr_id IS NULL UNION ALL SELECT e.emp_id, e.mgr_id, c.depth + 1 FROM employees e JOIN chain c ON e.mgr_id = c.emp_id) SELECT * FROM chain",
+        "SELECT status, count(*) FROM bills GROUP BY ROLLUP (status)",
+        "SELECT status, count(*) FROM bills GROUP BY GROUPING SETS ((status), ())",
+        "SELECT total_amt::numeric(12, 0), CAST(bill_id AS TEXT) FROM bills",
+        "SELECT now() - INTERVAL '30 days'",
+        "SELECT * FROM generate_series(1, 10) AS g(n)",
+        "SELECT * FROM (VALUES (1, 'a'), (2, 'b')) AS v(n, s)",
+        "SELECT pg_typeof(total_amt) FROM bills",
+    ] {
+        accepted(PG, sql);
+    }
+}
+
+#[test]
+fn limit_is_forced_on_the_outermost_query() {
+    let kept = accepted(PG, "SELECT bill_no FROM bills LIMIT 5");
+    assert_eq!(kept.limit, LimitAction::Kept(5));
+    assert_eq!(kept.sql, "SELECT bill_no FROM bills LIMIT 5");
+
+    let capped = accepted(PG, "SELECT bill_no FROM bills");
+    assert_eq!(capped.limit, LimitAction::Capped(DEFAULT_ROW_CAP));
+    assert_eq!(capped.sql, "SELECT bill_no FROM bills LIMIT 200");
+
+    let too_many = accepted(PG, "SELECT bill_no FROM bills LIMIT 100000 OFFSET 3");
+    assert_eq!(too_many.sql, "SELECT bill_no FROM bills LIMIT 200 OFFSET 3");
+
+    let all = accepted(PG, "SELECT bill_no FROM bills LIMIT ALL");
+    assert_eq!(all.sql, "SELECT bill_no FROM bills LIMIT 200");
+
+    let expression = accepted(PG, "SELECT bill_no FROM bills LIMIT (SELECT 5000)");
+    assert_eq!(expression.sql, "SELECT bill_no FROM bills LIMIT 200");
+
+    let negative = accepted(LITE, "SELECT bill_no FROM bills LIMIT -1");
+    assert_eq!(negative.sql, "SELECT bill_no FROM bills LIMIT 200");
+
+    let comma = accepted(LITE, "SELECT bill_no FROM bills LIMIT 10, 5000");
+    assert_eq!(comma.sql, "SELECT bill_no FROM bills LIMIT 10, 200");
+    let comma_small = accepted(LITE, "SELECT bill_no FROM bills LIMIT 10, 5");
+    assert_eq!(comma_small.limit, LimitAction::Kept(5));
+
+    let fetch = accepted(
+        PG,
+        "SELECT bill_no FROM bills ORDER BY bill_no FETCH FIRST 5 ROWS ONLY",
+    );
+    assert_eq!(fetch.limit, LimitAction::Kept(5));
+    let big_fetch = accepted(
+        PG,
+        "SELECT bill_no FROM bills ORDER BY bill_no FETCH FIRST 5000 ROWS ONLY",
+    );
+    assert_eq!(
+        big_fetch.sql,
+        "SELECT bill_no FROM bills ORDER BY bill_no LIMIT 200"
+    );
+    assert!(!big_fetch.sql.contains("FETCH"));
+    let ties = accepted(
+        PG,
+        "SELECT bill_no FROM bills ORDER BY total_amt FETCH FIRST 5 ROWS WITH TIES",
+    );
+    assert_eq!(ties.limit, LimitAction::Capped(DEFAULT_ROW_CAP));
+
+    let union = accepted(
+        PG,
+        "SELECT bill_no FROM bills UNION SELECT cust_name FROM customers",
+    );
+    assert_eq!(union.limit, LimitAction::Wrapped(DEFAULT_ROW_CAP));
+    assert_eq!(
+        union.sql,
+        "SELECT * FROM (SELECT bill_no FROM bills UNION SELECT cust_name FROM customers) AS askdb_capped LIMIT 200"
+    );
+    let union_small = accepted(
+        PG,
+        "SELECT bill_no FROM bills UNION SELECT cust_name FROM customers LIMIT 3",
+    );
+    assert_eq!(union_small.limit, LimitAction::Kept(3));
+
+    let values = accepted(LITE, "VALUES (1), (2)");
+    assert_eq!(values.limit, LimitAction::Wrapped(DEFAULT_ROW_CAP));
+
+    // Inner limits are the query's own business; only the outermost one is forced.
+    let inner = accepted(PG, "SELECT * FROM (SELECT bill_no FROM bills LIMIT 5000) t");
+    assert_eq!(
+        inner.sql,
+        "SELECT * FROM (SELECT bill_no FROM bills LIMIT 5000) t LIMIT 200"
+    );
+}
+
+#[test]
+fn re_rendering_drops_comments_and_keeps_meaning() {
+    let checked = accepted(
+        PG,
+        "SELECT bill_no /* the number */ FROM bills WHERE status != 'VOID' -- live\n",
+    );
+    assert_eq!(
+        checked.sql,
+        "SELECT bill_no FROM bills WHERE status <> 'VOID' LIMIT 200"
+    );
+    assert_eq!(checked.tables, vec!["bills".to_string()]);
+}
+
+#[test]
+fn oversized_statements_are_refused_before_parsing() {
+    let huge = format!("SELECT '{}'", "x".repeat(MAX_SQL_BYTES));
+    refused(PG, &huge, RefusalReason::TooLong);
+}
+
+#[test]
+fn deeply_nested_input_is_a_parse_error_not_a_crash() {
+    let nested = format!("SELECT {}1{}", "(".repeat(5_000), ")".repeat(5_000));
+    refused(PG, &nested, RefusalReason::ParseError);
+}

@@ -1,0 +1,650 @@
+//! The gate: the one route to a database. Every caller (CLI, agent, MCP server, HTTP
+//! API) uses these four functions and nothing else:
+//!
+//! | function | returns |
+//! |---|---|
+//! | [`Gate::list_tables`] | visible tables, one-line description, approximate row count |
+//! | [`Gate::describe_table`] | columns, types, nullability, keys, as CREATE TABLE |
+//! | [`Gate::sample_rows`] | a few real rows, text cut to 40 characters, restricted columns never shown |
+//! | [`Gate::run_query`] | rows, or a structured error ([`QueryError`]), never a stack trace |
+//!
+//! `run_query` passes every statement through the [`guard`] first and runs only the
+//! guard's re-rendered text on a read-only [`executor`]. Hidden tables are never
+//! listed or described; restricted columns never leave the gate.
+
+pub mod guard;
+pub mod taxonomy;
+
+pub(crate) mod executor;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value as JsonValue;
+
+use crate::schema::{ForeignKey, SchemaNotes, TableSchema};
+use executor::sqlite::SqliteExecutor;
+use executor::{ExecFailure, ExecLimits, RawRows};
+pub use guard::{CheckedQuery, GuardPolicy, LimitAction, Refusal, RefusalReason, SqlDialect};
+pub use taxonomy::ErrorType;
+
+/// The query-log table: always hidden, whatever the notes say.
+pub const QUERY_LOG_TABLE: &str = "askdb_query_log";
+
+/// Sample values longer than this many characters are cut.
+pub const SAMPLE_TEXT_CHARS: usize = 40;
+
+/// The most rows `sample_rows` returns.
+pub const MAX_SAMPLE_ROWS: u32 = 20;
+
+/// The default statement timeout.
+pub const DEFAULT_STATEMENT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Where the database is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DatabaseUrl {
+    /// The embedded demo database (built on first use in askdb's data directory).
+    Demo,
+    Sqlite(PathBuf),
+    Postgres(String),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum GateError {
+    #[error("unrecognised database URL {0:?}: use sqlite:PATH, a path to a .sqlite/.db file, postgres://USER@HOST/DB, or demo")]
+    BadUrl(String),
+    #[error("cannot open the database: {0}")]
+    Open(String),
+    #[error("no table named {0:?}; `askdb schema tables` lists the tables")]
+    UnknownTable(String),
+    #[error("cannot build the demo database: {0}")]
+    Demo(String),
+    #[error("{0}")]
+    Query(String),
+}
+
+impl FromStr for DatabaseUrl {
+    type Err = GateError;
+
+    fn from_str(text: &str) -> Result<Self, GateError> {
+        let trimmed = text.trim();
+        if trimmed.is_empty() || trimmed.eq_ignore_ascii_case("demo") {
+            return Ok(DatabaseUrl::Demo);
+        }
+        if trimmed.starts_with("postgres://") || trimmed.starts_with("postgresql://") {
+            return Ok(DatabaseUrl::Postgres(trimmed.to_string()));
+        }
+        if let Some(path) = trimmed
+            .strip_prefix("sqlite://")
+            .or_else(|| trimmed.strip_prefix("sqlite:"))
+        {
+            if path.is_empty() {
+                return Err(GateError::BadUrl(text.to_string()));
+            }
+            return Ok(DatabaseUrl::Sqlite(PathBuf::from(path)));
+        }
+        if trimmed.contains("://") {
+            return Err(GateError::BadUrl(text.to_string()));
+        }
+        let path = Path::new(trimmed);
+        let looks_like_sqlite = matches!(
+            path.extension().and_then(|ext| ext.to_str()),
+            Some("sqlite" | "sqlite3" | "db")
+        );
+        if looks_like_sqlite || path.is_file() {
+            return Ok(DatabaseUrl::Sqlite(path.to_path_buf()));
+        }
+        Err(GateError::BadUrl(text.to_string()))
+    }
+}
+
+impl fmt::Display for DatabaseUrl {
+    /// Shows the URL without any password.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DatabaseUrl::Demo => f.write_str("demo"),
+            DatabaseUrl::Sqlite(path) => write!(f, "sqlite:{}", path.display()),
+            DatabaseUrl::Postgres(url) => f.write_str(&redact_password(url)),
+        }
+    }
+}
+
+/// Replaces the password of a `scheme://user:password@host` URL with `***`.
+pub fn redact_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let (authority, tail) = match rest.find('/') {
+        Some(index) => rest.split_at(index),
+        None => (rest, ""),
+    };
+    match authority.rsplit_once('@') {
+        Some((credentials, host)) => match credentials.split_once(':') {
+            Some((user, _password)) => format!("{scheme}://{user}:***@{host}{tail}"),
+            None => url.to_string(),
+        },
+        None => url.to_string(),
+    }
+}
+
+/// Settings of one gate.
+#[derive(Debug, Clone)]
+pub struct GateOptions {
+    pub row_cap: u64,
+    pub statement_timeout: Duration,
+    /// Notes for this database; when None, the demo database gets its built-in notes
+    /// and any other database gets none (the query log stays hidden either way).
+    pub notes: Option<SchemaNotes>,
+}
+
+impl Default for GateOptions {
+    fn default() -> Self {
+        GateOptions {
+            row_cap: guard::DEFAULT_ROW_CAP,
+            statement_timeout: DEFAULT_STATEMENT_TIMEOUT,
+            notes: None,
+        }
+    }
+}
+
+/// One line of `list_tables`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TableSummary {
+    pub name: String,
+    pub description: String,
+    pub row_count: Option<i64>,
+}
+
+/// One column of `describe_table`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ColumnDescription {
+    pub name: String,
+    pub data_type: String,
+    pub nullable: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+/// What `describe_table` returns.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TableDescription {
+    pub name: String,
+    pub description: String,
+    pub columns: Vec<ColumnDescription>,
+    pub primary_key: Vec<String>,
+    pub foreign_keys: Vec<ForeignKey>,
+    pub row_count: Option<i64>,
+    /// The table as CREATE TABLE, restricted columns left out.
+    pub create_table: String,
+}
+
+/// Rows returned by `run_query` or `sample_rows`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QueryResult {
+    /// Always true; lets a JSON reader tell rows from an error by one field.
+    pub ok: bool,
+    /// The statement that actually ran (re-rendered by the guard, LIMIT included).
+    pub sql: String,
+    pub columns: Vec<String>,
+    pub rows: Vec<Vec<JsonValue>>,
+    pub row_count: usize,
+    /// The result reached the row cap: more rows exist (the executor saw one more) or
+    /// may exist (the guard imposed the cap and exactly that many rows came back).
+    pub truncated: bool,
+    pub limit: LimitAction,
+    pub tables: Vec<String>,
+    pub elapsed_ms: u64,
+}
+
+/// The structured error of `run_query`: what went wrong, in the database's words,
+/// classified by the taxonomy. Never a stack trace.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QueryError {
+    /// Always false.
+    pub ok: bool,
+    pub error_type: ErrorType,
+    pub message: String,
+    pub hint: Option<String>,
+    pub sqlstate: Option<String>,
+    /// Why the guard refused, when it did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<RefusalReason>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub position: Option<u32>,
+    pub repairable: bool,
+    /// The statement as it was sent to the database (re-rendered), or as received when
+    /// the guard refused it.
+    pub sql: String,
+}
+
+impl QueryError {
+    fn from_refusal(refusal: Refusal, sql: &str) -> Self {
+        let error_type = if refusal.reason == RefusalReason::ParseError {
+            ErrorType::SyntaxError
+        } else {
+            ErrorType::Rejected
+        };
+        QueryError {
+            ok: false,
+            error_type,
+            message: refusal.message,
+            hint: None,
+            sqlstate: None,
+            reason: Some(refusal.reason),
+            position: None,
+            repairable: refusal.repairable,
+            sql: sql.to_string(),
+        }
+    }
+
+    fn from_failure(failure: ExecFailure, sql: &str) -> Self {
+        QueryError {
+            ok: false,
+            error_type: failure.error_type,
+            repairable: failure.error_type.repairable(),
+            message: failure.message,
+            hint: failure.hint,
+            sqlstate: failure.sqlstate,
+            reason: None,
+            position: failure.position,
+            sql: sql.to_string(),
+        }
+    }
+}
+
+impl fmt::Display for QueryError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.error_type, self.message)?;
+        if let Some(hint) = &self.hint {
+            write!(f, " (hint: {hint})")?;
+        }
+        Ok(())
+    }
+}
+
+/// What `run_query` returns: rows or a structured error.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum QueryOutcome {
+    Rows(QueryResult),
+    Failed(QueryError),
+}
+
+impl QueryOutcome {
+    pub fn is_ok(&self) -> bool {
+        matches!(self, QueryOutcome::Rows(_))
+    }
+}
+
+enum Backend {
+    Sqlite(Arc<SqliteExecutor>),
+}
+
+struct GateInner {
+    url: DatabaseUrl,
+    backend: Backend,
+    policy: GuardPolicy,
+    /// Visible tables with restricted columns removed, in name order.
+    tables: Vec<TableSchema>,
+    notes: SchemaNotes,
+    limits: ExecLimits,
+}
+
+/// The gate to one database. Cheap to clone; clones share the connections.
+#[derive(Clone)]
+pub struct Gate {
+    inner: Arc<GateInner>,
+}
+
+impl Gate {
+    /// Opens a database behind the gate: connects read-only, introspects the schema,
+    /// applies the notes (restricted columns, hidden tables) and builds the guard's
+    /// policy from what it found.
+    pub async fn open(url: &DatabaseUrl, options: GateOptions) -> Result<Gate, GateError> {
+        let limits = ExecLimits {
+            row_cap: options.row_cap,
+            statement_timeout: options.statement_timeout,
+        };
+        match url {
+            DatabaseUrl::Demo => {
+                let path = tokio::task::spawn_blocking(crate::demo::ensure_demo_sqlite)
+                    .await
+                    .map_err(|error| GateError::Demo(error.to_string()))?
+                    .map_err(|error| GateError::Demo(error.to_string()))?;
+                Self::open_sqlite(url.clone(), &path, options, limits).await
+            }
+            DatabaseUrl::Sqlite(path) => {
+                Self::open_sqlite(url.clone(), path, options, limits).await
+            }
+            DatabaseUrl::Postgres(_) => Err(GateError::Open(
+                "PostgreSQL support is not built yet".to_string(),
+            )),
+        }
+    }
+
+    async fn open_sqlite(
+        url: DatabaseUrl,
+        path: &Path,
+        options: GateOptions,
+        limits: ExecLimits,
+    ) -> Result<Gate, GateError> {
+        let path = path.to_path_buf();
+        let explicit_notes = options.notes.clone();
+        let (executor, schema, notes) = tokio::task::spawn_blocking(move || {
+            // Introspect first (its own connection) so the notes, and from them the
+            // restricted columns the authorizer enforces, are known before the
+            // locked-down connections open.
+            let probe = SqliteExecutor::open(&path, BTreeMap::new())?;
+            let schema = probe.introspect()?;
+            drop(probe);
+            let notes = choose_notes(explicit_notes, &schema);
+            let restricted = restricted_map(&notes);
+            let executor = SqliteExecutor::open(&path, restricted)?;
+            Ok::<_, ExecFailure>((executor, schema, notes))
+        })
+        .await
+        .map_err(|error| GateError::Open(error.to_string()))?
+        .map_err(|failure| GateError::Open(failure.message))?;
+        Ok(Self::assemble(
+            url,
+            Backend::Sqlite(Arc::new(executor)),
+            SqlDialect::Sqlite,
+            schema,
+            notes,
+            options,
+            limits,
+        ))
+    }
+
+    fn assemble(
+        url: DatabaseUrl,
+        backend: Backend,
+        dialect: SqlDialect,
+        schema: Vec<TableSchema>,
+        notes: SchemaNotes,
+        options: GateOptions,
+        limits: ExecLimits,
+    ) -> Gate {
+        let mut policy = GuardPolicy::new(dialect);
+        policy.row_cap = options.row_cap;
+        let hidden: BTreeSet<String> = notes
+            .hidden_tables
+            .iter()
+            .map(|name| name.to_lowercase())
+            .chain(std::iter::once(QUERY_LOG_TABLE.to_string()))
+            .collect();
+        for name in &hidden {
+            policy.hide_table(name);
+        }
+        for (table, columns) in restricted_map(&notes) {
+            for column in columns {
+                policy.restrict_column(&table, &column);
+            }
+        }
+        let mut tables: Vec<TableSchema> = schema
+            .into_iter()
+            .filter(|table| !hidden.contains(&table.name.to_lowercase()))
+            .collect();
+        for table in &mut tables {
+            policy.allow_table(&table.name, table.columns.iter().map(|c| c.name.as_str()));
+            let name = table.name.clone();
+            table
+                .columns
+                .retain(|column| !policy.is_restricted(&name, &column.name));
+            let restricted_key = |columns: &[String]| {
+                columns
+                    .iter()
+                    .any(|column| policy.is_restricted(&name, column))
+            };
+            table.unique.retain(|columns| !restricted_key(columns));
+            table
+                .foreign_keys
+                .retain(|key| !restricted_key(&key.columns));
+        }
+        tables.sort_by(|a, b| a.name.cmp(&b.name));
+        Gate {
+            inner: Arc::new(GateInner {
+                url,
+                backend,
+                policy,
+                tables,
+                notes,
+                limits,
+            }),
+        }
+    }
+
+    pub fn url(&self) -> &DatabaseUrl {
+        &self.inner.url
+    }
+
+    pub fn dialect(&self) -> SqlDialect {
+        self.inner.policy.dialect
+    }
+
+    pub fn notes(&self) -> &SchemaNotes {
+        &self.inner.notes
+    }
+
+    pub fn policy(&self) -> &GuardPolicy {
+        &self.inner.policy
+    }
+
+    /// The visible tables' structures, restricted columns removed.
+    pub fn schema(&self) -> &[TableSchema] {
+        &self.inner.tables
+    }
+
+    /// Visible tables with their descriptions and approximate row counts.
+    pub fn list_tables(&self) -> Vec<TableSummary> {
+        self.inner
+            .tables
+            .iter()
+            .map(|table| TableSummary {
+                name: table.name.clone(),
+                description: self.table_description(&table.name),
+                row_count: table.row_count,
+            })
+            .collect()
+    }
+
+    fn table_description(&self, table: &str) -> String {
+        self.inner
+            .notes
+            .tables
+            .get(&table.to_lowercase())
+            .map(|note| note.description.clone())
+            .unwrap_or_default()
+    }
+
+    fn find_table(&self, name: &str) -> Result<&TableSchema, GateError> {
+        let wanted = name.trim().to_lowercase();
+        self.inner
+            .tables
+            .iter()
+            .find(|table| table.name.to_lowercase() == wanted)
+            .ok_or_else(|| GateError::UnknownTable(name.to_string()))
+    }
+
+    /// One visible table's columns and keys, as structured data and as CREATE TABLE.
+    pub fn describe_table(&self, name: &str) -> Result<TableDescription, GateError> {
+        let table = self.find_table(name)?;
+        let column_notes = self
+            .inner
+            .notes
+            .tables
+            .get(&table.name.to_lowercase())
+            .map(|note| &note.columns);
+        Ok(TableDescription {
+            name: table.name.clone(),
+            description: self.table_description(&table.name),
+            columns: table
+                .columns
+                .iter()
+                .map(|column| ColumnDescription {
+                    name: column.name.clone(),
+                    data_type: column.data_type.clone(),
+                    nullable: column.nullable,
+                    description: column_notes
+                        .and_then(|notes| notes.get(&column.name.to_lowercase()))
+                        .cloned(),
+                })
+                .collect(),
+            primary_key: table.primary_key.clone(),
+            foreign_keys: table.foreign_keys.clone(),
+            row_count: table.row_count,
+            create_table: table.create_table_sql(),
+        })
+    }
+
+    /// A few real rows of a visible table, restricted columns left out and every text
+    /// value cut to [`SAMPLE_TEXT_CHARS`] characters. The query goes through the guard
+    /// like any other.
+    pub async fn sample_rows(&self, name: &str, rows: u32) -> Result<QueryResult, GateError> {
+        let table = self.find_table(name)?;
+        if table.columns.is_empty() {
+            return Err(GateError::Query(format!(
+                "table {} has no columns that may be shown",
+                table.name
+            )));
+        }
+        let columns: Vec<String> = table
+            .columns
+            .iter()
+            .map(|column| executor::quote_ident(&column.name))
+            .collect();
+        let sql = format!(
+            "SELECT {} FROM {} LIMIT {}",
+            columns.join(", "),
+            executor::quote_ident(&table.name),
+            rows.clamp(1, MAX_SAMPLE_ROWS)
+        );
+        match self.run_query(&sql).await {
+            QueryOutcome::Rows(mut result) => {
+                for row in &mut result.rows {
+                    for value in row.iter_mut() {
+                        if let JsonValue::String(text) = value {
+                            *text = cut_text(text, SAMPLE_TEXT_CHARS);
+                        }
+                    }
+                }
+                Ok(result)
+            }
+            QueryOutcome::Failed(error) => Err(GateError::Query(error.to_string())),
+        }
+    }
+
+    /// Checks a statement with the guard only, without running it.
+    pub fn check(&self, sql: &str) -> Result<CheckedQuery, Refusal> {
+        guard::check(sql, &self.inner.policy)
+    }
+
+    /// Runs one statement through the whole gate: guard, then the read-only executor.
+    pub async fn run_query(&self, sql: &str) -> QueryOutcome {
+        let checked = match self.check(sql) {
+            Ok(checked) => checked,
+            Err(refusal) => return QueryOutcome::Failed(QueryError::from_refusal(refusal, sql)),
+        };
+        let started = Instant::now();
+        match self.execute(&checked.sql).await {
+            Ok(raw) => QueryOutcome::Rows(QueryResult {
+                ok: true,
+                row_count: raw.rows.len(),
+                truncated: raw.truncated || reached_forced_cap(checked.limit, raw.rows.len()),
+                columns: raw.columns,
+                rows: raw.rows,
+                limit: checked.limit,
+                tables: checked.tables,
+                elapsed_ms: started.elapsed().as_millis() as u64,
+                sql: checked.sql,
+            }),
+            Err(failure) => QueryOutcome::Failed(QueryError::from_failure(failure, &checked.sql)),
+        }
+    }
+
+    /// Runs text on the executor. Private: the only callers are `run_query` (after
+    /// the guard) and the layer tests, which switch the guard off on purpose.
+    async fn execute(&self, sql: &str) -> Result<RawRows, ExecFailure> {
+        let limits = self.inner.limits;
+        match &self.inner.backend {
+            Backend::Sqlite(executor) => {
+                let executor = Arc::clone(executor);
+                let sql = sql.to_string();
+                tokio::task::spawn_blocking(move || executor.execute(&sql, limits))
+                    .await
+                    .unwrap_or_else(|error| {
+                        Err(ExecFailure::new(
+                            ErrorType::Unknown,
+                            format!("the query task failed: {error}"),
+                        ))
+                    })
+            }
+        }
+    }
+
+    /// Runs a statement with the guard switched off, on the same read-only executor.
+    /// Two callers only: the layer tests, which show each executor layer holding on its
+    /// own, and the guard-equivalence check, which runs benchmark gold text as written
+    /// to compare it with the guard's re-rendering.
+    pub(crate) async fn execute_unguarded(&self, sql: &str) -> Result<RawRows, ExecFailure> {
+        self.execute(sql).await
+    }
+}
+
+/// Whether a result stopped at a LIMIT the guard imposed, so more rows may exist.
+fn reached_forced_cap(limit: LimitAction, rows: usize) -> bool {
+    match limit {
+        LimitAction::Capped(cap) | LimitAction::Wrapped(cap) => rows as u64 >= cap,
+        LimitAction::Kept(_) => false,
+    }
+}
+
+/// The notes to use: explicit ones, else the demo's when the database is the demo.
+fn choose_notes(explicit: Option<SchemaNotes>, schema: &[TableSchema]) -> SchemaNotes {
+    if let Some(notes) = explicit {
+        return notes;
+    }
+    let demo = crate::demo::demo_notes();
+    let present: BTreeSet<String> = schema
+        .iter()
+        .map(|table| table.name.to_lowercase())
+        .collect();
+    let is_demo =
+        !demo.tables.is_empty() && demo.tables.keys().all(|table| present.contains(table));
+    if is_demo {
+        demo
+    } else {
+        SchemaNotes::default()
+    }
+}
+
+/// `table.column` notes as a map from table to its restricted columns.
+fn restricted_map(notes: &SchemaNotes) -> BTreeMap<String, BTreeSet<String>> {
+    let mut map: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for entry in &notes.restricted_columns {
+        if let Some((table, column)) = entry.split_once('.') {
+            map.entry(table.trim().to_lowercase())
+                .or_default()
+                .insert(column.trim().to_lowercase());
+        }
+    }
+    map
+}
+
+/// Cuts text to at most `max` characters, marking the cut with an ellipsis.
+pub fn cut_text(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let mut cut: String = text.chars().take(max.saturating_sub(1)).collect();
+    cut.push('…');
+    cut
+}
+
+#[cfg(test)]
+mod tests;

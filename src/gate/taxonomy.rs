@@ -1,0 +1,287 @@
+//! The error taxonomy: every database error and guard refusal becomes one
+//! [`ErrorType`], chosen from the database's own error code (SQLSTATE for PostgreSQL,
+//! result code and message for SQLite). The agent picks its repair strategy from this
+//! type alone, so this module is the single place where a code gets its meaning.
+
+use serde::{Deserialize, Serialize};
+
+/// The kind of failure, as the agent and the evaluation harness see it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorType {
+    SyntaxError,
+    UnknownColumn,
+    UnknownTable,
+    AmbiguousColumn,
+    UnknownFunction,
+    TypeMismatch,
+    GroupingError,
+    WindowingError,
+    CardinalityViolation,
+    DivisionByZero,
+    Timeout,
+    PermissionDenied,
+    ReadOnlyViolation,
+    /// Refused by the guard before reaching the database.
+    Rejected,
+    /// The database could not be reached or the connection dropped: infrastructure,
+    /// not a fault of the query.
+    ConnectionError,
+    Unknown,
+}
+
+impl ErrorType {
+    /// Every type, for exhaustive checks (a repairable type must have a repair).
+    pub const ALL: [ErrorType; 16] = [
+        ErrorType::SyntaxError,
+        ErrorType::UnknownColumn,
+        ErrorType::UnknownTable,
+        ErrorType::AmbiguousColumn,
+        ErrorType::UnknownFunction,
+        ErrorType::TypeMismatch,
+        ErrorType::GroupingError,
+        ErrorType::WindowingError,
+        ErrorType::CardinalityViolation,
+        ErrorType::DivisionByZero,
+        ErrorType::Timeout,
+        ErrorType::PermissionDenied,
+        ErrorType::ReadOnlyViolation,
+        ErrorType::Rejected,
+        ErrorType::ConnectionError,
+        ErrorType::Unknown,
+    ];
+
+    /// Whether the agent may try to repair a query that failed this way. A permission
+    /// or read-only failure is the event to see, not to hide, so it is never repaired;
+    /// a guard refusal is repairable only for some reasons (see
+    /// [`crate::gate::guard::RefusalReason::repairable`]).
+    pub fn repairable(self) -> bool {
+        match self {
+            ErrorType::SyntaxError
+            | ErrorType::UnknownColumn
+            | ErrorType::UnknownTable
+            | ErrorType::AmbiguousColumn
+            | ErrorType::UnknownFunction
+            | ErrorType::TypeMismatch
+            | ErrorType::GroupingError
+            | ErrorType::WindowingError
+            | ErrorType::CardinalityViolation
+            | ErrorType::DivisionByZero
+            | ErrorType::Timeout
+            | ErrorType::Rejected => true,
+            ErrorType::PermissionDenied
+            | ErrorType::ReadOnlyViolation
+            | ErrorType::ConnectionError
+            | ErrorType::Unknown => false,
+        }
+    }
+
+    /// The snake_case name used in JSON and in prompts.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorType::SyntaxError => "syntax_error",
+            ErrorType::UnknownColumn => "unknown_column",
+            ErrorType::UnknownTable => "unknown_table",
+            ErrorType::AmbiguousColumn => "ambiguous_column",
+            ErrorType::UnknownFunction => "unknown_function",
+            ErrorType::TypeMismatch => "type_mismatch",
+            ErrorType::GroupingError => "grouping_error",
+            ErrorType::WindowingError => "windowing_error",
+            ErrorType::CardinalityViolation => "cardinality_violation",
+            ErrorType::DivisionByZero => "division_by_zero",
+            ErrorType::Timeout => "timeout",
+            ErrorType::PermissionDenied => "permission_denied",
+            ErrorType::ReadOnlyViolation => "read_only_violation",
+            ErrorType::Rejected => "rejected",
+            ErrorType::ConnectionError => "connection_error",
+            ErrorType::Unknown => "unknown",
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Maps a PostgreSQL SQLSTATE to its error type.
+pub fn from_sqlstate(sqlstate: &str) -> ErrorType {
+    match sqlstate {
+        "42601" => ErrorType::SyntaxError,
+        "42703" => ErrorType::UnknownColumn,
+        "42P01" => ErrorType::UnknownTable,
+        "42702" | "42725" => ErrorType::AmbiguousColumn,
+        "42883" => ErrorType::UnknownFunction,
+        "42804" | "42846" | "22P02" | "22007" | "22008" | "42P18" => ErrorType::TypeMismatch,
+        "42803" => ErrorType::GroupingError,
+        "42P20" => ErrorType::WindowingError,
+        "21000" => ErrorType::CardinalityViolation,
+        "22012" => ErrorType::DivisionByZero,
+        "57014" => ErrorType::Timeout,
+        "42501" => ErrorType::PermissionDenied,
+        "25006" => ErrorType::ReadOnlyViolation,
+        // Class 08: connection exceptions; 57P01..57P03: the server is going away.
+        code if code.starts_with("08") => ErrorType::ConnectionError,
+        "57P01" | "57P02" | "57P03" => ErrorType::ConnectionError,
+        _ => ErrorType::Unknown,
+    }
+}
+
+/// SQLite's primary result codes that the taxonomy distinguishes (the low byte of the
+/// extended code).
+pub mod sqlite_codes {
+    pub const PERM: i32 = 3;
+    pub const BUSY: i32 = 5;
+    pub const LOCKED: i32 = 6;
+    pub const READONLY: i32 = 8;
+    pub const INTERRUPT: i32 = 9;
+    pub const CANTOPEN: i32 = 14;
+    pub const MISMATCH: i32 = 20;
+    pub const AUTH: i32 = 23;
+}
+
+/// Maps a SQLite result code and message to its error type. SQLite reports most
+/// query errors as the generic SQLITE_ERROR, so the message decides among them.
+pub fn from_sqlite(primary_code: i32, message: &str) -> ErrorType {
+    use sqlite_codes::*;
+    match primary_code {
+        INTERRUPT => return ErrorType::Timeout,
+        READONLY => return ErrorType::ReadOnlyViolation,
+        AUTH | PERM => return ErrorType::PermissionDenied,
+        MISMATCH => return ErrorType::TypeMismatch,
+        CANTOPEN => return ErrorType::ConnectionError,
+        BUSY | LOCKED => return ErrorType::Unknown,
+        _ => {}
+    }
+    let message = message.to_ascii_lowercase();
+    let has = |needle: &str| message.contains(needle);
+    if has("no such column") {
+        ErrorType::UnknownColumn
+    } else if has("no such table") {
+        ErrorType::UnknownTable
+    } else if has("ambiguous column name") {
+        ErrorType::AmbiguousColumn
+    } else if has("no such function") || has("wrong number of arguments to function") {
+        ErrorType::UnknownFunction
+    } else if has("misuse of window function") || has("window function") {
+        ErrorType::WindowingError
+    } else if has("misuse of aggregate")
+        || has("group by clause is required")
+        || has("aggregate functions are not allowed")
+        || has("not an aggregate")
+    {
+        ErrorType::GroupingError
+    } else if has("sub-select returns") || has("row value misused") {
+        ErrorType::CardinalityViolation
+    } else if has("datatype mismatch") {
+        ErrorType::TypeMismatch
+    } else if has("not authorized") || (has("access to") && has("is prohibited")) {
+        ErrorType::PermissionDenied
+    } else if has("readonly database") || has("read-only") {
+        ErrorType::ReadOnlyViolation
+    } else if has("interrupted") {
+        ErrorType::Timeout
+    } else if has("syntax error")
+        || has("incomplete input")
+        || has("unrecognized token")
+        || has("near \"")
+    {
+        ErrorType::SyntaxError
+    } else {
+        ErrorType::Unknown
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sqlstates_of_the_architecture_table_map_to_their_types() {
+        let cases = [
+            ("42601", ErrorType::SyntaxError),
+            ("42703", ErrorType::UnknownColumn),
+            ("42P01", ErrorType::UnknownTable),
+            ("42702", ErrorType::AmbiguousColumn),
+            ("42883", ErrorType::UnknownFunction),
+            ("42804", ErrorType::TypeMismatch),
+            ("22P02", ErrorType::TypeMismatch),
+            ("22007", ErrorType::TypeMismatch),
+            ("22008", ErrorType::TypeMismatch),
+            ("42803", ErrorType::GroupingError),
+            ("42P20", ErrorType::WindowingError),
+            ("21000", ErrorType::CardinalityViolation),
+            ("22012", ErrorType::DivisionByZero),
+            ("57014", ErrorType::Timeout),
+            ("42501", ErrorType::PermissionDenied),
+            ("25006", ErrorType::ReadOnlyViolation),
+            ("08006", ErrorType::ConnectionError),
+            ("XX000", ErrorType::Unknown),
+        ];
+        for (code, expected) in cases {
+            assert_eq!(from_sqlstate(code), expected, "SQLSTATE {code}");
+        }
+    }
+
+    #[test]
+    fn permission_and_read_only_failures_are_never_repairable() {
+        assert!(!ErrorType::PermissionDenied.repairable());
+        assert!(!ErrorType::ReadOnlyViolation.repairable());
+        assert!(!ErrorType::Unknown.repairable());
+        assert!(!ErrorType::ConnectionError.repairable());
+        assert!(ErrorType::SyntaxError.repairable());
+    }
+
+    #[test]
+    fn sqlite_messages_map_to_the_same_types_as_sqlstates() {
+        let cases = [
+            (1, "no such column: cust_nme", ErrorType::UnknownColumn),
+            (1, "no such table: bill", ErrorType::UnknownTable),
+            (
+                1,
+                "ambiguous column name: status",
+                ErrorType::AmbiguousColumn,
+            ),
+            (
+                1,
+                "no such function: date_trunc",
+                ErrorType::UnknownFunction,
+            ),
+            (1, "near \"FROM\": syntax error", ErrorType::SyntaxError),
+            (1, "incomplete input", ErrorType::SyntaxError),
+            (1, "misuse of aggregate: sum()", ErrorType::GroupingError),
+            (
+                1,
+                "misuse of window function row_number()",
+                ErrorType::WindowingError,
+            ),
+            (
+                1,
+                "sub-select returns 2 columns - expected 1",
+                ErrorType::CardinalityViolation,
+            ),
+            (9, "interrupted", ErrorType::Timeout),
+            (
+                8,
+                "attempt to write a readonly database",
+                ErrorType::ReadOnlyViolation,
+            ),
+            (23, "not authorized", ErrorType::PermissionDenied),
+            (1, "not authorized", ErrorType::PermissionDenied),
+            (20, "datatype mismatch", ErrorType::TypeMismatch),
+            (1, "something new", ErrorType::Unknown),
+        ];
+        for (code, message, expected) in cases {
+            assert_eq!(from_sqlite(code, message), expected, "{message}");
+        }
+    }
+
+    #[test]
+    fn json_names_match_as_str() {
+        for error_type in ErrorType::ALL {
+            let json = serde_json::to_string(&error_type).expect("serialises");
+            assert_eq!(json, format!("\"{}\"", error_type.as_str()));
+        }
+    }
+}

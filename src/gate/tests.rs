@@ -1,0 +1,429 @@
+//! Gate tests over the real demo database: the hostile and benign corpora, each
+//! read-only layer of the SQLite executor with the guard switched off, the timeout,
+//! hidden tables and restricted columns end to end.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+
+use super::*;
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct CorpusEntry {
+    pub id: String,
+    pub dialect: String,
+    pub sql: String,
+    #[serde(default)]
+    pub reason: Option<RefusalReason>,
+    #[serde(default)]
+    pub writes: bool,
+}
+
+impl CorpusEntry {
+    pub fn applies_to(&self, dialect: SqlDialect) -> bool {
+        self.dialect == "any" || self.dialect == dialect.as_str()
+    }
+}
+
+pub(crate) fn load_corpus(name: &str) -> Vec<CorpusEntry> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("evals")
+        .join(name);
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|error| panic!("cannot read {}: {error}", path.display()));
+    text.lines()
+        .filter(|line| !line.trim().is_empty())
+        .map(|line| {
+            serde_json::from_str(line)
+                .unwrap_or_else(|error| panic!("bad corpus line in {name}: {error}: {line}"))
+        })
+        .collect()
+}
+
+fn file_sha256(path: &Path) -> String {
+    let bytes = std::fs::read(path).expect("database file is readable");
+    format!("{:x}", Sha256::digest(bytes))
+}
+
+struct DemoCopy {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+}
+
+fn demo_copy() -> DemoCopy {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("demo.sqlite");
+    crate::demo::write_sqlite(&path).expect("demo database builds");
+    DemoCopy { _dir: dir, path }
+}
+
+async fn open(path: &Path, options: GateOptions) -> Gate {
+    Gate::open(&DatabaseUrl::Sqlite(path.to_path_buf()), options)
+        .await
+        .expect("demo database opens")
+}
+
+fn policy_for(gate: &Gate, dialect: SqlDialect) -> GuardPolicy {
+    let mut policy = gate.policy().clone();
+    policy.dialect = dialect;
+    policy
+}
+
+#[tokio::test]
+async fn hostile_corpus_is_refused_with_its_reason_in_both_dialects() {
+    let demo = demo_copy();
+    let gate = open(&demo.path, GateOptions::default()).await;
+    let corpus = load_corpus("hostile_sql.jsonl");
+    assert!(
+        corpus.len() >= 80,
+        "the hostile corpus has {} statements",
+        corpus.len()
+    );
+    let mut checked = 0;
+    let mut wrong = Vec::new();
+    for dialect in [SqlDialect::Postgres, SqlDialect::Sqlite] {
+        let policy = policy_for(&gate, dialect);
+        for entry in corpus.iter().filter(|entry| entry.applies_to(dialect)) {
+            checked += 1;
+            let expected = entry.reason.expect("hostile entries name their reason");
+            match guard::check(&entry.sql, &policy) {
+                Ok(passed) => wrong.push(format!(
+                    "{} ({dialect:?}) PASSED as {}",
+                    entry.id, passed.sql
+                )),
+                Err(refusal) if refusal.reason != expected => wrong.push(format!(
+                    "{} ({dialect:?}) refused as {:?}, expected {expected:?}: {}",
+                    entry.id, refusal.reason, refusal.message
+                )),
+                Err(_) => {}
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "{} of {checked} verdicts wrong:\n{}",
+        wrong.len(),
+        wrong.join("\n")
+    );
+}
+
+#[tokio::test]
+async fn benign_corpus_is_accepted_and_sqlite_ones_run() {
+    let demo = demo_copy();
+    let gate = open(&demo.path, GateOptions::default()).await;
+    let corpus = load_corpus("benign_sql.jsonl");
+    assert!(
+        corpus.len() >= 40,
+        "the benign corpus has {} statements",
+        corpus.len()
+    );
+    let mut wrong = Vec::new();
+    for dialect in [SqlDialect::Postgres, SqlDialect::Sqlite] {
+        let policy = policy_for(&gate, dialect);
+        for entry in corpus.iter().filter(|entry| entry.applies_to(dialect)) {
+            if let Err(refusal) = guard::check(&entry.sql, &policy) {
+                wrong.push(format!("{} ({dialect:?}) refused: {refusal}", entry.id));
+            }
+        }
+    }
+    for entry in corpus
+        .iter()
+        .filter(|entry| entry.applies_to(SqlDialect::Sqlite))
+    {
+        if let QueryOutcome::Failed(error) = gate.run_query(&entry.sql).await {
+            wrong.push(format!("{} failed on SQLite: {error}", entry.id));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[tokio::test]
+async fn sqlite_connection_alone_refuses_every_write_and_the_file_is_unchanged() {
+    let demo = demo_copy();
+    let before = file_sha256(&demo.path);
+    let gate = open(&demo.path, GateOptions::default()).await;
+    let attached = demo.path.with_file_name("attached.db");
+    let mut statements: Vec<String> = load_corpus("hostile_sql.jsonl")
+        .into_iter()
+        .filter(|entry| entry.writes && entry.applies_to(SqlDialect::Sqlite))
+        .map(|entry| entry.sql)
+        .collect();
+    assert!(
+        statements.len() >= 30,
+        "only {} SQLite writes in the corpus",
+        statements.len()
+    );
+    statements.push(format!(
+        "ATTACH DATABASE '{}' AS planted",
+        attached.display()
+    ));
+    statements.push(format!("VACUUM INTO '{}'", attached.display()));
+    let mut executed = Vec::new();
+    for sql in &statements {
+        if let Ok(rows) = gate.execute_unguarded(sql).await {
+            // A statement the engine runs must at least have changed nothing: the
+            // layers below decide, and any success here is reported.
+            executed.push(format!("{sql} -> {} rows", rows.rows.len()));
+        }
+    }
+    assert!(
+        executed.is_empty(),
+        "the connection ran writes:\n{}",
+        executed.join("\n")
+    );
+    assert!(
+        !attached.exists(),
+        "ATTACH or VACUUM INTO created {}",
+        attached.display()
+    );
+    drop(gate);
+    assert_eq!(before, file_sha256(&demo.path), "the database file changed");
+}
+
+#[tokio::test]
+async fn each_sqlite_layer_reports_writes_as_permission_or_read_only() {
+    let demo = demo_copy();
+    let gate = open(&demo.path, GateOptions::default()).await;
+    for sql in [
+        "DELETE FROM bills",
+        "UPDATE bills SET status = 'VOID'",
+        "CREATE TABLE planted (x INTEGER)",
+        "PRAGMA query_only = 0",
+        "BEGIN",
+        "SELECT sql FROM sqlite_master",
+        "SELECT load_extension('/tmp/x')",
+        "SELECT phone FROM customers",
+        "SELECT * FROM customers",
+    ] {
+        let failure = gate
+            .execute_unguarded(sql)
+            .await
+            .expect_err("the executor refuses it without the guard");
+        assert!(
+            matches!(
+                failure.error_type,
+                ErrorType::PermissionDenied | ErrorType::ReadOnlyViolation
+            ),
+            "{sql}: {failure:?}"
+        );
+        assert!(!failure.error_type.repairable());
+    }
+}
+
+#[tokio::test]
+async fn a_runaway_query_is_stopped_by_the_timeout() {
+    let demo = demo_copy();
+    let timeout = Duration::from_millis(1_000);
+    let gate = open(
+        &demo.path,
+        GateOptions {
+            statement_timeout: timeout,
+            ..GateOptions::default()
+        },
+    )
+    .await;
+    for sql in [
+        "WITH RECURSIVE forever(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM forever) SELECT count(*) FROM forever",
+        "SELECT count(*) FROM bill_items a, bill_items b, bill_items c",
+    ] {
+        let started = Instant::now();
+        let outcome = gate.run_query(sql).await;
+        let elapsed = started.elapsed();
+        match outcome {
+            QueryOutcome::Failed(error) => assert_eq!(error.error_type, ErrorType::Timeout, "{sql}"),
+            QueryOutcome::Rows(rows) => panic!("{sql} finished: {:?}", rows.rows),
+        }
+        assert!(elapsed < timeout + Duration::from_secs(1), "{sql} took {elapsed:?}");
+    }
+    // The connection is usable afterwards.
+    assert!(gate.run_query("SELECT 1").await.is_ok());
+}
+
+#[tokio::test]
+async fn run_query_counts_the_demo_bills() {
+    let demo = demo_copy();
+    let gate = open(&demo.path, GateOptions::default()).await;
+    match gate.run_query("SELECT count(*) FROM bills").await {
+        QueryOutcome::Rows(result) => {
+            assert_eq!(result.rows, vec![vec![serde_json::json!(1400)]]);
+            assert_eq!(result.sql, "SELECT count(*) FROM bills LIMIT 200");
+            assert!(!result.truncated);
+        }
+        QueryOutcome::Failed(error) => panic!("{error}"),
+    }
+}
+
+#[tokio::test]
+async fn the_row_cap_truncates_and_says_so() {
+    let demo = demo_copy();
+    let gate = open(&demo.path, GateOptions::default()).await;
+    let QueryOutcome::Rows(result) = gate.run_query("SELECT bill_no FROM bills").await else {
+        panic!("query failed");
+    };
+    assert_eq!(result.row_count, 200);
+    assert!(result.truncated);
+    let QueryOutcome::Rows(small) = gate.run_query("SELECT bill_no FROM bills LIMIT 7").await
+    else {
+        panic!("query failed");
+    };
+    assert_eq!(small.row_count, 7);
+    assert!(!small.truncated);
+}
+
+#[tokio::test]
+async fn structured_errors_carry_type_and_sql_never_a_trace() {
+    let demo = demo_copy();
+    let gate = open(&demo.path, GateOptions::default()).await;
+    let QueryOutcome::Failed(error) = gate.run_query("SELECT cust_nme FROM customers").await else {
+        panic!("should fail");
+    };
+    assert_eq!(error.error_type, ErrorType::UnknownColumn);
+    assert!(error.repairable);
+    assert_eq!(error.sql, "SELECT cust_nme FROM customers LIMIT 200");
+    let json = serde_json::to_value(&error).expect("serialises");
+    assert_eq!(json["ok"], serde_json::json!(false));
+    assert_eq!(json["error_type"], serde_json::json!("unknown_column"));
+
+    let QueryOutcome::Failed(refused) = gate.run_query("DELETE FROM bills").await else {
+        panic!("should be refused");
+    };
+    assert_eq!(refused.error_type, ErrorType::Rejected);
+    assert_eq!(refused.reason, Some(RefusalReason::NotAQuery));
+    assert!(!refused.repairable);
+}
+
+#[tokio::test]
+async fn restricted_columns_never_leave_the_gate() {
+    let demo = demo_copy();
+    let gate = open(&demo.path, GateOptions::default()).await;
+    let customers = gate.describe_table("customers").expect("customers exists");
+    let names: Vec<&str> = customers.columns.iter().map(|c| c.name.as_str()).collect();
+    assert!(
+        !names.contains(&"phone") && !names.contains(&"address"),
+        "{names:?}"
+    );
+    assert!(!customers.create_table.contains("phone"));
+    let sample = gate.sample_rows("customers", 5).await.expect("sample");
+    assert!(!sample
+        .columns
+        .iter()
+        .any(|c| c == "phone" || c == "address"));
+    assert_eq!(sample.row_count, 5);
+    let suppliers = gate.sample_rows("suppliers", 3).await.expect("sample");
+    assert!(!suppliers.columns.iter().any(|c| c == "phone"));
+    for row in sample.rows.iter().chain(suppliers.rows.iter()) {
+        for value in row {
+            if let serde_json::Value::String(text) = value {
+                assert!(text.chars().count() <= SAMPLE_TEXT_CHARS, "{text}");
+            }
+        }
+    }
+    assert!(matches!(
+        gate.run_query("SELECT phone FROM customers").await,
+        QueryOutcome::Failed(QueryError {
+            reason: Some(RefusalReason::RestrictedColumn),
+            ..
+        })
+    ));
+    assert!(gate
+        .run_query("SELECT count(*) FROM customers")
+        .await
+        .is_ok());
+}
+
+#[tokio::test]
+async fn hidden_tables_are_never_listed_described_or_read() {
+    let demo = demo_copy();
+    {
+        let connection = rusqlite::Connection::open(&demo.path).expect("writable copy");
+        connection
+            .execute_batch(
+                "CREATE TABLE askdb_query_log (id INTEGER PRIMARY KEY, question TEXT);
+                 INSERT INTO askdb_query_log (question) VALUES ('secret');",
+            )
+            .expect("log table created");
+    }
+    let gate = open(&demo.path, GateOptions::default()).await;
+    let tables: Vec<String> = gate.list_tables().into_iter().map(|t| t.name).collect();
+    assert_eq!(tables.len(), 15, "{tables:?}");
+    assert!(!tables.iter().any(|t| t == QUERY_LOG_TABLE));
+    assert!(matches!(
+        gate.describe_table(QUERY_LOG_TABLE),
+        Err(GateError::UnknownTable(_))
+    ));
+    assert!(gate.sample_rows(QUERY_LOG_TABLE, 3).await.is_err());
+    let QueryOutcome::Failed(error) = gate.run_query("SELECT * FROM askdb_query_log").await else {
+        panic!("the hidden table was read");
+    };
+    assert_eq!(error.reason, Some(RefusalReason::UnknownTable));
+    assert!(!error.repairable);
+}
+
+#[tokio::test]
+async fn text_samples_are_cut_to_forty_characters() {
+    assert_eq!(cut_text("short", 40), "short");
+    let long = "x".repeat(100);
+    let cut = cut_text(&long, 40);
+    assert_eq!(cut.chars().count(), 40);
+    assert!(cut.ends_with('…'));
+    let multibyte = "é".repeat(50);
+    assert_eq!(cut_text(&multibyte, 40).chars().count(), 40);
+}
+
+#[test]
+fn database_urls_parse_or_fail_clearly() {
+    assert_eq!("demo".parse::<DatabaseUrl>().ok(), Some(DatabaseUrl::Demo));
+    assert_eq!(
+        "sqlite:/tmp/x.db".parse::<DatabaseUrl>().ok(),
+        Some(DatabaseUrl::Sqlite(PathBuf::from("/tmp/x.db")))
+    );
+    assert_eq!(
+        "/data/shop.sqlite".parse::<DatabaseUrl>().ok(),
+        Some(DatabaseUrl::Sqlite(PathBuf::from("/data/shop.sqlite")))
+    );
+    assert!(matches!(
+        "postgres://askdb_ro@127.0.0.1/shop".parse::<DatabaseUrl>(),
+        Ok(DatabaseUrl::Postgres(_))
+    ));
+    for bad in ["mysql://x", "sqlite:", "not a url"] {
+        let error = bad.parse::<DatabaseUrl>().expect_err(bad);
+        assert!(
+            error.to_string().contains("unrecognised database URL"),
+            "{error}"
+        );
+    }
+    assert_eq!(
+        redact_password("postgres://askdb_ro:s3cret@127.0.0.1:5432/shop"),
+        "postgres://askdb_ro:***@127.0.0.1:5432/shop"
+    );
+}
+
+#[tokio::test]
+async fn a_missing_or_bogus_file_fails_clearly_and_creates_nothing() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let missing = dir.path().join("nope.sqlite");
+    let error = Gate::open(
+        &DatabaseUrl::Sqlite(missing.clone()),
+        GateOptions::default(),
+    )
+    .await
+    .err()
+    .expect("missing file fails");
+    assert!(
+        error.to_string().contains("no SQLite database file"),
+        "{error}"
+    );
+    assert!(!missing.exists());
+    let bogus = dir.path().join("bogus.sqlite");
+    std::fs::write(&bogus, "this is not a database").expect("write");
+    let error = Gate::open(&DatabaseUrl::Sqlite(bogus), GateOptions::default())
+        .await
+        .err()
+        .expect("bogus file fails");
+    assert!(
+        error.to_string().contains("not a readable SQLite database"),
+        "{error}"
+    );
+}

@@ -1,0 +1,73 @@
+//! What askdb knows about a database's tables: the introspected structure (columns,
+//! types, keys, row counts) and the notes that travel with it. Executors fill these
+//! types from their catalogs; the gate filters them (hidden tables, restricted columns)
+//! before anyone else sees them.
+
+pub mod notes;
+
+use serde::{Deserialize, Serialize};
+
+pub use notes::{SchemaNotes, TableNote};
+
+/// One column as the database describes it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ColumnSchema {
+    pub name: String,
+    /// The declared type as the database spells it (`varchar(20)`, `NUMERIC`...).
+    pub data_type: String,
+    pub nullable: bool,
+}
+
+/// A foreign key: these columns reference those columns of another table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ForeignKey {
+    pub columns: Vec<String>,
+    pub references_table: String,
+    pub references_columns: Vec<String>,
+}
+
+/// One table with its columns, keys and approximate size.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TableSchema {
+    pub name: String,
+    pub columns: Vec<ColumnSchema>,
+    pub primary_key: Vec<String>,
+    #[serde(default)]
+    pub unique: Vec<Vec<String>>,
+    pub foreign_keys: Vec<ForeignKey>,
+    /// Approximate row count (exact for SQLite, `reltuples` for PostgreSQL); None
+    /// when the database has no estimate yet.
+    pub row_count: Option<i64>,
+}
+
+impl TableSchema {
+    /// The table written as CREATE TABLE, with its keys: the form models read best.
+    pub fn create_table_sql(&self) -> String {
+        let mut lines: Vec<String> = self
+            .columns
+            .iter()
+            .map(|column| {
+                let mut line = format!("  {} {}", column.name, column.data_type);
+                if !column.nullable {
+                    line.push_str(" NOT NULL");
+                }
+                line
+            })
+            .collect();
+        if !self.primary_key.is_empty() {
+            lines.push(format!("  PRIMARY KEY ({})", self.primary_key.join(", ")));
+        }
+        for unique in &self.unique {
+            lines.push(format!("  UNIQUE ({})", unique.join(", ")));
+        }
+        for key in &self.foreign_keys {
+            lines.push(format!(
+                "  FOREIGN KEY ({}) REFERENCES {} ({})",
+                key.columns.join(", "),
+                key.references_table,
+                key.references_columns.join(", ")
+            ));
+        }
+        format!("CREATE TABLE {} (\n{}\n);", self.name, lines.join(",\n"))
+    }
+}

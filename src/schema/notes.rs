@@ -1,0 +1,38 @@
+//! Schema notes: the human knowledge about a database that introspection cannot find:
+//! table and column descriptions, business conventions, glossary terms, restricted
+//! columns (never shown, refused by the guard) and hidden tables (never listed, refused
+//! as unknown). The demo database ships its notes built in (`crate::demo::notes`); any
+//! other database can take them from a TOML file.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// Notes for one database. Names are compared lower-cased.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SchemaNotes {
+    /// Per-table description and per-column descriptions, keyed by table name.
+    #[serde(default)]
+    pub tables: BTreeMap<String, TableNote>,
+    /// Business conventions, one sentence each ("VOID bills never count as revenue").
+    #[serde(default)]
+    pub conventions: Vec<String>,
+    /// Words that are ambiguous in questions, and what they mean here.
+    #[serde(default)]
+    pub glossary: BTreeMap<String, String>,
+    /// Columns never sampled, never shown to the model and refused by the guard,
+    /// written `table.column`.
+    #[serde(default)]
+    pub restricted_columns: Vec<String>,
+    /// Tables never listed, never described and refused by the guard as unknown.
+    #[serde(default)]
+    pub hidden_tables: Vec<String>,
+}
+
+/// What one table is for (and not for), and what its columns mean.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TableNote {
+    pub description: String,
+    #[serde(default)]
+    pub columns: BTreeMap<String, String>,
+}
