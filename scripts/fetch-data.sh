@@ -11,6 +11,9 @@
 # Two sets of SQLite files are not published upstream and are built here instead:
 #   - defog/sqlite/<db>.db: from the PostgreSQL dumps with defog-data's own translation
 #     code (needs python3 with the sqlglot package); skipped with a message otherwise.
+#     The result depends on the sqlglot version (some fail to translate a few statements:
+#     those databases are reported and skipped), and the dumps compute some dates from
+#     the current date, so the files are never byte-identical to another build.
 #   - spiderman/sqlite/<db>.sqlite: from SpiderMan's MySQL schema and CSV data (needs
 #     python3, standard library only); skipped with a message otherwise.
 # Downloaded files are checked against the SHA-256 sums of the copies the project was

@@ -46,7 +46,9 @@ fn column_sql(column: &ColumnDef, dialect: DdlDialect) -> String {
 
 /// The column type as the dialect spells it. SQLite gets the affinity that holds the
 /// generator's values: INTEGER for serials and booleans (0/1), TEXT for strings and
-/// ISO dates, NUMERIC for decimals (written as REAL).
+/// ISO dates, NUMERIC for decimals (written as REAL). NUMERIC affinity turns a whole
+/// amount such as 12.0 into INTEGER 12 on storage; it still compares equal to 12.00, so
+/// result comparators must compare numbers by value, not by storage class.
 pub fn type_sql(ty: ColumnType, dialect: DdlDialect) -> String {
     match dialect {
         DdlDialect::Postgres => match ty {

@@ -429,16 +429,22 @@ fn ensure_builds_once_and_rebuilds_a_stale_file() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("demo.sqlite");
     sqlite::ensure_at(&path).expect("first build");
-    let built = std::fs::metadata(&path)
-        .expect("built")
-        .modified()
-        .expect("mtime");
+    // A marker table survives only if the second call leaves the file alone.
+    Connection::open(&path)
+        .expect("open")
+        .execute_batch("CREATE TABLE marker (x INTEGER)")
+        .expect("marker");
     sqlite::ensure_at(&path).expect("no rebuild");
-    let kept = std::fs::metadata(&path)
-        .expect("kept")
-        .modified()
-        .expect("mtime");
-    assert_eq!(built, kept);
+    let conn = Connection::open(&path).expect("open");
+    let markers: i64 = conn
+        .query_row(
+            "SELECT COUNT(*) FROM sqlite_master WHERE name = 'marker'",
+            [],
+            |r| r.get(0),
+        )
+        .expect("count");
+    assert_eq!(markers, 1, "a current file is not rebuilt");
+    drop(conn);
     std::fs::write(&path, b"not a database").expect("overwrite");
     sqlite::ensure_at(&path).expect("rebuild");
     assert_eq!(read_back(&path)[0].1.len(), 6);
@@ -451,4 +457,41 @@ fn errors_name_the_path() {
     std::fs::write(&blocker, b"x").expect("file");
     let err = write_sqlite(&blocker.join("demo.sqlite")).expect_err("must fail");
     assert!(err.to_string().contains("not-a-dir"), "{err}");
+}
+
+/// Figures golden questions are built on. They pin the generator: if this test fails
+/// after a change to the generator, every golden answer must be recomputed too.
+#[test]
+fn golden_figures() {
+    let tables = generate();
+    let bills = bills_by_id(&tables);
+    let revenue = |year: &str| -> i64 {
+        bills
+            .values()
+            .filter(|(_, status, day, _)| status != "VOID" && day.starts_with(year))
+            .map(|(total, ..)| total)
+            .sum()
+    };
+    assert_eq!(revenue("2025"), 104_748_400);
+    assert_eq!(revenue("2026"), 106_506_750);
+    let walk_ins = bills.values().filter(|b| b.3.is_none()).count();
+    assert_eq!(walk_ins, 980);
+    let void = bills.values().filter(|b| b.1 == "VOID").count();
+    assert_eq!(void, 46);
+    let archive = table(&tables, "bill_archive");
+    let archived = |year: &str| -> i64 {
+        archive
+            .rows
+            .iter()
+            .filter(|r| str_of(&r[7]) != "VOID" && str_of(&r[2]).starts_with(year))
+            .map(|r| int_of(&r[6]))
+            .sum()
+    };
+    assert_eq!(archived("2023"), 61_170_650);
+    assert_eq!(archived("2024"), 63_835_750);
+    let collected: i64 = column(table(&tables, "payments"), "amt")
+        .into_iter()
+        .map(int_of)
+        .sum();
+    assert_eq!(collected, 201_802_900);
 }

@@ -1,7 +1,7 @@
 //! Schema notes: the human knowledge about a database that introspection cannot find:
 //! table and column descriptions, business conventions, glossary terms, restricted
 //! columns (never shown, refused by the guard) and hidden tables (never listed, refused
-//! as unknown). The demo database ships its notes built in (`crate::demo::notes`); any
+//! as unknown). The demo database ships its notes built in (`crate::demo::demo_notes`); any
 //! other database can take them from a TOML file.
 
 use std::collections::BTreeMap;

@@ -250,11 +250,7 @@ fn run_statement(connection: &Connection, sql: &str, row_cap: u64) -> Result<Raw
             "the statement would write; this connection only reads",
         ));
     }
-    let columns: Vec<String> = statement
-        .column_names()
-        .into_iter()
-        .map(str::to_string)
-        .collect();
+    let columns: Vec<String> = statement.column_names().map(str::to_string).collect();
     let column_count = columns.len();
     let mut rows_out = Vec::new();
     let mut truncated = false;
