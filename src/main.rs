@@ -308,7 +308,7 @@ async fn sql_command(gate: &Gate, command: SqlCommand, json: bool) -> Result<Exi
                             askdb::text_table::render(&result.columns, &result.rows)
                         );
                         let more = if result.truncated {
-                            format!(" (cut at the row cap; more rows exist)")
+                            " (reached the row cap; more rows may exist)".to_string()
                         } else {
                             String::new()
                         };
