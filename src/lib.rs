@@ -9,14 +9,28 @@
 //!   executors.
 //! - [`schema`]: introspected table descriptions and the notes that go with them
 //!   (descriptions, conventions, restricted columns, hidden tables).
+//! - [`agent`]: the state machine that turns a question into an answer: ambiguity
+//!   rules, generation, guard, execution, taxonomy-driven repair, the empty-result
+//!   diagnostic, honest give-up, and the checked answer with its chart.
+//! - [`linking`]: schema selection: the whole schema when it fits the token budget, else
+//!   lexical + value-index + glossary ranking with foreign-key bridges, and the
+//!   model-free linking evaluation.
 //! - [`demo`]: the deterministic generator of the embedded demo database.
+//! - [`db_setup`]: `askdb db setup`, which loads the demo into PostgreSQL and creates and
+//!   proves the read-only and log roles (an admin tool, outside the gate).
 //! - [`eval`]: golden sets and external benchmarks.
+//! - [`llm`]: the model providers (Anthropic, OpenAI-compatible, scripted) behind one
+//!   recording call, with retries, key failover, the spend ledger and the reply cache.
 //! - [`home`]: where askdb keeps its files.
 //! - [`text_table`]: rows as plain-text tables for the terminal.
 
+pub mod agent;
+pub mod db_setup;
 pub mod demo;
 pub mod eval;
 pub mod gate;
 pub mod home;
+pub mod linking;
+pub mod llm;
 pub mod schema;
 pub mod text_table;

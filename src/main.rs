@@ -74,6 +74,38 @@ enum Command {
         #[command(subcommand)]
         command: DemoCommand,
     },
+    /// Prepare a PostgreSQL database for askdb.
+    Db {
+        #[command(subcommand)]
+        command: DbCommand,
+    },
+    /// Evaluations that need no model.
+    Eval {
+        #[command(subcommand)]
+        command: EvalCommand,
+    },
+    /// The language model askdb asks (configured by ASKDB_PROVIDER, ASKDB_MODEL, ...).
+    Model {
+        #[command(subcommand)]
+        command: ModelCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum ModelCommand {
+    /// Print the configured provider and model, then make one tiny call and report its
+    /// latency, tokens and cost.
+    Check,
+}
+
+#[derive(Subcommand)]
+enum EvalCommand {
+    /// Every external gold query must pass the guard and keep its result when re-rendered.
+    Guard {
+        /// Write evals/results/guard_equivalence.json and regenerate the README table.
+        #[arg(long)]
+        write: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -112,11 +144,28 @@ enum DemoCommand {
     },
 }
 
+#[derive(Subcommand)]
+enum DbCommand {
+    /// Create (or refresh) the demo database, the query log and the askdb_ro and askdb_log
+    /// roles, then prove both roles. Idempotent. Passwords come from ASKDB_RO_PASSWORD and
+    /// ASKDB_LOG_PASSWORD, or are generated and printed once.
+    Setup {
+        /// A superuser URL (any database), e.g. postgres://postgres@127.0.0.1:5432/postgres
+        #[arg(long, env = "ASKDB_ADMIN_URL", hide_env_values = true)]
+        admin_url: String,
+        /// The database to create or refresh.
+        #[arg(long, default_value = askdb::db_setup::DEFAULT_DATABASE)]
+        database: String,
+    },
+}
+
 /// A failure of askdb itself (exit 3), as opposed to a refused or failed query (exit 1).
 const EXIT_REFUSED: u8 = 1;
 const EXIT_FAILURE: u8 = 3;
 
 fn main() -> ExitCode {
+    // reqwest is built without a TLS crypto provider of its own; install ring's first.
+    askdb::llm::install_tls_provider();
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -167,6 +216,19 @@ fn print_json(value: &impl serde::Serialize) -> Result<()> {
 async fn run(cli: Cli) -> Result<ExitCode> {
     let global = &cli.global;
     match cli.command {
+        Command::Eval {
+            command: EvalCommand::Guard { write },
+        } => eval_guard(write, global.json).await,
+        Command::Model {
+            command: ModelCommand::Check,
+        } => model_check(global.json).await,
+        Command::Db {
+            command:
+                DbCommand::Setup {
+                    admin_url,
+                    database,
+                },
+        } => db_setup(admin_url, database, global.json).await,
         Command::Demo {
             command: DemoCommand::Build { out },
         } => {
@@ -324,6 +386,214 @@ async fn sql_command(gate: &Gate, command: SqlCommand, json: bool) -> Result<Exi
             Ok(exit_for(outcome.is_ok()))
         }
     }
+}
+
+async fn eval_guard(write: bool, json: bool) -> Result<ExitCode> {
+    use askdb::eval::results::{self, GuardResults};
+    let data_dir = askdb::home::shared_data_dir().map_err(anyhow::Error::msg)?;
+    let reports = askdb::eval::guard_check::check_external_sqlite(&data_dir)
+        .await
+        .map_err(anyhow::Error::msg)?;
+    let all_same = reports.iter().all(|report| report.discrepancies.is_empty());
+    let results = GuardResults::new(reports);
+    if json {
+        print_json(&results)?;
+    } else {
+        print!("{}", results::guard_block(&results));
+        for report in &results.reports {
+            for discrepancy in &report.discrepancies {
+                println!(
+                    "{} [{}]: {}",
+                    discrepancy.id, discrepancy.db_name, discrepancy.problem
+                );
+            }
+        }
+    }
+    if write {
+        let root = results::project_root();
+        let path = root.join(results::GUARD_RESULTS);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("cannot create {}", parent.display()))?;
+        }
+        std::fs::write(&path, serde_json::to_string_pretty(&results)? + "\n")
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        results::update_readme_guard_block(&root.join("README.md"), &results)
+            .map_err(anyhow::Error::msg)?;
+        eprintln!("wrote {} and the README table", path.display());
+    }
+    Ok(exit_for(all_same))
+}
+
+async fn db_setup(admin_url: String, database: String, json: bool) -> Result<ExitCode> {
+    use askdb::db_setup::{self, Password, SetupOptions};
+    let mut options = SetupOptions::new(admin_url, database);
+    let from_env = |name: &str| {
+        std::env::var(name)
+            .ok()
+            .filter(|value| !value.is_empty())
+            .map(Password::new)
+    };
+    options.read_only_role.password = from_env(db_setup::READ_ONLY_PASSWORD_ENV);
+    options.log_role.password = from_env(db_setup::LOG_PASSWORD_ENV);
+    let report = db_setup::setup(&options).await.context("db setup")?;
+    let roles = [
+        (&report.read_only, db_setup::READ_ONLY_PASSWORD_ENV, "--db"),
+        (&report.log, db_setup::LOG_PASSWORD_ENV, "the query log"),
+    ];
+    if json {
+        let role_json: Vec<serde_json::Value> = roles
+            .iter()
+            .map(|(login, env, _)| {
+                serde_json::json!({
+                    "role": login.role,
+                    "url": login.display_url(),
+                    "password_source": if login.password_generated { "generated" } else { *env },
+                    // The only place a generated password is ever shown.
+                    "generated_password": login.password_generated.then(|| login.password.expose()),
+                })
+            })
+            .collect();
+        print_json(&serde_json::json!({
+            "ok": true,
+            "database": report.database,
+            "database_created": report.database_created,
+            "tables": report.tables.iter().map(|(name, rows)| serde_json::json!({"name": name, "rows": rows})).collect::<Vec<_>>(),
+            "roles": role_json,
+            "proofs": report.proofs.iter().map(|proof| serde_json::json!({"role": proof.role, "attempt": proof.attempt, "outcome": proof.outcome})).collect::<Vec<_>>(),
+        }))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let rows: usize = report.tables.iter().map(|(_, rows)| rows).sum();
+    println!(
+        "database {}: {}",
+        report.database,
+        if report.database_created {
+            "created"
+        } else {
+            "already existed, refreshed"
+        }
+    );
+    println!(
+        "demo tables: {} tables, {rows} rows, rebuilt from the deterministic generator",
+        report.tables.len()
+    );
+    println!("query log: askdb_query_log (kept across runs)");
+    println!("proofs passed:");
+    for proof in &report.proofs {
+        println!("  {}: {} -> {}", proof.role, proof.attempt, proof.outcome);
+    }
+    for (login, env, purpose) in roles {
+        println!(
+            "{} URL (for {purpose}): {}",
+            login.role,
+            login.display_url()
+        );
+        if login.password_generated {
+            println!(
+                "  generated password for {} (shown once; store it, or set {env} and re-run): {}",
+                login.role,
+                login.password.expose()
+            );
+        } else {
+            println!("  password for {}: from {env}", login.role);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn model_check(json: bool) -> Result<ExitCode> {
+    use askdb::llm::{CallLog, Message, ModelClient, ModelRequest, ProviderConfig, Purpose};
+    let config = ProviderConfig::from_env()?;
+    let client = ModelClient::from_config(&config)?;
+    let request = ModelRequest::new(
+        Purpose::Check,
+        "model check",
+        vec![
+            Message::system("Reply with the single word: ok"),
+            Message::user("ping"),
+        ],
+    )
+    .with_max_tokens(8);
+    let outcome = client.call(&request, &CallLog::default()).await;
+    let provider = client.provider();
+    let keys: Vec<String> = config.keys.iter().map(|key| key.to_string()).collect();
+    let cap = config.spend_cap_usd;
+    if json {
+        let mut report = serde_json::json!({
+            "ok": outcome.is_ok(),
+            "provider": provider.name(),
+            "model": provider.model(),
+            "base_url": config.display_base_url(),
+            "keys": keys,
+            "metered": provider.is_metered(),
+            "spend_cap_usd": cap,
+            "prices_as_of": client.prices_as_of(),
+            "cache_dir": config.cache_dir,
+        });
+        match &outcome {
+            Ok(reply) => {
+                report["reply"] = reply.text.clone().into();
+                report["served_by"] = reply.model.clone().into();
+                report["latency_ms"] = (reply.latency.as_millis() as u64).into();
+                report["input_tokens"] = reply.input_tokens.into();
+                report["output_tokens"] = reply.output_tokens.into();
+                report["cost_usd"] = reply.cost_usd.into();
+                report["attempts"] = reply.attempts.into();
+                report["from_cache"] = reply.from_cache.into();
+            }
+            Err(error) => {
+                report["error_kind"] = error.kind().into();
+                report["error"] = error.to_string().into();
+            }
+        }
+        print_json(&report)?;
+    } else {
+        println!("provider: {}", provider.name());
+        println!("model:    {}", provider.model());
+        if !config.base_url.is_empty() {
+            println!("base URL: {}", config.display_base_url());
+        }
+        if !keys.is_empty() {
+            println!("keys:     {}", keys.join(", "));
+        }
+        match cap {
+            Some(cap) => println!(
+                "spend:    cap ${cap:.2}, prices as of {}",
+                client.prices_as_of()
+            ),
+            None => println!("spend:    no cap, prices as of {}", client.prices_as_of()),
+        }
+        match &outcome {
+            Ok(reply) => {
+                println!("reply:    {:?} (from {})", reply.text.trim(), reply.model);
+                println!(
+                    "call:     {} ms, {} input + {} output tokens{}, ${:.6}, {} attempt(s){}",
+                    reply.latency.as_millis(),
+                    reply.input_tokens,
+                    reply.output_tokens,
+                    if reply.tokens_estimated {
+                        " (estimated)"
+                    } else {
+                        ""
+                    },
+                    reply.cost_usd,
+                    reply.attempts,
+                    if reply.from_cache {
+                        ", from the cache"
+                    } else {
+                        ""
+                    },
+                );
+            }
+            Err(error) => println!("call failed ({}): {error}", error.kind()),
+        }
+    }
+    Ok(if outcome.is_ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_FAILURE)
+    })
 }
 
 fn exit_for(ok: bool) -> ExitCode {

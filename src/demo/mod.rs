@@ -9,7 +9,7 @@
 //! [`insert_values_sql`] with literals, then [`sequence_reset_sql`] (PostgreSQL).
 
 mod catalog;
-mod dates;
+pub(crate) mod dates;
 mod ddl;
 mod generate;
 mod notes;

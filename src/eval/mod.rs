@@ -1,4 +1,8 @@
 //! Evaluation: golden sets and external benchmarks.
 
+pub mod compare;
 pub mod external;
+pub mod golden;
 pub mod guard_check;
+pub mod metrics;
+pub mod results;

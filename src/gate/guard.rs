@@ -852,7 +852,23 @@ impl Visitor for TreeChecker<'_> {
 
     fn pre_visit_table_factor(&mut self, factor: &TableFactor) -> ControlFlow<Refusal> {
         match factor {
-            TableFactor::Table { name, args, .. } => {
+            TableFactor::Table {
+                name, args, alias, ..
+            } => {
+                // `customers AS c(id, name, p)` renames columns by position, so `c.p`
+                // would read phone under another name.
+                let renames_columns = alias
+                    .as_ref()
+                    .is_some_and(|alias| !alias.columns.is_empty());
+                let table = object_name_parts(name).last().cloned().unwrap_or_default();
+                if args.is_none()
+                    && renames_columns
+                    && self.policy.restricted_columns(&table).is_some()
+                {
+                    return ControlFlow::Break(restricted_refusal(&format!(
+                        "renaming the columns of {table}, which has a restricted column,"
+                    )));
+                }
                 if args.is_some() {
                     // A table function written like a table: `FROM pg_sleep(1)`.
                     let parts = object_name_parts(name);

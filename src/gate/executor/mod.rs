@@ -5,6 +5,7 @@
 //! failures with the database's own code. Executors are private to the gate: nothing
 //! outside `crate::gate` can reach a database without passing the guard.
 
+pub(crate) mod postgres;
 pub(crate) mod sqlite;
 
 use std::time::Duration;

@@ -211,12 +211,14 @@ fn restricted_columns_in_every_form() {
         "SELECT x FROM (SELECT phone AS x FROM customers) t",
         "SELECT t.phone FROM (SELECT cust_id, cust_name AS phone FROM customers) t",
         "SELECT \"PHONE\" FROM customers",
+        "SELECT x.p FROM customers AS x(id, name, p)",
     ] {
         refused(PG, sql, RefusalReason::RestrictedColumn);
     }
     // `TABLE x` is not in the PostgreSQL grammar sqlparser knows: refused unparsed.
     refused(PG, "TABLE customers", RefusalReason::ParseError);
     accepted(PG, "SELECT count(*) FROM customers");
+    accepted(PG, "SELECT b.n FROM bills AS b(id, n)");
     accepted(PG, "SELECT cust_name, notes FROM customers");
     accepted(
         PG,

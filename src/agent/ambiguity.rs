@@ -1,0 +1,277 @@
+//! The ambiguity check, by rules before any model call: words such as best, top,
+//! recent, lately or last quarter have no single meaning. When the database's glossary
+//! defines the word, the definition becomes a stated assumption and the question goes
+//! on; when it does not, askdb asks, offering concrete options. The model may still ask
+//! on its own (a `clarify` reply); these rules catch the common cases for free.
+
+use serde::{Deserialize, Serialize};
+
+use crate::schema::SchemaNotes;
+
+/// What the rules decided about a question.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AmbiguityDecision {
+    /// Vague words found, each resolved or not.
+    pub terms: Vec<VagueTerm>,
+    /// Assumptions taken from the glossary, stated to the model and the user.
+    pub assumptions: Vec<String>,
+    /// A clarification to ask instead of answering, when a term stays unresolved.
+    pub clarify: Option<Clarification>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VagueTerm {
+    pub term: String,
+    pub resolved_by_glossary: bool,
+}
+
+/// A question back to the user with 2-4 concrete options.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Clarification {
+    pub question: String,
+    pub options: Vec<String>,
+}
+
+/// A vague word, how to spot it, and what to offer when the glossary is silent.
+struct Rule {
+    term: &'static str,
+    /// Word sequences (lower-case) that signal the term.
+    phrases: &'static [&'static str],
+    ask: &'static str,
+    options: &'static [&'static str],
+}
+
+const RULES: &[Rule] = &[
+    Rule {
+        term: "best",
+        phrases: &["best", "most valuable", "top performing"],
+        ask: "What should \"best\" be measured by?",
+        options: &[
+            "highest total billed amount",
+            "most bills or orders",
+            "most money actually collected",
+            "most units sold",
+        ],
+    },
+    Rule {
+        term: "top",
+        phrases: &["top"],
+        ask: "Top by which measure?",
+        options: &["highest total amount", "highest count", "most units"],
+    },
+    Rule {
+        term: "recent",
+        phrases: &["recent", "recently", "lately", "these days", "nowadays"],
+        ask: "Which period counts as recent?",
+        options: &["the last 7 days", "the last 30 days", "the last 90 days"],
+    },
+    Rule {
+        term: "last quarter",
+        phrases: &["last quarter", "this quarter", "previous quarter"],
+        ask: "Which quarter do you mean?",
+        options: &[
+            "the last complete calendar quarter in the data",
+            "the last 3 months up to the latest date in the data",
+            "the quarter of the fiscal year (April-March) before the current one",
+        ],
+    },
+    Rule {
+        term: "performance",
+        phrases: &[
+            "how did we do",
+            "how are we doing",
+            "performance",
+            "doing well",
+        ],
+        ask: "Which figure should describe how it went?",
+        options: &[
+            "revenue (billed, excluding VOID)",
+            "money collected",
+            "number of bills",
+        ],
+    },
+];
+
+fn words(text: &str) -> Vec<String> {
+    text.to_lowercase()
+        .split(|c: char| !c.is_alphanumeric() && c != '-')
+        .filter(|word| !word.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+fn contains_phrase(words: &[String], phrase: &str) -> bool {
+    let wanted: Vec<&str> = phrase.split_whitespace().collect();
+    !wanted.is_empty()
+        && words
+            .windows(wanted.len())
+            .any(|window| window.iter().zip(&wanted).all(|(a, b)| a == b))
+}
+
+/// "top 5" names its size; the measure may still be open, but a number after "top"
+/// together with a measure word ("by revenue", "sold", "spent") makes it concrete.
+fn top_is_concrete(words: &[String]) -> bool {
+    const MEASURES: &[&str] = &[
+        "by",
+        "revenue",
+        "sales",
+        "sold",
+        "spent",
+        "amount",
+        "quantity",
+        "units",
+        "billed",
+        "collected",
+        "paid",
+        "count",
+        "number",
+        "most",
+        "highest",
+        "expensive",
+        "cheapest",
+        "price",
+        "value",
+        "longest",
+        "stock",
+    ];
+    words.iter().any(|word| MEASURES.contains(&word.as_str()))
+}
+
+fn glossary_meaning(notes: &SchemaNotes, rule: &Rule, words: &[String]) -> Option<String> {
+    let mut keys: Vec<&str> = vec![rule.term];
+    keys.extend(rule.phrases.iter().copied());
+    for key in keys {
+        if !contains_phrase(words, key) && key != rule.term {
+            continue;
+        }
+        if let Some((term, meaning)) = notes
+            .glossary
+            .iter()
+            .find(|(term, _)| term.eq_ignore_ascii_case(key))
+        {
+            // "See recent." points at another entry: follow it once.
+            let meaning = match meaning.strip_prefix("See ") {
+                Some(target) => {
+                    let target = target.trim_end_matches('.').trim();
+                    notes
+                        .glossary
+                        .iter()
+                        .find(|(term, _)| term.eq_ignore_ascii_case(target))
+                        .map(|(_, meaning)| meaning.clone())
+                        .unwrap_or_else(|| meaning.clone())
+                }
+                None => meaning.clone(),
+            };
+            return Some(format!("\"{term}\" means: {meaning}"));
+        }
+    }
+    None
+}
+
+/// Applies the rules to a question.
+pub fn check(question: &str, notes: &SchemaNotes) -> AmbiguityDecision {
+    let words = words(question);
+    let mut decision = AmbiguityDecision {
+        terms: Vec::new(),
+        assumptions: Vec::new(),
+        clarify: None,
+    };
+    for rule in RULES {
+        if !rule
+            .phrases
+            .iter()
+            .any(|phrase| contains_phrase(&words, phrase))
+        {
+            continue;
+        }
+        if rule.term == "top" && top_is_concrete(&words) {
+            continue;
+        }
+        match glossary_meaning(notes, rule, &words) {
+            Some(assumption) => {
+                decision.terms.push(VagueTerm {
+                    term: rule.term.to_string(),
+                    resolved_by_glossary: true,
+                });
+                decision.assumptions.push(assumption);
+            }
+            None => {
+                decision.terms.push(VagueTerm {
+                    term: rule.term.to_string(),
+                    resolved_by_glossary: false,
+                });
+                if decision.clarify.is_none() {
+                    decision.clarify = Some(Clarification {
+                        question: rule.ask.to_string(),
+                        options: rule
+                            .options
+                            .iter()
+                            .map(|option| option.to_string())
+                            .collect(),
+                    });
+                }
+            }
+        }
+    }
+    decision
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn notes_with(entries: &[(&str, &str)]) -> SchemaNotes {
+        let mut notes = SchemaNotes::default();
+        for (term, meaning) in entries {
+            notes.glossary.insert(term.to_string(), meaning.to_string());
+        }
+        notes
+    }
+
+    #[test]
+    fn undefined_vague_words_ask_with_concrete_options() {
+        let decision = check("Who are our best customers?", &SchemaNotes::default());
+        let clarify = decision.clarify.expect("asks");
+        assert!((2..=4).contains(&clarify.options.len()));
+        let decision = check("How did we do last quarter?", &SchemaNotes::default());
+        assert!(decision.clarify.is_some());
+    }
+
+    #[test]
+    fn glossary_terms_become_assumptions() {
+        let notes = notes_with(&[
+            ("recent", "the last 30 days of data"),
+            ("lately", "See recent."),
+        ]);
+        let decision = check("What sold lately?", &notes);
+        assert!(decision.clarify.is_none());
+        assert_eq!(
+            decision.assumptions,
+            vec!["\"recent\" means: the last 30 days of data"]
+        );
+    }
+
+    #[test]
+    fn plain_questions_and_concrete_tops_pass() {
+        let notes = SchemaNotes::default();
+        for question in [
+            "How many bills are there?",
+            "Top 5 products by revenue in 2025",
+            "List the top 3 customers by amount billed",
+        ] {
+            let decision = check(question, &notes);
+            assert!(decision.clarify.is_none(), "{question}: {decision:?}");
+        }
+        // "laptop" contains "top" but is not the word top.
+        assert!(check("How many laptops?", &notes).terms.is_empty());
+    }
+
+    #[test]
+    fn the_demo_glossary_resolves_recent_but_not_best() {
+        let notes = crate::demo::demo_notes();
+        assert!(check("Show recent bills", &notes).clarify.is_none());
+        assert!(check("Who are our best customers?", &notes)
+            .clarify
+            .is_some());
+    }
+}

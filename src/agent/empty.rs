@@ -1,0 +1,343 @@
+//! The empty-result diagnostic: zero rows is not a failure to retry until something
+//! comes back. This module reads the query that returned nothing and says what the one
+//! diagnostic should be:
+//!
+//! - an anti-join (NOT EXISTS, NOT IN, EXCEPT, LEFT JOIN ... IS NULL) may rightly find
+//!   nothing: no diagnostic;
+//! - text equality and LIKE filters are rewritten case- and space-insensitively
+//!   (`LOWER(TRIM(CAST(col AS TEXT))) = LOWER(TRIM('value'))`); the agent runs that text
+//!   once through the gate: rows mean the casing was wrong (one repair), nothing means
+//!   "no rows match";
+//! - the text filters are reported so the agent can tell an exact-key lookup
+//!   (`bill_no = 'NOPE-1'`), which is answered honestly, from a search.
+//!
+//! Rewriting happens on the parsed tree; the rewritten statement still passes the guard.
+
+use std::ops::ControlFlow;
+
+use serde::{Deserialize, Serialize};
+use sqlparser::ast::{
+    visit_expressions, visit_expressions_mut, BinaryOperator, Expr, JoinOperator, SetExpr,
+    Statement, TableFactor, Value, Visit, Visitor,
+};
+use sqlparser::dialect::{Dialect, PostgreSqlDialect, SQLiteDialect};
+use sqlparser::parser::Parser;
+
+use crate::gate::SqlDialect;
+
+/// A text filter of the query: `column = 'value'` or `column LIKE 'pattern'`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TextFilter {
+    /// The qualifier as written (`b` in `b.status`), if any.
+    pub qualifier: Option<String>,
+    pub column: String,
+    pub value: String,
+    pub is_like: bool,
+}
+
+/// What the diagnostic found in a query that returned nothing.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EmptyAnalysis {
+    /// The query is an anti-join: an empty answer may be the right one.
+    pub anti_join: bool,
+    pub text_filters: Vec<TextFilter>,
+    /// Other filters (ranges, numbers, subqueries) are present besides text filters.
+    pub other_filters: bool,
+    /// The query with every text filter made case- and space-insensitive.
+    pub case_insensitive_sql: Option<String>,
+}
+
+fn parser_dialect(dialect: SqlDialect) -> Box<dyn Dialect> {
+    match dialect {
+        SqlDialect::Postgres => Box::new(PostgreSqlDialect {}),
+        SqlDialect::Sqlite => Box::new(SQLiteDialect {}),
+    }
+}
+
+fn column_of(expr: &Expr) -> Option<(Option<String>, String)> {
+    match expr {
+        Expr::Identifier(ident) => Some((None, ident.value.clone())),
+        Expr::CompoundIdentifier(idents) => {
+            let column = idents.last()?.value.clone();
+            let qualifier = idents
+                .len()
+                .checked_sub(2)
+                .and_then(|index| idents.get(index))
+                .map(|ident| ident.value.clone());
+            Some((qualifier, column))
+        }
+        Expr::Nested(inner) => column_of(inner),
+        _ => None,
+    }
+}
+
+fn text_of(expr: &Expr) -> Option<String> {
+    match expr {
+        Expr::Value(value) => match &value.value {
+            Value::SingleQuotedString(text) => Some(text.clone()),
+            _ => None,
+        },
+        Expr::Nested(inner) => text_of(inner),
+        _ => None,
+    }
+}
+
+/// The text filter an expression is, if it is one.
+fn as_text_filter(expr: &Expr) -> Option<(TextFilter, &Expr)> {
+    match expr {
+        Expr::BinaryOp {
+            left,
+            op: BinaryOperator::Eq,
+            right,
+        } => {
+            let (column_expr, value) = match (column_of(left), text_of(right)) {
+                (Some(_), Some(value)) => (left.as_ref(), value),
+                _ => match (column_of(right), text_of(left)) {
+                    (Some(_), Some(value)) => (right.as_ref(), value),
+                    _ => return None,
+                },
+            };
+            let (qualifier, column) = column_of(column_expr)?;
+            Some((
+                TextFilter {
+                    qualifier,
+                    column,
+                    value,
+                    is_like: false,
+                },
+                column_expr,
+            ))
+        }
+        Expr::Like {
+            negated: false,
+            expr: column_expr,
+            pattern,
+            ..
+        }
+        | Expr::ILike {
+            negated: false,
+            expr: column_expr,
+            pattern,
+            ..
+        } => {
+            let (qualifier, column) = column_of(column_expr)?;
+            let value = text_of(pattern)?;
+            Some((
+                TextFilter {
+                    qualifier,
+                    column,
+                    value,
+                    is_like: true,
+                },
+                column_expr.as_ref(),
+            ))
+        }
+        _ => None,
+    }
+}
+
+fn quote_literal(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "''"))
+}
+
+/// Reads a query that returned nothing.
+pub fn analyse(sql: &str, dialect: SqlDialect) -> Option<EmptyAnalysis> {
+    let parser = parser_dialect(dialect);
+    let mut statements = Parser::parse_sql(parser.as_ref(), sql).ok()?;
+    if statements.len() != 1 {
+        return None;
+    }
+    let mut statement = statements.remove(0);
+    let anti_join = is_anti_join(&statement);
+
+    let mut text_filters = Vec::new();
+    let mut other_filters = false;
+    let _ = visit_expressions(&statement, |expr| {
+        if let Some((filter, _)) = as_text_filter(expr) {
+            text_filters.push(filter);
+        } else if matches!(
+            expr,
+            Expr::BinaryOp {
+                op: BinaryOperator::Lt
+                    | BinaryOperator::LtEq
+                    | BinaryOperator::Gt
+                    | BinaryOperator::GtEq
+                    | BinaryOperator::NotEq,
+                ..
+            } | Expr::Between { .. }
+                | Expr::In { .. }
+        ) {
+            other_filters = true;
+        }
+        ControlFlow::<()>::Continue(())
+    });
+
+    let case_insensitive_sql = if text_filters.is_empty() {
+        None
+    } else {
+        let mut failed = false;
+        let _ = visit_expressions_mut(&mut statement, |expr| {
+            let replacement = as_text_filter(expr).map(|(filter, column_expr)| {
+                let column = column_expr.to_string();
+                let normalised = format!("LOWER(TRIM(CAST({column} AS TEXT)))");
+                if filter.is_like {
+                    format!("{normalised} LIKE LOWER({})", quote_literal(&filter.value))
+                } else {
+                    format!(
+                        "{normalised} = LOWER(TRIM({}))",
+                        quote_literal(&filter.value)
+                    )
+                }
+            });
+            if let Some(text) = replacement {
+                match Parser::new(parser.as_ref())
+                    .try_with_sql(&text)
+                    .and_then(|mut parser| parser.parse_expr())
+                {
+                    Ok(new_expr) => *expr = new_expr,
+                    Err(_) => failed = true,
+                }
+            }
+            ControlFlow::<()>::Continue(())
+        });
+        (!failed).then(|| statement.to_string())
+    };
+    Some(EmptyAnalysis {
+        anti_join,
+        text_filters,
+        other_filters,
+        case_insensitive_sql,
+    })
+}
+
+fn is_anti_join(statement: &Statement) -> bool {
+    struct AntiJoin {
+        found: bool,
+        left_join: bool,
+        is_null: bool,
+    }
+    impl Visitor for AntiJoin {
+        type Break = ();
+        fn pre_visit_expr(&mut self, expr: &Expr) -> ControlFlow<()> {
+            match expr {
+                Expr::Exists { negated: true, .. } | Expr::In { negated: true, .. } => {
+                    self.found = true
+                }
+                Expr::IsNull(_) => self.is_null = true,
+                _ => {}
+            }
+            ControlFlow::Continue(())
+        }
+        fn pre_visit_query(&mut self, query: &sqlparser::ast::Query) -> ControlFlow<()> {
+            if let SetExpr::SetOperation {
+                op: sqlparser::ast::SetOperator::Except,
+                ..
+            } = query.body.as_ref()
+            {
+                self.found = true;
+            }
+            if let SetExpr::Select(select) = query.body.as_ref() {
+                for from in &select.from {
+                    for join in &from.joins {
+                        if matches!(
+                            join.join_operator,
+                            JoinOperator::Left(_) | JoinOperator::LeftOuter(_)
+                        ) {
+                            self.left_join = true;
+                        }
+                    }
+                }
+            }
+            ControlFlow::Continue(())
+        }
+        fn pre_visit_table_factor(&mut self, _factor: &TableFactor) -> ControlFlow<()> {
+            ControlFlow::Continue(())
+        }
+    }
+    let mut visitor = AntiJoin {
+        found: false,
+        left_join: false,
+        is_null: false,
+    };
+    let _ = statement.visit(&mut visitor);
+    visitor.found || (visitor.left_join && visitor.is_null)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_filters_are_made_case_and_space_insensitive() {
+        let analysis = analyse(
+            "SELECT count(*) FROM bills b WHERE b.status = 'paid' AND b.total_amt > 100 LIMIT 200",
+            SqlDialect::Sqlite,
+        )
+        .expect("parses");
+        assert!(!analysis.anti_join);
+        assert!(analysis.other_filters);
+        assert_eq!(
+            analysis.text_filters,
+            vec![TextFilter {
+                qualifier: Some("b".into()),
+                column: "status".into(),
+                value: "paid".into(),
+                is_like: false
+            }]
+        );
+        assert_eq!(
+            analysis.case_insensitive_sql.as_deref(),
+            Some("SELECT count(*) FROM bills b WHERE LOWER(TRIM(CAST(b.status AS TEXT))) = LOWER(TRIM('paid')) AND b.total_amt > 100 LIMIT 200")
+        );
+    }
+
+    #[test]
+    fn like_filters_and_literals_on_the_left_are_found() {
+        let analysis = analyse(
+            "SELECT * FROM products WHERE prod_name LIKE '%teflon%' OR 'X' = unit",
+            SqlDialect::Postgres,
+        )
+        .expect("parses");
+        assert_eq!(analysis.text_filters.len(), 2);
+        let sql = analysis.case_insensitive_sql.expect("rewritten");
+        assert!(
+            sql.contains("LOWER(TRIM(CAST(prod_name AS TEXT))) LIKE LOWER('%teflon%')"),
+            "{sql}"
+        );
+        assert!(
+            sql.contains("LOWER(TRIM(CAST(unit AS TEXT))) = LOWER(TRIM('X'))"),
+            "{sql}"
+        );
+    }
+
+    #[test]
+    fn anti_joins_are_recognised() {
+        for sql in [
+            "SELECT c.cust_name FROM customers c WHERE NOT EXISTS (SELECT 1 FROM bills b WHERE b.cust_id = c.cust_id)",
+            "SELECT cust_name FROM customers WHERE cust_id NOT IN (SELECT cust_id FROM bills WHERE cust_id IS NOT NULL)",
+            "SELECT c.cust_name FROM customers c LEFT JOIN bills b ON b.cust_id = c.cust_id WHERE b.bill_id IS NULL",
+            "SELECT cust_id FROM customers EXCEPT SELECT cust_id FROM bills",
+        ] {
+            assert!(analyse(sql, SqlDialect::Postgres).expect("parses").anti_join, "{sql}");
+        }
+        assert!(
+            !analyse(
+                "SELECT * FROM bills WHERE bill_no = 'NOPE-1'",
+                SqlDialect::Sqlite
+            )
+            .expect("parses")
+            .anti_join
+        );
+    }
+
+    #[test]
+    fn queries_without_text_filters_have_no_rewrite() {
+        let analysis = analyse(
+            "SELECT * FROM bills WHERE total_amt > 1e9",
+            SqlDialect::Sqlite,
+        )
+        .expect("parses");
+        assert!(analysis.text_filters.is_empty());
+        assert!(analysis.case_insensitive_sql.is_none());
+    }
+}

@@ -1,0 +1,1089 @@
+//! Metrics of one run in one mode, computed from per-question outcomes
+//! ([`QuestionOutcome`]), and the paired agent-vs-baseline difference.
+//!
+//! Every number below can be recomputed by hand from the per-question file.
+//!
+//! **Which questions count.** A question whose decision is `infrastructure_failure`
+//! (model unreachable, rate limit, ...) is *not scored*: it is counted in
+//! `infrastructure_failures` and left out of every rate, never scored as wrong. Every other
+//! question is *scored*. A question is *answerable* when `expected` is `answer`, and
+//! *unanswerable* when it is `refuse`, `clarify` or `refuse_or_clarify`.
+//!
+//! **Success** ([`is_success`]), the one notion every accuracy uses:
+//!
+//! | expected | success when the decision is |
+//! |---|---|
+//! | `answer` | `answer` and `correct` (the final result matched the gold) |
+//! | `refuse` | `decline` |
+//! | `clarify` | `clarify` |
+//! | `refuse_or_clarify` | `decline` or `clarify` |
+//!
+//! An infrastructure failure is never a success (and is never scored anyway).
+//!
+//! **Summary fields** ([`summarize`]); "scored" restricts to scored questions throughout:
+//!
+//! - `questions`: all outcomes; `scored`: those not `infrastructure_failure`;
+//!   `infrastructure_failures`: the rest.
+//! - `accuracy`: successes / scored questions, answerable and unanswerable alike (a success
+//!   is the right answer or the right refusal or clarification), with a Wilson 95% interval.
+//! - `answerable_accuracy`: successes / scored answerable questions (execution accuracy in
+//!   the benchmarks' sense), with its Wilson interval.
+//! - `by_category`: per category, successes / scored questions of that category, with its
+//!   Wilson interval (a category whose questions all failed on infrastructure shows 0/0).
+//! - `decisions`: scored questions by decision (answered, clarified, declined, gave_up).
+//! - `unanswerable`: scored unanswerable questions; of these, `correct_refusals` are the
+//!   successes (declined when a refusal was expected, clarified when a clarification was,
+//!   either for `refuse_or_clarify`), `wrong_form_abstentions` declined where only a
+//!   clarification was expected or clarified where only a refusal was, and
+//!   `invented_answers` answered anyway. The remainder gave up.
+//! - `false_refusals`: scored answerable questions whose decision is `decline` or `clarify`
+//!   (giving up after failed attempts is not a refusal: it is in `decisions.gave_up`);
+//!   `false_refusal_rate` = false_refusals / scored answerable questions.
+//! - Clarifications: a clarification is *expected* when `expected` is `clarify` or
+//!   `refuse_or_clarify` (`refuse_or_clarify` counts as an expected refusal and as an
+//!   expected clarification). `clarifications_made` = scored questions with decision
+//!   `clarify`; `clarifications_expected` = scored questions whose clarification is expected;
+//!   `expected_clarifications_made` = scored questions with both.
+//!   `clarification_precision` = expected_clarifications_made / clarifications_made;
+//!   `clarification_recall` = expected_clarifications_made / clarifications_expected (so
+//!   declining a `refuse_or_clarify` question is a success but lowers the recall).
+//! - `first_attempt_failures`: scored questions whose first attempt raised a database error
+//!   or was refused by the guard (`first_attempt_failed`).
+//! - Rescue, over scored answerable questions only: the first attempt is *correct* when
+//!   `first_attempt_correct` is `Some(true)`, otherwise (wrong, no result, failed) it is
+//!   *not correct*. `first_attempt_correct` counts the former, `first_attempt_not_correct`
+//!   the latter; `rescued` = first attempt not correct and success; `broken` = first attempt
+//!   correct and not success; `rescue_rate` = rescued / first_attempt_not_correct. Hence
+//!   answerable successes = first_attempt_correct − broken + rescued.
+//! - `mean_attempts_to_success`: the mean of `attempts` over scored answerable successes.
+//! - `latency_p50_ms`, `latency_p95_ms`: nearest-rank percentiles of `latency_ms` over
+//!   scored questions (an outage's latency measures the outage, not the agent): with the
+//!   n latencies sorted ascending, the p-th percentile is the value at 1-based rank
+//!   ⌈p·n/100⌉ (at least 1), see [`percentile_nearest_rank`].
+//! - `input_tokens`, `output_tokens`, `cost_usd`: sums over *all* questions, infrastructure
+//!   failures included (a failed call may still have cost tokens). A non-finite cost adds 0.
+//!
+//! A ratio with a zero denominator is `None` (null in JSON), never NaN.
+//!
+//! **Wilson 95% interval** ([`wilson_interval`]) of k successes in n trials, p = k/n,
+//! z = 1.959964: centre = (p + z²/2n) / (1 + z²/n), half-width =
+//! z·√(p(1−p)/n + z²/4n²) / (1 + z²/n); the interval is centre ± half-width, clamped to
+//! [0, 1], the lower bound being exactly 0 when k = 0 and the upper exactly 1 when k = n.
+//! None when n = 0.
+//!
+//! **Paired difference** ([`paired_difference`]): agent and baseline outcomes are joined on
+//! `id` (the first outcome of an id in each list counts; later duplicates are counted in
+//! `duplicate_ids` and ignored). An id present in only one list counts in `unpaired`; a
+//! pair where either side is an infrastructure failure counts in `excluded_infrastructure`;
+//! every other pair is *paired*. For the n pairs, sorted by id, d = success(agent) −
+//! success(baseline) ∈ {−1, 0, 1}; `mean_difference` = Σd / n = (agent_only_wins −
+//! baseline_only_wins) / n. The bootstrap draws `resamples` samples of n pairs with
+//! replacement, the pair index being ⌊u·n / 2^64⌋ for u the next output of splitmix64
+//! seeded with `seed` (indices drawn sample by sample, pair by pair), and takes each
+//! sample's mean; the 95% interval is the nearest-rank 2.5th and 97.5th percentiles of
+//! those means (1-based ranks ⌈0.025·B⌉ and ⌈0.975·B⌉ of the B sorted means). Same inputs
+//! and seed, same interval, on every machine.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+/// z for a two-sided 95% interval.
+pub const Z_95: f64 = 1.959964;
+
+/// What the question called for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Expected {
+    Answer,
+    Refuse,
+    Clarify,
+    RefuseOrClarify,
+}
+
+impl Expected {
+    fn is_answerable(self) -> bool {
+        self == Expected::Answer
+    }
+
+    fn expects_clarification(self) -> bool {
+        matches!(self, Expected::Clarify | Expected::RefuseOrClarify)
+    }
+}
+
+/// What the system finally did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    Answer,
+    Clarify,
+    Decline,
+    GiveUp,
+    /// The model or its service failed (unreachable, rate limited): not scored.
+    InfrastructureFailure,
+}
+
+/// One question's outcome in one run and mode.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QuestionOutcome {
+    pub id: String,
+    pub category: String,
+    pub expected: Expected,
+    pub decision: Decision,
+    /// The final answer matched the gold; only meaningful when the decision is Answer.
+    pub correct: bool,
+    /// Whether the first attempt's result matched the gold; None when the first attempt
+    /// produced no result.
+    pub first_attempt_correct: Option<bool>,
+    /// The first attempt raised a database error or was refused by the guard.
+    pub first_attempt_failed: bool,
+    pub attempts: u32,
+    pub latency_ms: u64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cost_usd: f64,
+}
+
+/// Whether the outcome counts in the rates (everything but infrastructure failures).
+pub fn is_scored(outcome: &QuestionOutcome) -> bool {
+    outcome.decision != Decision::InfrastructureFailure
+}
+
+/// The right answer for an answerable question, the right refusal or clarification for
+/// an unanswerable one (table in the module doc).
+pub fn is_success(outcome: &QuestionOutcome) -> bool {
+    match (outcome.expected, outcome.decision) {
+        (Expected::Answer, Decision::Answer) => outcome.correct,
+        (Expected::Refuse, Decision::Decline) => true,
+        (Expected::Clarify, Decision::Clarify) => true,
+        (Expected::RefuseOrClarify, Decision::Decline | Decision::Clarify) => true,
+        _ => false,
+    }
+}
+
+/// A closed interval.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Interval {
+    pub lower: f64,
+    pub upper: f64,
+}
+
+/// k successes out of n, with the rate and its Wilson 95% interval (None when n = 0).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Rate {
+    pub successes: u64,
+    pub total: u64,
+    pub rate: Option<f64>,
+    pub wilson95: Option<Interval>,
+}
+
+impl Rate {
+    pub fn new(successes: u64, total: u64) -> Self {
+        Rate {
+            successes,
+            total,
+            rate: ratio(successes, total),
+            wilson95: wilson_interval(successes, total),
+        }
+    }
+}
+
+/// Scored questions by final decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct DecisionCounts {
+    pub answered: u64,
+    pub clarified: u64,
+    pub declined: u64,
+    pub gave_up: u64,
+}
+
+/// The metrics of one run in one mode; every field is defined in the module doc.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    pub questions: u64,
+    pub scored: u64,
+    pub infrastructure_failures: u64,
+    pub accuracy: Rate,
+    pub answerable_accuracy: Rate,
+    pub by_category: BTreeMap<String, Rate>,
+    pub decisions: DecisionCounts,
+    pub unanswerable: u64,
+    pub correct_refusals: u64,
+    pub wrong_form_abstentions: u64,
+    pub invented_answers: u64,
+    pub false_refusals: u64,
+    pub false_refusal_rate: Option<f64>,
+    pub clarifications_made: u64,
+    pub clarifications_expected: u64,
+    pub expected_clarifications_made: u64,
+    pub clarification_precision: Option<f64>,
+    pub clarification_recall: Option<f64>,
+    pub first_attempt_failures: u64,
+    pub first_attempt_correct: u64,
+    pub first_attempt_not_correct: u64,
+    pub rescued: u64,
+    pub broken: u64,
+    pub rescue_rate: Option<f64>,
+    pub mean_attempts_to_success: Option<f64>,
+    pub latency_p50_ms: Option<u64>,
+    pub latency_p95_ms: Option<u64>,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cost_usd: f64,
+}
+
+/// Computes the metrics of one run in one mode (definitions in the module doc).
+pub fn summarize(outcomes: &[QuestionOutcome]) -> Summary {
+    let mut scored = 0u64;
+    let mut successes = 0u64;
+    let mut answerable = 0u64;
+    let mut answerable_successes = 0u64;
+    let mut categories: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    let mut decisions = DecisionCounts::default();
+    let mut unanswerable = 0u64;
+    let mut correct_refusals = 0u64;
+    let mut wrong_form_abstentions = 0u64;
+    let mut invented_answers = 0u64;
+    let mut false_refusals = 0u64;
+    let mut clarifications_made = 0u64;
+    let mut clarifications_expected = 0u64;
+    let mut expected_clarifications_made = 0u64;
+    let mut first_attempt_failures = 0u64;
+    let mut first_attempt_correct = 0u64;
+    let mut first_attempt_not_correct = 0u64;
+    let mut rescued = 0u64;
+    let mut broken = 0u64;
+    let mut attempts_of_successes = 0u64;
+    let mut latencies: Vec<u64> = Vec::new();
+    let mut input_tokens = 0u64;
+    let mut output_tokens = 0u64;
+    let mut cost_usd = 0.0f64;
+
+    for outcome in outcomes {
+        input_tokens = input_tokens.saturating_add(outcome.input_tokens);
+        output_tokens = output_tokens.saturating_add(outcome.output_tokens);
+        if outcome.cost_usd.is_finite() {
+            cost_usd += outcome.cost_usd;
+        }
+        // Created even for infrastructure failures, so a category that only failed shows 0/0.
+        let category = categories.entry(outcome.category.clone()).or_default();
+        if !is_scored(outcome) {
+            continue;
+        }
+        scored += 1;
+        latencies.push(outcome.latency_ms);
+        let success = is_success(outcome);
+        category.1 += 1;
+        if success {
+            successes += 1;
+            category.0 += 1;
+        }
+        match outcome.decision {
+            Decision::Answer => decisions.answered += 1,
+            Decision::Clarify => decisions.clarified += 1,
+            Decision::Decline => decisions.declined += 1,
+            Decision::GiveUp => decisions.gave_up += 1,
+            Decision::InfrastructureFailure => {}
+        }
+        let abstained = matches!(outcome.decision, Decision::Decline | Decision::Clarify);
+        if outcome.first_attempt_failed {
+            first_attempt_failures += 1;
+        }
+        if outcome.decision == Decision::Clarify {
+            clarifications_made += 1;
+        }
+        if outcome.expected.expects_clarification() {
+            clarifications_expected += 1;
+            if outcome.decision == Decision::Clarify {
+                expected_clarifications_made += 1;
+            }
+        }
+        if outcome.expected.is_answerable() {
+            answerable += 1;
+            if abstained {
+                false_refusals += 1;
+            }
+            let first_correct = outcome.first_attempt_correct == Some(true);
+            if first_correct {
+                first_attempt_correct += 1;
+                if !success {
+                    broken += 1;
+                }
+            } else {
+                first_attempt_not_correct += 1;
+                if success {
+                    rescued += 1;
+                }
+            }
+            if success {
+                answerable_successes += 1;
+                attempts_of_successes += u64::from(outcome.attempts);
+            }
+        } else {
+            unanswerable += 1;
+            if success {
+                correct_refusals += 1;
+            } else if abstained {
+                wrong_form_abstentions += 1;
+            } else if outcome.decision == Decision::Answer {
+                invented_answers += 1;
+            }
+        }
+    }
+
+    Summary {
+        questions: outcomes.len() as u64,
+        scored,
+        infrastructure_failures: outcomes.len() as u64 - scored,
+        accuracy: Rate::new(successes, scored),
+        answerable_accuracy: Rate::new(answerable_successes, answerable),
+        by_category: categories
+            .into_iter()
+            .map(|(name, (hits, total))| (name, Rate::new(hits, total)))
+            .collect(),
+        decisions,
+        unanswerable,
+        correct_refusals,
+        wrong_form_abstentions,
+        invented_answers,
+        false_refusals,
+        false_refusal_rate: ratio(false_refusals, answerable),
+        clarifications_made,
+        clarifications_expected,
+        expected_clarifications_made,
+        clarification_precision: ratio(expected_clarifications_made, clarifications_made),
+        clarification_recall: ratio(expected_clarifications_made, clarifications_expected),
+        first_attempt_failures,
+        first_attempt_correct,
+        first_attempt_not_correct,
+        rescued,
+        broken,
+        rescue_rate: ratio(rescued, first_attempt_not_correct),
+        mean_attempts_to_success: ratio(attempts_of_successes, answerable_successes),
+        latency_p50_ms: percentile_nearest_rank(&latencies, 50),
+        latency_p95_ms: percentile_nearest_rank(&latencies, 95),
+        input_tokens,
+        output_tokens,
+        cost_usd,
+    }
+}
+
+fn ratio(numerator: u64, denominator: u64) -> Option<f64> {
+    (denominator > 0).then(|| numerator as f64 / denominator as f64)
+}
+
+/// The Wilson score 95% interval of `successes` out of `total` (formula in the module
+/// doc); None when `total` is 0 or `successes` exceeds it.
+pub fn wilson_interval(successes: u64, total: u64) -> Option<Interval> {
+    if total == 0 || successes > total {
+        return None;
+    }
+    let n = total as f64;
+    let p = successes as f64 / n;
+    let z2 = Z_95 * Z_95;
+    let denominator = 1.0 + z2 / n;
+    let centre = (p + z2 / (2.0 * n)) / denominator;
+    let half = Z_95 * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt() / denominator;
+    // At k = 0 and k = n the bounds are exactly 0 and 1 in exact arithmetic; set them so
+    // rounding error cannot report 0.9999999999999999.
+    let lower = if successes == 0 {
+        0.0
+    } else {
+        (centre - half).clamp(0.0, 1.0)
+    };
+    let upper = if successes == total {
+        1.0
+    } else {
+        (centre + half).clamp(0.0, 1.0)
+    };
+    Some(Interval { lower, upper })
+}
+
+/// The 0-based index of the nearest-rank `per_mille`/1000 quantile of n sorted values:
+/// rank ⌈per_mille·n/1000⌉, at least 1 and at most n. Integer arithmetic, so 95% of 20 is
+/// exactly rank 19.
+fn nearest_rank_index(n: usize, per_mille: u64) -> Option<usize> {
+    if n == 0 {
+        return None;
+    }
+    let rank = (per_mille.saturating_mul(n as u64)).div_ceil(1000);
+    Some((rank.clamp(1, n as u64) - 1) as usize)
+}
+
+/// The nearest-rank `percent`-th percentile: the value at 1-based rank ⌈percent·n/100⌉ (at
+/// least 1, at most n) of the values sorted ascending; None for no values.
+pub fn percentile_nearest_rank(values: &[u64], percent: u32) -> Option<u64> {
+    let mut sorted = values.to_vec();
+    sorted.sort_unstable();
+    let index = nearest_rank_index(sorted.len(), u64::from(percent) * 10)?;
+    sorted.get(index).copied()
+}
+
+/// The splitmix64 generator (Steele, Lea and Flood; Vigna's reference constants): small,
+/// fast, and the same sequence on every platform and compiler version.
+#[derive(Debug, Clone)]
+pub struct SplitMix64 {
+    state: u64,
+}
+
+impl SplitMix64 {
+    pub fn new(seed: u64) -> Self {
+        SplitMix64 { state: seed }
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// An index in 0..n as ⌊u·n / 2^64⌋ (multiply-shift: bias at most n/2^64, far below
+    /// anything a bootstrap can see). n must be positive.
+    pub fn below(&mut self, n: usize) -> usize {
+        ((u128::from(self.next_u64()) * n as u128) >> 64) as usize
+    }
+}
+
+/// The paired agent-vs-baseline comparison on the same questions (definitions in the
+/// module doc).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PairedDifference {
+    pub paired: u64,
+    /// Ids present in only one of the two lists.
+    pub unpaired: u64,
+    /// Pairs left out because either side failed on infrastructure.
+    pub excluded_infrastructure: u64,
+    /// Outcomes ignored because their id had already appeared in the same list.
+    pub duplicate_ids: u64,
+    pub agent_successes: u64,
+    pub baseline_successes: u64,
+    pub agent_only_wins: u64,
+    pub baseline_only_wins: u64,
+    pub both_succeeded: u64,
+    pub neither_succeeded: u64,
+    pub agent_accuracy: Option<f64>,
+    pub baseline_accuracy: Option<f64>,
+    /// Mean of success(agent) − success(baseline) over the pairs.
+    pub mean_difference: Option<f64>,
+    /// Bootstrap percentile interval of the mean difference; None without pairs or
+    /// resamples.
+    pub bootstrap95: Option<Interval>,
+    pub resamples: u32,
+    pub seed: u64,
+}
+
+fn by_id(outcomes: &[QuestionOutcome]) -> (BTreeMap<&str, &QuestionOutcome>, u64) {
+    let mut map = BTreeMap::new();
+    let mut duplicates = 0u64;
+    for outcome in outcomes {
+        if map.contains_key(outcome.id.as_str()) {
+            duplicates += 1;
+        } else {
+            map.insert(outcome.id.as_str(), outcome);
+        }
+    }
+    (map, duplicates)
+}
+
+/// Joins agent and baseline outcomes by id and compares their successes, with a seeded
+/// bootstrap interval of the mean difference.
+pub fn paired_difference(
+    agent: &[QuestionOutcome],
+    baseline: &[QuestionOutcome],
+    resamples: u32,
+    seed: u64,
+) -> PairedDifference {
+    let (agent_by_id, agent_duplicates) = by_id(agent);
+    let (baseline_by_id, baseline_duplicates) = by_id(baseline);
+    let agent_ids: BTreeSet<&str> = agent_by_id.keys().copied().collect();
+    let baseline_ids: BTreeSet<&str> = baseline_by_id.keys().copied().collect();
+    let unpaired = agent_ids.symmetric_difference(&baseline_ids).count() as u64;
+
+    let mut excluded_infrastructure = 0u64;
+    let mut counts = [[0u64; 2]; 2];
+    // In id order (BTreeMap), so the bootstrap does not depend on the input order.
+    let mut differences: Vec<i64> = Vec::new();
+    for (id, agent_outcome) in &agent_by_id {
+        let Some(baseline_outcome) = baseline_by_id.get(id) else {
+            continue;
+        };
+        if !is_scored(agent_outcome) || !is_scored(baseline_outcome) {
+            excluded_infrastructure += 1;
+            continue;
+        }
+        let agent_success = is_success(agent_outcome);
+        let baseline_success = is_success(baseline_outcome);
+        counts[usize::from(agent_success)][usize::from(baseline_success)] += 1;
+        differences.push(i64::from(agent_success) - i64::from(baseline_success));
+    }
+
+    let paired = differences.len() as u64;
+    let agent_only_wins = counts[1][0];
+    let baseline_only_wins = counts[0][1];
+    let both_succeeded = counts[1][1];
+    let neither_succeeded = counts[0][0];
+    let agent_successes = both_succeeded + agent_only_wins;
+    let baseline_successes = both_succeeded + baseline_only_wins;
+    let mean_difference =
+        (paired > 0).then(|| (agent_only_wins as f64 - baseline_only_wins as f64) / paired as f64);
+
+    PairedDifference {
+        paired,
+        unpaired,
+        excluded_infrastructure,
+        duplicate_ids: agent_duplicates + baseline_duplicates,
+        agent_successes,
+        baseline_successes,
+        agent_only_wins,
+        baseline_only_wins,
+        both_succeeded,
+        neither_succeeded,
+        agent_accuracy: ratio(agent_successes, paired),
+        baseline_accuracy: ratio(baseline_successes, paired),
+        mean_difference,
+        bootstrap95: bootstrap_interval(&differences, resamples, seed),
+        resamples,
+        seed,
+    }
+}
+
+fn bootstrap_interval(differences: &[i64], resamples: u32, seed: u64) -> Option<Interval> {
+    let n = differences.len();
+    if n == 0 || resamples == 0 {
+        return None;
+    }
+    let mut rng = SplitMix64::new(seed);
+    // Sample sums are integers: sorting them is exact, and dividing by n afterwards gives
+    // the sample means.
+    let mut sums: Vec<i64> = (0..resamples)
+        .map(|_| (0..n).map(|_| differences[rng.below(n)]).sum())
+        .collect();
+    sums.sort_unstable();
+    let lower = sums[nearest_rank_index(sums.len(), 25)?];
+    let upper = sums[nearest_rank_index(sums.len(), 975)?];
+    Some(Interval {
+        lower: lower as f64 / n as f64,
+        upper: upper as f64 / n as f64,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[allow(clippy::too_many_arguments)]
+    fn outcome(
+        id: &str,
+        category: &str,
+        expected: Expected,
+        decision: Decision,
+        correct: bool,
+        first_attempt_correct: Option<bool>,
+        first_attempt_failed: bool,
+        attempts: u32,
+        latency_ms: u64,
+        input_tokens: u64,
+    ) -> QuestionOutcome {
+        QuestionOutcome {
+            id: id.to_string(),
+            category: category.to_string(),
+            expected,
+            decision,
+            correct,
+            first_attempt_correct,
+            first_attempt_failed,
+            attempts,
+            latency_ms,
+            input_tokens,
+            output_tokens: input_tokens / 10,
+            cost_usd: input_tokens as f64 / 100_000.0,
+        }
+    }
+
+    /// Success or failure on an answerable question, for the paired tests.
+    fn simple(id: &str, success: bool, decision: Decision) -> QuestionOutcome {
+        outcome(
+            id,
+            "c",
+            Expected::Answer,
+            decision,
+            success,
+            Some(success),
+            false,
+            1,
+            10,
+            0,
+        )
+    }
+
+    fn round4(value: f64) -> f64 {
+        (value * 10_000.0).round() / 10_000.0
+    }
+
+    fn assert_close(actual: Option<f64>, expected: f64) {
+        let actual = actual.expect("a value");
+        assert!((actual - expected).abs() < 1e-12, "{actual} != {expected}");
+    }
+
+    #[test]
+    fn wilson_matches_known_values() {
+        let eight = wilson_interval(8, 10).expect("interval");
+        assert_eq!((round4(eight.lower), round4(eight.upper)), (0.4902, 0.9433));
+        let five_of_eleven = wilson_interval(5, 11).expect("interval");
+        assert_eq!(
+            (round4(five_of_eleven.lower), round4(five_of_eleven.upper)),
+            (0.2127, 0.7199)
+        );
+    }
+
+    #[test]
+    fn wilson_edge_cases() {
+        let none = wilson_interval(0, 10).expect("interval");
+        assert_eq!(none.lower, 0.0);
+        assert_eq!(round4(none.upper), 0.2775);
+        let all = wilson_interval(10, 10).expect("interval");
+        assert_eq!(round4(all.lower), 0.7225);
+        assert_eq!(all.upper, 1.0);
+        assert_eq!(wilson_interval(0, 0), None);
+        assert_eq!(wilson_interval(3, 2), None);
+    }
+
+    #[test]
+    fn nearest_rank_percentiles() {
+        // The worked example of the nearest-rank method.
+        let values = [35, 20, 15, 50, 40];
+        assert_eq!(percentile_nearest_rank(&values, 5), Some(15));
+        assert_eq!(percentile_nearest_rank(&values, 30), Some(20));
+        assert_eq!(percentile_nearest_rank(&values, 40), Some(20));
+        assert_eq!(percentile_nearest_rank(&values, 50), Some(35));
+        assert_eq!(percentile_nearest_rank(&values, 100), Some(50));
+        assert_eq!(percentile_nearest_rank(&values, 0), Some(15));
+        assert_eq!(percentile_nearest_rank(&values, 250), Some(50));
+        assert_eq!(percentile_nearest_rank(&[], 50), None);
+        // 95% of 20 values is rank 19 exactly, no floating-point drift to 20.
+        let twenty: Vec<u64> = (1..=20).collect();
+        assert_eq!(percentile_nearest_rank(&twenty, 95), Some(19));
+        assert_eq!(percentile_nearest_rank(&twenty, 50), Some(10));
+    }
+
+    #[test]
+    fn splitmix64_reference_outputs() {
+        let mut rng = SplitMix64::new(0);
+        assert_eq!(rng.next_u64(), 0xE220_A839_7B1D_CDAF);
+        assert_eq!(rng.next_u64(), 0x6E78_9E6A_A1B9_65F4);
+        assert_eq!(rng.next_u64(), 0x06C4_5D18_8009_454F);
+        let mut rng = SplitMix64::new(7);
+        assert!((0..1000).all(|_| rng.below(3) < 3));
+    }
+
+    /// Twelve outcomes; the comment on each says what it counts for.
+    fn hand_made() -> Vec<QuestionOutcome> {
+        use Decision as D;
+        use Expected as E;
+        vec![
+            // right at once
+            outcome(
+                "q1",
+                "simple",
+                E::Answer,
+                D::Answer,
+                true,
+                Some(true),
+                false,
+                1,
+                100,
+                1000,
+            ),
+            // wrong first, right at the end: rescued
+            outcome(
+                "q2",
+                "simple",
+                E::Answer,
+                D::Answer,
+                true,
+                Some(false),
+                false,
+                2,
+                300,
+                2000,
+            ),
+            // right first, wrong at the end: broken
+            outcome(
+                "q3",
+                "simple",
+                E::Answer,
+                D::Answer,
+                false,
+                Some(true),
+                false,
+                2,
+                250,
+                1500,
+            ),
+            // first attempt failed, right at the end: rescued, first-attempt failure
+            outcome(
+                "q4",
+                "join",
+                E::Answer,
+                D::Answer,
+                true,
+                None,
+                true,
+                3,
+                900,
+                3000,
+            ),
+            // first attempt failed, gave up
+            outcome(
+                "q5",
+                "join",
+                E::Answer,
+                D::GiveUp,
+                false,
+                None,
+                true,
+                4,
+                1200,
+                4000,
+            ),
+            // declined an answerable question: false refusal
+            outcome(
+                "q6",
+                "join",
+                E::Answer,
+                D::Decline,
+                false,
+                None,
+                false,
+                1,
+                50,
+                500,
+            ),
+            // right refusal
+            outcome(
+                "q7",
+                "unanswerable",
+                E::Refuse,
+                D::Decline,
+                false,
+                None,
+                false,
+                1,
+                80,
+                800,
+            ),
+            // right clarification
+            outcome(
+                "q8",
+                "unanswerable",
+                E::Clarify,
+                D::Clarify,
+                false,
+                None,
+                false,
+                1,
+                60,
+                600,
+            ),
+            // invented an answer
+            outcome(
+                "q9",
+                "unanswerable",
+                E::RefuseOrClarify,
+                D::Answer,
+                false,
+                Some(false),
+                false,
+                1,
+                400,
+                1000,
+            ),
+            // clarified where a refusal was expected: wrong form
+            outcome(
+                "q10",
+                "unanswerable",
+                E::Refuse,
+                D::Clarify,
+                false,
+                None,
+                false,
+                1,
+                70,
+                700,
+            ),
+            // infrastructure failure: counted apart
+            outcome(
+                "q11",
+                "join",
+                E::Answer,
+                D::InfrastructureFailure,
+                false,
+                None,
+                false,
+                0,
+                5000,
+                0,
+            ),
+            // clarified an answerable question: false refusal, unexpected clarification
+            outcome(
+                "q12",
+                "simple",
+                E::Answer,
+                D::Clarify,
+                false,
+                None,
+                false,
+                1,
+                40,
+                400,
+            ),
+        ]
+    }
+
+    #[test]
+    fn hand_made_outcomes_give_hand_computed_metrics() {
+        let summary = summarize(&hand_made());
+        assert_eq!(summary.questions, 12);
+        assert_eq!(summary.scored, 11);
+        assert_eq!(summary.infrastructure_failures, 1);
+        // Successes: q1, q2, q4 (answers), q7 (refusal), q8 (clarification).
+        assert_eq!(summary.accuracy, Rate::new(5, 11));
+        assert_eq!(
+            (summary.accuracy.successes, summary.accuracy.total),
+            (5, 11)
+        );
+        assert_close(summary.accuracy.rate, 5.0 / 11.0);
+        // Answerable scored: q1-q6, q12; successes q1, q2, q4.
+        assert_eq!(
+            (
+                summary.answerable_accuracy.successes,
+                summary.answerable_accuracy.total
+            ),
+            (3, 7)
+        );
+        let category = |name: &str| {
+            let rate = summary.by_category[name];
+            (rate.successes, rate.total)
+        };
+        assert_eq!(category("simple"), (2, 4));
+        assert_eq!(category("join"), (1, 3));
+        assert_eq!(category("unanswerable"), (2, 4));
+        assert_eq!(summary.by_category.len(), 3);
+        assert_eq!(
+            summary.decisions,
+            DecisionCounts {
+                answered: 5,
+                clarified: 3,
+                declined: 2,
+                gave_up: 1
+            }
+        );
+        assert_eq!(summary.unanswerable, 4);
+        assert_eq!(summary.correct_refusals, 2);
+        assert_eq!(summary.wrong_form_abstentions, 1);
+        assert_eq!(summary.invented_answers, 1);
+        assert_eq!(summary.false_refusals, 2);
+        assert_close(summary.false_refusal_rate, 2.0 / 7.0);
+        // Clarifications made: q8, q10, q12; expected: q8, q9; both: q8.
+        assert_eq!(summary.clarifications_made, 3);
+        assert_eq!(summary.clarifications_expected, 2);
+        assert_eq!(summary.expected_clarifications_made, 1);
+        assert_close(summary.clarification_precision, 1.0 / 3.0);
+        assert_close(summary.clarification_recall, 0.5);
+        assert_eq!(summary.first_attempt_failures, 2);
+        // First attempt correct: q1, q3; not: q2, q4, q5, q6, q12.
+        assert_eq!(summary.first_attempt_correct, 2);
+        assert_eq!(summary.first_attempt_not_correct, 5);
+        assert_eq!(summary.rescued, 2);
+        assert_eq!(summary.broken, 1);
+        assert_close(summary.rescue_rate, 2.0 / 5.0);
+        assert_eq!(
+            summary.answerable_accuracy.successes,
+            summary.first_attempt_correct - summary.broken + summary.rescued
+        );
+        // Attempts of q1, q2, q4: 1, 2, 3.
+        assert_close(summary.mean_attempts_to_success, 2.0);
+        // Scored latencies sorted: 40 50 60 70 80 100 250 300 400 900 1200 (q11's 5000 left
+        // out); rank ceil(5.5) = 6 and ceil(10.45) = 11.
+        assert_eq!(summary.latency_p50_ms, Some(100));
+        assert_eq!(summary.latency_p95_ms, Some(1200));
+        assert_eq!(summary.input_tokens, 15_500);
+        assert_eq!(summary.output_tokens, 1_550);
+        assert!((summary.cost_usd - 0.155).abs() < 1e-9);
+    }
+
+    #[test]
+    fn infrastructure_failures_are_counted_but_never_scored() {
+        let outcomes = vec![
+            simple("a", true, Decision::Answer),
+            simple("b", false, Decision::InfrastructureFailure),
+            simple("c", false, Decision::InfrastructureFailure),
+        ];
+        let summary = summarize(&outcomes);
+        assert_eq!(summary.infrastructure_failures, 2);
+        assert_eq!(summary.scored, 1);
+        assert_eq!((summary.accuracy.successes, summary.accuracy.total), (1, 1));
+        assert_eq!(summary.accuracy.rate, Some(1.0));
+        assert_eq!(summary.first_attempt_not_correct, 0);
+        assert_eq!(summary.latency_p95_ms, Some(10));
+        // Had they been scored as wrong, accuracy would be 1/3.
+    }
+
+    #[test]
+    fn success_definition_per_expected_decision() {
+        use Decision as D;
+        use Expected as E;
+        let with = |expected, decision, correct| {
+            is_success(&outcome(
+                "x", "c", expected, decision, correct, None, false, 1, 1, 0,
+            ))
+        };
+        assert!(with(E::Answer, D::Answer, true));
+        assert!(!with(E::Answer, D::Answer, false));
+        assert!(!with(E::Answer, D::Decline, true));
+        assert!(with(E::Refuse, D::Decline, false));
+        assert!(!with(E::Refuse, D::Clarify, false));
+        assert!(!with(E::Refuse, D::Answer, true));
+        assert!(with(E::Clarify, D::Clarify, false));
+        assert!(!with(E::Clarify, D::Decline, false));
+        assert!(with(E::RefuseOrClarify, D::Decline, false));
+        assert!(with(E::RefuseOrClarify, D::Clarify, false));
+        assert!(!with(E::RefuseOrClarify, D::GiveUp, false));
+        assert!(!with(E::Answer, D::InfrastructureFailure, true));
+    }
+
+    #[test]
+    fn empty_input_gives_zeros_and_nulls() {
+        let summary = summarize(&[]);
+        assert_eq!(summary.questions, 0);
+        assert_eq!(summary.accuracy.rate, None);
+        assert_eq!(summary.accuracy.wilson95, None);
+        assert_eq!(summary.rescue_rate, None);
+        assert_eq!(summary.mean_attempts_to_success, None);
+        assert_eq!(summary.latency_p50_ms, None);
+        let json = serde_json::to_string(&summary).expect("serialises");
+        assert!(!json.contains("NaN"));
+        assert!(json.contains("\"rate\":null"));
+        let paired = paired_difference(&[], &[], 1000, 1);
+        assert_eq!(paired.paired, 0);
+        assert_eq!(paired.mean_difference, None);
+        assert_eq!(paired.bootstrap95, None);
+    }
+
+    #[test]
+    fn outcomes_round_trip_through_json_in_snake_case() {
+        let original = outcome(
+            "q9",
+            "hard",
+            Expected::RefuseOrClarify,
+            Decision::InfrastructureFailure,
+            false,
+            None,
+            true,
+            2,
+            5,
+            7,
+        );
+        let json = serde_json::to_string(&original).expect("serialises");
+        assert!(json.contains("\"expected\":\"refuse_or_clarify\""));
+        assert!(json.contains("\"decision\":\"infrastructure_failure\""));
+        let back: QuestionOutcome = serde_json::from_str(&json).expect("parses");
+        assert_eq!(back, original);
+    }
+
+    fn paired_sets() -> (Vec<QuestionOutcome>, Vec<QuestionOutcome>) {
+        use Decision as D;
+        let mut agent = Vec::new();
+        let mut baseline = Vec::new();
+        // 20 pairs: 6 agent-only wins, 2 baseline-only wins, 8 both, 4 neither.
+        for index in 0..20 {
+            let id = format!("p{index:02}");
+            let (a, b) = match index {
+                0..=5 => (true, false),
+                6..=7 => (false, true),
+                8..=15 => (true, true),
+                _ => (false, false),
+            };
+            agent.push(simple(&id, a, D::Answer));
+            baseline.push(simple(&id, b, D::Answer));
+        }
+        // Left out: only in agent, only in baseline, infrastructure on either side, and a
+        // duplicate id.
+        agent.push(simple("only-agent", true, D::Answer));
+        baseline.push(simple("only-baseline", true, D::Answer));
+        agent.push(simple("infra-a", false, D::InfrastructureFailure));
+        baseline.push(simple("infra-a", true, D::Answer));
+        agent.push(simple("infra-b", true, D::Answer));
+        baseline.push(simple("infra-b", false, D::InfrastructureFailure));
+        agent.push(simple("p00", false, D::Answer));
+        (agent, baseline)
+    }
+
+    #[test]
+    fn paired_difference_counts_by_hand() {
+        let (agent, baseline) = paired_sets();
+        let result = paired_difference(&agent, &baseline, 2000, 42);
+        assert_eq!(result.paired, 20);
+        assert_eq!(result.unpaired, 2);
+        assert_eq!(result.excluded_infrastructure, 2);
+        assert_eq!(result.duplicate_ids, 1);
+        assert_eq!(result.agent_only_wins, 6);
+        assert_eq!(result.baseline_only_wins, 2);
+        assert_eq!(result.both_succeeded, 8);
+        assert_eq!(result.neither_succeeded, 4);
+        assert_eq!(result.agent_successes, 14);
+        assert_eq!(result.baseline_successes, 10);
+        assert_close(result.agent_accuracy, 0.7);
+        assert_close(result.baseline_accuracy, 0.5);
+        assert_close(result.mean_difference, 0.2);
+    }
+
+    #[test]
+    fn bootstrap_is_deterministic_and_contains_the_estimate() {
+        let (agent, baseline) = paired_sets();
+        let first = paired_difference(&agent, &baseline, 2000, 42);
+        let again = paired_difference(&agent, &baseline, 2000, 42);
+        assert_eq!(first, again);
+        // The input order does not matter: pairs are taken in id order.
+        let mut reversed_agent = agent.clone();
+        reversed_agent.reverse();
+        // Drop the duplicate p00, which the reversal would put first (the first one counts).
+        reversed_agent.retain(|o| o.id != "p00" || o.correct);
+        let mut reversed_baseline = baseline.clone();
+        reversed_baseline.reverse();
+        let reordered = paired_difference(&reversed_agent, &reversed_baseline, 2000, 42);
+        assert_eq!(reordered.bootstrap95, first.bootstrap95);
+
+        let interval = first.bootstrap95.expect("interval");
+        let estimate = first.mean_difference.expect("estimate");
+        assert!(
+            interval.lower <= estimate && estimate <= interval.upper,
+            "{interval:?}"
+        );
+        assert!(interval.lower < interval.upper);
+        // Means of 20 differences are multiples of 1/20.
+        assert!(((interval.lower * 20.0).round() - interval.lower * 20.0).abs() < 1e-9);
+        assert!(interval.lower >= -1.0 && interval.upper <= 1.0);
+        let other_seed = paired_difference(&agent, &baseline, 2000, 43);
+        assert_eq!(other_seed.mean_difference, first.mean_difference);
+    }
+
+    #[test]
+    fn bootstrap_of_identical_systems_is_a_point() {
+        let agent: Vec<_> = (0..10)
+            .map(|i| simple(&format!("q{i}"), i % 2 == 0, Decision::Answer))
+            .collect();
+        let result = paired_difference(&agent, &agent, 500, 9);
+        assert_eq!(result.mean_difference, Some(0.0));
+        assert_eq!(
+            result.bootstrap95,
+            Some(Interval {
+                lower: 0.0,
+                upper: 0.0
+            })
+        );
+        assert_eq!(paired_difference(&agent, &agent, 0, 9).bootstrap95, None);
+    }
+}

@@ -1,0 +1,1062 @@
+//! The PostgreSQL executor, read-only in layers that each hold alone:
+//! every statement runs through the extended protocol (one Parse message, so the server
+//! itself refuses a second statement stacked behind the first), inside a transaction
+//! started READ ONLY, under `SET LOCAL statement_timeout` and `SET LOCAL lock_timeout`,
+//! and that transaction is always rolled back, on success and failure alike: this file
+//! has no code path that makes anything permanent. Rows are fetched through a portal
+//! limited to the row cap plus one, so truncation is reported without the server ever
+//! producing more.
+//!
+//! Connections come from a deadpool pool. Pooled sessions must never carry state from
+//! one statement to the next, so the executor only ever uses `SET LOCAL` (which ends
+//! with the transaction) and the pool cleans every connection before reuse (RESET ALL,
+//! advisory locks released, temporary objects and SQL-level prepared statements
+//! dropped) in case a statement run without the guard left something behind.
+//!
+//! Values are decoded from PostgreSQL's binary format by column type into JSON
+//! ([`PgCell`], [`PgNumeric`]): numbers stay numbers when they round-trip exactly,
+//! dates and times become ISO text, and any type without a decoder becomes a
+//! `"<type name>"` placeholder instead of an error.
+//!
+//! Introspection reads the catalogs (pg_class, pg_attribute, pg_constraint) of the
+//! `public` schema over the same read-only path. The executor may read catalogs; the
+//! guard still refuses them to the model.
+
+use std::collections::BTreeMap;
+use std::error::Error as StdError;
+use std::str::FromStr;
+#[cfg(test)]
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use deadpool_postgres::{
+    Manager, ManagerConfig, Object, Pool, PoolError, RecyclingMethod, Runtime, Transaction,
+};
+use serde_json::Value as JsonValue;
+use tokio_postgres::error::ErrorPosition;
+use tokio_postgres::types::{FromSql, Kind, Type};
+use tokio_postgres::{Config, NoTls};
+
+use super::{ExecFailure, ExecLimits, RawRows};
+use crate::gate::redact_password;
+use crate::gate::taxonomy::{self, ErrorType};
+use crate::schema::{ColumnSchema, ForeignKey, TableSchema};
+
+/// Connections kept open per gate. Small: askdb runs one question at a time per user,
+/// and the server's connection slots are shared with everyone else.
+const POOL_SIZE: usize = 4;
+
+/// How long to wait for a new connection before calling the server unreachable.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a caller waits for a free pooled connection.
+const POOL_WAIT: Duration = Duration::from_secs(30);
+
+/// Beyond the server-side statement timeout, how long the client waits before it
+/// gives up on the server itself (a hung network, a server that never answers).
+const CLIENT_GRACE: Duration = Duration::from_secs(3);
+
+/// The longest a statement waits for a lock. A read that waits longer is queued
+/// behind someone's schema change; failing fast beats holding a connection.
+const MAX_LOCK_WAIT: Duration = Duration::from_secs(1);
+
+/// The schema whose tables and views the gate sees.
+const SCHEMA: &str = "public";
+
+type BoxError = Box<dyn StdError + Sync + Send>;
+
+pub(crate) struct PostgresExecutor {
+    pool: Pool,
+    /// The URL with its password replaced, for messages.
+    shown_url: String,
+    /// The password, only so that it can be scrubbed from any message that might
+    /// echo it; never printed.
+    password: Option<String>,
+    /// Whether transactions start READ ONLY. Always true in the product; the layer
+    /// tests switch it off to show the database role holding on its own.
+    #[cfg(test)]
+    read_only: AtomicBool,
+}
+
+impl PostgresExecutor {
+    /// Builds the pool and opens one connection, so a wrong URL, a refused login or an
+    /// unreachable server fails at startup with a clear message (never the password).
+    pub async fn connect(url: &str) -> Result<Self, ExecFailure> {
+        let shown_url = redact_password(url);
+        let mut config = Config::from_str(url).map_err(|error| {
+            ExecFailure::new(
+                ErrorType::ConnectionError,
+                format!(
+                    "{shown_url} is not a valid PostgreSQL URL: {}",
+                    describe(&error)
+                ),
+            )
+        })?;
+        let password = config
+            .get_password()
+            .map(|bytes| String::from_utf8_lossy(bytes).into_owned());
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(CONNECT_TIMEOUT);
+        }
+        if config.get_application_name().is_none() {
+            config.application_name("askdb");
+        }
+        let manager = Manager::from_config(
+            config,
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Custom(recycle_sql()),
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(POOL_SIZE)
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(POOL_WAIT))
+            .create_timeout(Some(CONNECT_TIMEOUT))
+            .recycle_timeout(Some(CONNECT_TIMEOUT))
+            .build()
+            .map_err(|error| {
+                ExecFailure::new(
+                    ErrorType::ConnectionError,
+                    format!("cannot build the connection pool for {shown_url}: {error}"),
+                )
+            })?;
+        let executor = PostgresExecutor {
+            pool,
+            shown_url,
+            password,
+            #[cfg(test)]
+            read_only: AtomicBool::new(true),
+        };
+        // Open one connection now so a bad URL fails here, not at the first question.
+        drop(executor.checkout().await?);
+        Ok(executor)
+    }
+
+    /// Switches the READ ONLY transaction off (tests of the database role only).
+    #[cfg(test)]
+    pub fn set_read_only_for_tests(&self, read_only: bool) {
+        self.read_only.store(read_only, Ordering::SeqCst);
+    }
+
+    #[cfg(test)]
+    fn read_only(&self) -> bool {
+        self.read_only.load(Ordering::SeqCst)
+    }
+
+    #[cfg(not(test))]
+    fn read_only(&self) -> bool {
+        true
+    }
+
+    async fn checkout(&self) -> Result<Object, ExecFailure> {
+        self.pool.get().await.map_err(|error| {
+            let reason = match &error {
+                PoolError::Backend(error) => describe(error),
+                PoolError::Timeout(_) => {
+                    "timed out waiting for a connection (server unreachable or pool exhausted)"
+                        .to_string()
+                }
+                other => other.to_string(),
+            };
+            ExecFailure::new(
+                ErrorType::ConnectionError,
+                self.scrub(format!(
+                    "cannot connect to PostgreSQL at {}: {reason}",
+                    self.shown_url
+                )),
+            )
+        })
+    }
+
+    /// Removes the password from a message, should anything ever echo it.
+    fn scrub(&self, message: String) -> String {
+        match &self.password {
+            Some(password) if !password.is_empty() && message.contains(password.as_str()) => {
+                message.replace(password.as_str(), "***")
+            }
+            _ => message,
+        }
+    }
+
+    /// Runs one statement in a READ ONLY transaction that is always rolled back, and
+    /// returns at most `row_cap` rows (with `truncated` when the server had more).
+    pub async fn execute(&self, sql: &str, limits: ExecLimits) -> Result<RawRows, ExecFailure> {
+        let mut client = self.checkout().await?;
+        let deadline = limits.statement_timeout + CLIENT_GRACE;
+        let outcome = tokio::time::timeout(deadline, async {
+            let transaction = self.begin(&mut client).await?;
+            let result = run_statement(&transaction, sql, limits).await;
+            // Always roll back, whatever the statement did or failed to do.
+            let rolled_back = transaction.rollback().await.is_ok();
+            Ok::<_, ExecFailure>((result, rolled_back))
+        })
+        .await;
+        match outcome {
+            Ok(Ok((result, rolled_back))) => {
+                if !rolled_back {
+                    // The session state is unknown: this connection never goes back
+                    // to the pool (closing it ends the server session, which discards
+                    // the open transaction).
+                    drop(Object::take(client));
+                }
+                result.map_err(|failure| self.scrubbed(failure))
+            }
+            Ok(Err(failure)) => {
+                drop(Object::take(client));
+                Err(self.scrubbed(failure))
+            }
+            Err(_elapsed) => {
+                // The server did not answer in time, not even with its own timeout:
+                // ask it to cancel, and throw the connection away.
+                let token = client.cancel_token();
+                drop(Object::take(client));
+                tokio::spawn(async move {
+                    // Best effort: the session ends anyway once its socket closes.
+                    let _ = token.cancel_query(NoTls).await;
+                });
+                Err(ExecFailure::new(
+                    ErrorType::Timeout,
+                    format!(
+                        "the statement did not finish within {} ms and was cancelled",
+                        deadline.as_millis()
+                    ),
+                ))
+            }
+        }
+    }
+
+    /// Starts the transaction every statement runs in: READ ONLY (unless a test
+    /// switched it off to exercise the database role alone).
+    async fn begin<'c>(&self, client: &'c mut Object) -> Result<Transaction<'c>, ExecFailure> {
+        client
+            .build_transaction()
+            .read_only(self.read_only())
+            .start()
+            .await
+            .map_err(|error| failure_from(&error))
+    }
+
+    fn scrubbed(&self, mut failure: ExecFailure) -> ExecFailure {
+        failure.message = self.scrub(failure.message);
+        failure.hint = failure.hint.map(|hint| self.scrub(hint));
+        failure
+    }
+
+    /// Reads the visible tables and views of the `public` schema with their columns,
+    /// keys and approximate row counts, in a read-only transaction rolled back after.
+    pub async fn introspect(&self) -> Result<Vec<TableSchema>, ExecFailure> {
+        let mut client = self.checkout().await?;
+        let outcome = async {
+            let transaction = self.begin(&mut client).await?;
+            let result = introspect(&transaction).await;
+            let rolled_back = transaction.rollback().await.is_ok();
+            Ok::<_, ExecFailure>((result, rolled_back))
+        }
+        .await;
+        match outcome {
+            Ok((result, true)) => result.map_err(|failure| self.scrubbed(failure)),
+            Ok((result, false)) => {
+                drop(Object::take(client));
+                result.map_err(|failure| self.scrubbed(failure))
+            }
+            Err(failure) => {
+                drop(Object::take(client));
+                Err(self.scrubbed(failure))
+            }
+        }
+    }
+}
+
+/// Drops prepared statements created with SQL `PREPARE` (they survive ROLLBACK),
+/// leaving the protocol-level ones tokio-postgres caches for its own type lookups.
+const DEALLOCATE_SQL_PREPARED: &str = "DO $$DECLARE s record; BEGIN \
+    FOR s IN SELECT name FROM pg_catalog.pg_prepared_statements WHERE from_sql LOOP \
+    EXECUTE pg_catalog.format('DEALLOCATE %I', s.name); END LOOP; END$$;";
+
+/// What runs on a pooled connection before it is reused: deadpool's Clean list (CLOSE
+/// ALL, SET SESSION AUTHORIZATION DEFAULT, RESET ALL, UNLISTEN *, advisory locks
+/// released, DISCARD TEMP and SEQUENCES) plus SQL-level prepared statements dropped,
+/// so no session state left by one statement, even one run without the guard, reaches
+/// the next. A connection whose cleaning fails is discarded, not reused.
+fn recycle_sql() -> String {
+    let clean = RecyclingMethod::Clean.query().unwrap_or_default();
+    format!("{clean} {DEALLOCATE_SQL_PREPARED}")
+}
+
+async fn run_statement(
+    transaction: &Transaction<'_>,
+    sql: &str,
+    limits: ExecLimits,
+) -> Result<RawRows, ExecFailure> {
+    let timeout_ms = limits
+        .statement_timeout
+        .as_millis()
+        .clamp(1, i32::MAX as u128);
+    let lock_ms = timeout_ms.min(MAX_LOCK_WAIT.as_millis()).max(1);
+    // SET cannot take bind parameters; these are integers formatted here, never text
+    // from a caller. LOCAL: the setting ends with the transaction.
+    transaction
+        .execute(
+            format!("SET LOCAL statement_timeout = {timeout_ms}").as_str(),
+            &[],
+        )
+        .await
+        .map_err(|error| failure_from(&error))?;
+    transaction
+        .execute(format!("SET LOCAL lock_timeout = {lock_ms}").as_str(), &[])
+        .await
+        .map_err(|error| failure_from(&error))?;
+    // Parse (one statement only: the server refuses a second one), then bind to a
+    // portal and fetch at most cap + 1 rows from it.
+    let statement = transaction
+        .prepare(sql)
+        .await
+        .map_err(|error| failure_from(&error))?;
+    let columns: Vec<String> = statement
+        .columns()
+        .iter()
+        .map(|column| column.name().to_string())
+        .collect();
+    let portal = transaction
+        .bind(&statement, &[])
+        .await
+        .map_err(|error| failure_from(&error))?;
+    let wanted = limits.row_cap.saturating_add(1);
+    let max_rows = i32::try_from(wanted).unwrap_or(i32::MAX);
+    let fetched = transaction
+        .query_portal(&portal, max_rows)
+        .await
+        .map_err(|error| failure_from(&error))?;
+    let cap = usize::try_from(limits.row_cap).unwrap_or(usize::MAX);
+    let truncated = fetched.len() > cap;
+    let mut rows = Vec::with_capacity(fetched.len().min(cap));
+    for row in fetched.iter().take(cap) {
+        let mut values = Vec::with_capacity(columns.len());
+        for index in 0..row.len() {
+            let cell: PgCell = row
+                .try_get(index)
+                .map_err(|error| ExecFailure::new(ErrorType::Unknown, describe(&error)))?;
+            values.push(cell.0);
+        }
+        rows.push(values);
+    }
+    Ok(RawRows {
+        columns,
+        rows,
+        truncated,
+    })
+}
+
+/// A database error with its SQLSTATE, message, hint and position; anything else is a
+/// lost connection or an unknown failure.
+fn failure_from(error: &tokio_postgres::Error) -> ExecFailure {
+    if let Some(db) = error.as_db_error() {
+        let code = db.code().code();
+        return ExecFailure {
+            error_type: taxonomy::from_sqlstate(code),
+            message: db.message().to_string(),
+            sqlstate: Some(code.to_string()),
+            hint: db.hint().map(str::to_string),
+            position: match db.position() {
+                Some(ErrorPosition::Original(position)) => Some(*position),
+                _ => None,
+            },
+        };
+    }
+    let lost = error.is_closed()
+        || error
+            .source()
+            .is_some_and(|source| source.is::<std::io::Error>());
+    if lost {
+        ExecFailure::new(
+            ErrorType::ConnectionError,
+            format!("the connection to PostgreSQL was lost: {}", describe(error)),
+        )
+    } else {
+        ExecFailure::new(ErrorType::Unknown, describe(error))
+    }
+}
+
+/// An error with its chain of causes ("error connecting to server: Connection
+/// refused"): tokio-postgres prints only the outermost part by itself.
+fn describe(error: &dyn StdError) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let part = cause.to_string();
+        if !text.contains(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+// ---------------------------------------------------------------------------------
+// Introspection
+
+/// Tables and views of the schema that the connected role may read at all: a table
+/// it cannot read would only produce permission errors. Partitions are left out
+/// (their parent is listed). `reltuples` is -1 until the table is first analysed.
+const TABLES_SQL: &str = "\
+SELECT c.relname::text, c.relkind::text, c.reltuples::float8 \
+FROM pg_catalog.pg_class c \
+JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
+WHERE n.nspname = $1 \
+  AND c.relkind IN ('r', 'p', 'v', 'm', 'f') \
+  AND NOT c.relispartition \
+  AND (pg_catalog.has_table_privilege(c.oid, 'SELECT') \
+       OR pg_catalog.has_any_column_privilege(c.oid, 'SELECT')) \
+ORDER BY c.relname";
+
+const COLUMNS_SQL: &str = "\
+SELECT c.relname::text, a.attname::text, \
+       pg_catalog.format_type(a.atttypid, a.atttypmod), NOT a.attnotnull \
+FROM pg_catalog.pg_attribute a \
+JOIN pg_catalog.pg_class c ON c.oid = a.attrelid \
+JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
+WHERE n.nspname = $1 AND a.attnum > 0 AND NOT a.attisdropped \
+ORDER BY c.relname, a.attnum";
+
+/// Primary, unique and foreign keys, one row per key column in key order. A
+/// referenced table outside the schema keeps its schema name.
+const KEYS_SQL: &str = "\
+SELECT c.relname::text, con.conname::text, con.contype::text, a.attname::text, \
+       CASE WHEN fn.nspname = $1 THEN fc.relname::text \
+            ELSE fn.nspname::text || '.' || fc.relname::text END, \
+       fa.attname::text \
+FROM pg_catalog.pg_constraint con \
+JOIN pg_catalog.pg_class c ON c.oid = con.conrelid \
+JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
+CROSS JOIN LATERAL unnest(con.conkey) WITH ORDINALITY AS k(attnum, ord) \
+JOIN pg_catalog.pg_attribute a ON a.attrelid = con.conrelid AND a.attnum = k.attnum \
+LEFT JOIN pg_catalog.pg_class fc ON fc.oid = con.confrelid \
+LEFT JOIN pg_catalog.pg_namespace fn ON fn.oid = fc.relnamespace \
+LEFT JOIN pg_catalog.pg_attribute fa \
+       ON fa.attrelid = con.confrelid AND fa.attnum = con.confkey[k.ord] \
+WHERE n.nspname = $1 AND con.contype IN ('p', 'u', 'f') \
+ORDER BY c.relname, con.conname, k.ord";
+
+async fn introspect(transaction: &Transaction<'_>) -> Result<Vec<TableSchema>, ExecFailure> {
+    let fail = |error: tokio_postgres::Error| failure_from(&error);
+    let mut tables: BTreeMap<String, TableSchema> = BTreeMap::new();
+    for row in transaction
+        .query(TABLES_SQL, &[&SCHEMA])
+        .await
+        .map_err(fail)?
+    {
+        let name: String = row.try_get(0).map_err(fail)?;
+        let kind: String = row.try_get(1).map_err(fail)?;
+        let tuples: f64 = row.try_get(2).map_err(fail)?;
+        // Views and never-analysed tables have no estimate.
+        let row_count = (kind != "v" && tuples >= 0.0).then(|| tuples.round() as i64);
+        tables.insert(
+            name.clone(),
+            TableSchema {
+                name,
+                columns: Vec::new(),
+                primary_key: Vec::new(),
+                unique: Vec::new(),
+                foreign_keys: Vec::new(),
+                row_count,
+            },
+        );
+    }
+    for row in transaction
+        .query(COLUMNS_SQL, &[&SCHEMA])
+        .await
+        .map_err(fail)?
+    {
+        let table: String = row.try_get(0).map_err(fail)?;
+        if let Some(schema) = tables.get_mut(&table) {
+            schema.columns.push(ColumnSchema {
+                name: row.try_get(1).map_err(fail)?,
+                data_type: row.try_get(2).map_err(fail)?,
+                nullable: row.try_get(3).map_err(fail)?,
+            });
+        }
+    }
+    // (table, constraint) -> (kind, columns, referenced table, referenced columns)
+    type Key = (String, Vec<String>, Option<String>, Vec<String>);
+    let mut keys: BTreeMap<(String, String), Key> = BTreeMap::new();
+    for row in transaction
+        .query(KEYS_SQL, &[&SCHEMA])
+        .await
+        .map_err(fail)?
+    {
+        let table: String = row.try_get(0).map_err(fail)?;
+        let name: String = row.try_get(1).map_err(fail)?;
+        let kind: String = row.try_get(2).map_err(fail)?;
+        let column: String = row.try_get(3).map_err(fail)?;
+        let target: Option<String> = row.try_get(4).map_err(fail)?;
+        let target_column: Option<String> = row.try_get(5).map_err(fail)?;
+        let entry = keys
+            .entry((table, name))
+            .or_insert_with(|| (kind, Vec::new(), target, Vec::new()));
+        entry.1.push(column);
+        if let Some(target_column) = target_column {
+            entry.3.push(target_column);
+        }
+    }
+    for ((table, _name), (kind, columns, target, target_columns)) in keys {
+        let Some(schema) = tables.get_mut(&table) else {
+            continue;
+        };
+        match kind.as_str() {
+            "p" => schema.primary_key = columns,
+            "u" => schema.unique.push(columns),
+            "f" => {
+                if let Some(references_table) = target {
+                    schema.foreign_keys.push(ForeignKey {
+                        columns,
+                        references_table,
+                        references_columns: target_columns,
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(tables.into_values().collect())
+}
+
+// ---------------------------------------------------------------------------------
+// Values: PostgreSQL's binary format to JSON
+
+/// One result cell as JSON, decoded by its column type. Accepts every type, so no
+/// column can make a row fail; unknown types become a `"<type name>"` placeholder.
+pub(crate) struct PgCell(pub JsonValue);
+
+impl<'a> FromSql<'a> for PgCell {
+    fn from_sql(ty: &Type, raw: &'a [u8]) -> Result<Self, BoxError> {
+        Ok(PgCell(decode(ty, raw)))
+    }
+
+    fn from_sql_null(_ty: &Type) -> Result<Self, BoxError> {
+        Ok(PgCell(JsonValue::Null))
+    }
+
+    fn accepts(_ty: &Type) -> bool {
+        true
+    }
+}
+
+/// A NUMERIC as exact decimal text ("12.30", "-0.05", "NaN", "Infinity"), with as
+/// many fraction digits as the value's display scale.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PgNumeric {
+    pub text: String,
+    /// Digits after the decimal point.
+    pub scale: u16,
+}
+
+impl<'a> FromSql<'a> for PgNumeric {
+    fn from_sql(_ty: &Type, raw: &'a [u8]) -> Result<Self, BoxError> {
+        decode_numeric(raw).ok_or_else(|| "malformed NUMERIC value".into())
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        *ty == Type::NUMERIC
+    }
+}
+
+impl PgNumeric {
+    /// A JSON number when converting to f64 and back gives the same decimal text
+    /// (integers when the scale is 0), else the exact text as a JSON string.
+    pub fn to_json(&self) -> JsonValue {
+        let text = self.text.as_str();
+        if self.scale == 0 {
+            if let Ok(integer) = text.parse::<i64>() {
+                return JsonValue::from(integer);
+            }
+            if let Ok(integer) = text.parse::<u64>() {
+                return JsonValue::from(integer);
+            }
+            return JsonValue::String(self.text.clone());
+        }
+        if let Ok(float) = text.parse::<f64>() {
+            let back = format!("{:.*}", usize::from(self.scale), float);
+            if float.is_finite() && back == text {
+                if let Some(number) = serde_json::Number::from_f64(float) {
+                    return JsonValue::Number(number);
+                }
+            }
+        }
+        JsonValue::String(self.text.clone())
+    }
+}
+
+/// Decodes NUMERIC's binary form: digit count, weight (base-10000 exponent of the
+/// first digit), sign, display scale, then base-10000 digits.
+fn decode_numeric(raw: &[u8]) -> Option<PgNumeric> {
+    let word = |index: usize| {
+        raw.get(index * 2..index * 2 + 2)
+            .map(|bytes| u16::from_be_bytes([bytes[0], bytes[1]]))
+    };
+    let digit_count = usize::from(word(0)?);
+    let weight = i64::from(word(1)? as i16);
+    let sign = word(2)?;
+    let scale = word(3)?;
+    let special = |text: &str| {
+        Some(PgNumeric {
+            text: text.to_string(),
+            scale: 0,
+        })
+    };
+    let negative = match sign {
+        0x0000 => false,
+        0x4000 => true,
+        0xC000 => return special("NaN"),
+        0xD000 => return special("Infinity"),
+        0xF000 => return special("-Infinity"),
+        _ => return None,
+    };
+    let mut digits = Vec::with_capacity(digit_count);
+    for index in 0..digit_count {
+        let digit = word(4 + index)?;
+        if digit > 9999 {
+            return None;
+        }
+        digits.push(digit);
+    }
+    if raw.len() != 8 + digit_count * 2 {
+        return None;
+    }
+    // Digit i stands for digit * 10000^(weight - i).
+    let digit_at = |position: i64| -> u16 {
+        let index = weight - position;
+        if index < 0 {
+            return 0;
+        }
+        usize::try_from(index)
+            .ok()
+            .and_then(|index| digits.get(index).copied())
+            .unwrap_or(0)
+    };
+    let mut text = String::new();
+    if negative {
+        text.push('-');
+    }
+    if weight < 0 {
+        text.push('0');
+    } else {
+        text.push_str(&digit_at(weight).to_string());
+        for power in (0..weight).rev() {
+            text.push_str(&format!("{:04}", digit_at(power)));
+        }
+    }
+    if scale > 0 {
+        let mut fraction = String::new();
+        let mut power = -1;
+        while fraction.len() < usize::from(scale) {
+            fraction.push_str(&format!("{:04}", digit_at(power)));
+            power -= 1;
+        }
+        fraction.truncate(usize::from(scale));
+        text.push('.');
+        text.push_str(&fraction);
+    }
+    Some(PgNumeric { text, scale })
+}
+
+fn decode(ty: &Type, raw: &[u8]) -> JsonValue {
+    decode_known(ty, raw).unwrap_or_else(|| placeholder(ty))
+}
+
+fn placeholder(ty: &Type) -> JsonValue {
+    match ty.kind() {
+        Kind::Array(element) => JsonValue::String(format!("<{}[]>", element.name())),
+        _ => JsonValue::String(format!("<{}>", ty.name())),
+    }
+}
+
+fn be<const N: usize>(raw: &[u8]) -> Option<[u8; N]> {
+    raw.try_into().ok()
+}
+
+fn text_of(raw: &[u8]) -> JsonValue {
+    JsonValue::String(String::from_utf8_lossy(raw).into_owned())
+}
+
+fn float_json(value: f64) -> JsonValue {
+    if value.is_nan() {
+        JsonValue::String("NaN".to_string())
+    } else if value.is_infinite() {
+        JsonValue::String(if value > 0.0 { "Infinity" } else { "-Infinity" }.to_string())
+    } else {
+        serde_json::Number::from_f64(value)
+            .map(JsonValue::Number)
+            .unwrap_or(JsonValue::Null)
+    }
+}
+
+/// The value by type, or None when the type has no decoder (or the bytes are not
+/// what the type promises), which becomes a placeholder.
+fn decode_known(ty: &Type, raw: &[u8]) -> Option<JsonValue> {
+    let value = match *ty {
+        Type::BOOL => JsonValue::Bool(be::<1>(raw)?[0] != 0),
+        Type::INT2 => JsonValue::from(i16::from_be_bytes(be(raw)?)),
+        Type::INT4 => JsonValue::from(i32::from_be_bytes(be(raw)?)),
+        Type::INT8 => JsonValue::from(i64::from_be_bytes(be(raw)?)),
+        Type::OID => JsonValue::from(u32::from_be_bytes(be(raw)?)),
+        Type::FLOAT4 => float_json(f64::from(f32::from_be_bytes(be(raw)?))),
+        Type::FLOAT8 => float_json(f64::from_be_bytes(be(raw)?)),
+        Type::NUMERIC => PgNumeric::from_sql(ty, raw).ok()?.to_json(),
+        Type::TEXT | Type::VARCHAR | Type::BPCHAR | Type::NAME | Type::UNKNOWN | Type::CHAR => {
+            text_of(raw)
+        }
+        Type::JSON => serde_json::from_slice(raw).unwrap_or_else(|_| text_of(raw)),
+        Type::JSONB => {
+            // Version byte 1, then the JSON text.
+            let (&version, body) = raw.split_first()?;
+            if version != 1 {
+                return None;
+            }
+            serde_json::from_slice(body).unwrap_or_else(|_| text_of(body))
+        }
+        Type::UUID => JsonValue::String(uuid_text(&be::<16>(raw)?)),
+        Type::DATE => JsonValue::String(date_text(i32::from_be_bytes(be(raw)?))),
+        Type::TIMESTAMP => JsonValue::String(timestamp_text(i64::from_be_bytes(be(raw)?), "")),
+        Type::TIMESTAMPTZ => {
+            JsonValue::String(timestamp_text(i64::from_be_bytes(be(raw)?), "+00:00"))
+        }
+        Type::TIME => JsonValue::String(time_text(i64::from_be_bytes(be(raw)?))),
+        Type::TIMETZ => {
+            let (time, zone) = raw.split_at_checked(8)?;
+            let micros = i64::from_be_bytes(be(time)?);
+            // Stored as seconds west of UTC; printed the ISO way (east positive).
+            let east = -i64::from(i32::from_be_bytes(be(zone)?));
+            JsonValue::String(format!("{}{}", time_text(micros), offset_text(east)))
+        }
+        Type::INTERVAL => {
+            let micros = i64::from_be_bytes(be(raw.get(0..8)?)?);
+            let days = i32::from_be_bytes(be(raw.get(8..12)?)?);
+            let months = i32::from_be_bytes(be(raw.get(12..16)?)?);
+            if raw.len() != 16 {
+                return None;
+            }
+            JsonValue::String(interval_text(months, days, micros))
+        }
+        Type::BYTEA => JsonValue::String(format!("<bytea, {} bytes>", raw.len())),
+        _ => match ty.kind() {
+            Kind::Domain(inner) => decode_known(inner, raw)?,
+            // An enum's binary form is its label.
+            Kind::Enum(_) => text_of(raw),
+            Kind::Array(element) => decode_array(element, raw)?,
+            _ => return None,
+        },
+    };
+    Some(value)
+}
+
+/// An array as nested JSON arrays: dimension count, null flag, element type, then
+/// (length, lower bound) per dimension, then each element as length + bytes (-1 for
+/// NULL).
+fn decode_array(element: &Type, raw: &[u8]) -> Option<JsonValue> {
+    let int = |at: usize| {
+        raw.get(at..at + 4)
+            .and_then(be::<4>)
+            .map(i32::from_be_bytes)
+    };
+    let dimensions = usize::try_from(int(0)?).ok()?;
+    if dimensions == 0 {
+        return Some(JsonValue::Array(Vec::new()));
+    }
+    if dimensions > 6 {
+        return None;
+    }
+    let mut lengths = Vec::with_capacity(dimensions);
+    for dimension in 0..dimensions {
+        lengths.push(usize::try_from(int(12 + dimension * 8)?).ok()?);
+    }
+    let mut at = 12 + dimensions * 8;
+    let total: usize = lengths
+        .iter()
+        .try_fold(1usize, |acc, n| acc.checked_mul(*n))?;
+    let mut flat = Vec::with_capacity(total.min(10_000));
+    for _ in 0..total {
+        let length = int(at)?;
+        at += 4;
+        if length < 0 {
+            flat.push(JsonValue::Null);
+        } else {
+            let length = usize::try_from(length).ok()?;
+            let bytes = raw.get(at..at + length)?;
+            at += length;
+            flat.push(decode(element, bytes));
+        }
+    }
+    // Fold the flat list into nested arrays, innermost dimension first.
+    let mut level = flat;
+    for length in lengths.iter().skip(1).rev() {
+        if *length == 0 {
+            break;
+        }
+        level = level
+            .chunks(*length)
+            .map(|chunk| JsonValue::Array(chunk.to_vec()))
+            .collect();
+    }
+    Some(JsonValue::Array(level))
+}
+
+fn uuid_text(bytes: &[u8; 16]) -> String {
+    let hex: String = bytes.iter().map(|byte| format!("{byte:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
+}
+
+/// Days between 1970-01-01 and 2000-01-01, PostgreSQL's epoch for dates and times.
+const PG_EPOCH_DAYS: i64 = 10_957;
+const MICROS_PER_DAY: i64 = 86_400_000_000;
+
+/// The civil date of a day count since 1970-01-01 (proleptic Gregorian calendar;
+/// Howard Hinnant's algorithm).
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let day_of_era = z.rem_euclid(146_097);
+    let year_of_era =
+        (day_of_era - day_of_era / 1_460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let month_index = (5 * day_of_year + 2) / 153;
+    let day = (day_of_year - (153 * month_index + 2) / 5 + 1) as u32;
+    let month = if month_index < 10 {
+        month_index + 3
+    } else {
+        month_index - 9
+    } as u32;
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+/// 'YYYY-MM-DD' for a day count since 2000-01-01, and whether the year is BC (as
+/// PostgreSQL writes it: year 0 is 1 BC).
+fn civil_text(days_since_2000: i64) -> (String, bool) {
+    let (year, month, day) = civil_from_days(days_since_2000 + PG_EPOCH_DAYS);
+    if year <= 0 {
+        (format!("{:04}-{month:02}-{day:02}", 1 - year), true)
+    } else {
+        (format!("{year:04}-{month:02}-{day:02}"), false)
+    }
+}
+
+fn date_text(days: i32) -> String {
+    match days {
+        i32::MAX => "infinity".to_string(),
+        i32::MIN => "-infinity".to_string(),
+        _ => {
+            let (text, bc) = civil_text(i64::from(days));
+            if bc {
+                format!("{text} BC")
+            } else {
+                text
+            }
+        }
+    }
+}
+
+/// 'HH:MM:SS', with the microseconds when there are any (trailing zeros dropped).
+fn clock_text(micros_of_day: i64) -> String {
+    let seconds = micros_of_day / 1_000_000;
+    let fraction = micros_of_day % 1_000_000;
+    let mut text = format!(
+        "{:02}:{:02}:{:02}",
+        seconds / 3600,
+        seconds / 60 % 60,
+        seconds % 60
+    );
+    if fraction != 0 {
+        let digits = format!("{fraction:06}");
+        text.push('.');
+        text.push_str(digits.trim_end_matches('0'));
+    }
+    text
+}
+
+/// 'YYYY-MM-DD HH:MM:SS[.ffffff]' plus `zone`, the form PostgreSQL prints (and the
+/// form SQLite stores), for microseconds since 2000-01-01 00:00:00.
+fn timestamp_text(micros: i64, zone: &str) -> String {
+    match micros {
+        i64::MAX => "infinity".to_string(),
+        i64::MIN => "-infinity".to_string(),
+        _ => {
+            let days = micros.div_euclid(MICROS_PER_DAY);
+            let (date, bc) = civil_text(days);
+            let clock = clock_text(micros.rem_euclid(MICROS_PER_DAY));
+            let era = if bc { " BC" } else { "" };
+            format!("{date} {clock}{zone}{era}")
+        }
+    }
+}
+
+fn time_text(micros: i64) -> String {
+    clock_text(micros.rem_euclid(MICROS_PER_DAY + 1))
+}
+
+/// '+HH:MM' for an offset in seconds east of UTC.
+fn offset_text(east_seconds: i64) -> String {
+    let sign = if east_seconds < 0 { '-' } else { '+' };
+    let seconds = east_seconds.abs();
+    let mut text = format!("{sign}{:02}:{:02}", seconds / 3600, seconds / 60 % 60);
+    if seconds % 60 != 0 {
+        text.push_str(&format!(":{:02}", seconds % 60));
+    }
+    text
+}
+
+/// An interval as an ISO 8601 duration, the way PostgreSQL's `iso_8601` interval
+/// style writes it: each part carries its own sign ("P1Y2M3DT4H5M6.5S", "P-1D",
+/// "PT0S" for zero).
+fn interval_text(months: i32, days: i32, micros: i64) -> String {
+    let mut text = String::from("P");
+    let years = months / 12;
+    let months = months % 12;
+    if years != 0 {
+        text.push_str(&format!("{years}Y"));
+    }
+    if months != 0 {
+        text.push_str(&format!("{months}M"));
+    }
+    if days != 0 {
+        text.push_str(&format!("{days}D"));
+    }
+    if micros != 0 {
+        text.push('T');
+        let hours = micros / 3_600_000_000;
+        let minutes = micros / 60_000_000 % 60;
+        let second_micros = micros % 60_000_000;
+        if hours != 0 {
+            text.push_str(&format!("{hours}H"));
+        }
+        if minutes != 0 {
+            text.push_str(&format!("{minutes}M"));
+        }
+        if second_micros != 0 {
+            let sign = if second_micros < 0 { "-" } else { "" };
+            let magnitude = second_micros.unsigned_abs();
+            let whole = magnitude / 1_000_000;
+            let fraction = magnitude % 1_000_000;
+            text.push_str(&format!("{sign}{whole}"));
+            if fraction != 0 {
+                let digits = format!("{fraction:06}");
+                text.push('.');
+                text.push_str(digits.trim_end_matches('0'));
+            }
+            text.push('S');
+        }
+    }
+    if text == "P" {
+        text.push_str("T0S");
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn numeric(words: &[u16]) -> Vec<u8> {
+        words.iter().flat_map(|word| word.to_be_bytes()).collect()
+    }
+
+    #[test]
+    fn numeric_binary_decodes_to_exact_decimal_text() {
+        // 12.30: one integer digit 12, one fraction digit 3000, scale 2.
+        let value = decode_numeric(&numeric(&[2, 0, 0, 2, 12, 3000])).expect("decodes");
+        assert_eq!(value.text, "12.30");
+        assert_eq!(value.to_json(), serde_json::json!(12.3));
+        // -0.05: weight -1, digit 500, scale 2, negative.
+        let value = decode_numeric(&numeric(&[1, (-1i16) as u16, 0x4000, 2, 500])).expect("ok");
+        assert_eq!(value.text, "-0.05");
+        // 0 with scale 2.
+        let value = decode_numeric(&numeric(&[0, 0, 0, 2])).expect("zero");
+        assert_eq!(value.text, "0.00");
+        // 10000000 (weight 1, digits [1000, 0] trimmed to [1000]).
+        let value = decode_numeric(&numeric(&[1, 1, 0, 0, 1000])).expect("ok");
+        assert_eq!(value.text, "10000000");
+        assert_eq!(value.to_json(), serde_json::json!(10_000_000));
+        // 0.00001234: weight -2 (first digit is 10000^-2), digits 1234, scale 8.
+        let value = decode_numeric(&numeric(&[1, (-2i16) as u16, 0, 8, 1234])).expect("ok");
+        assert_eq!(value.text, "0.00001234");
+        // Too many digits for f64: stays exact text.
+        let value =
+            decode_numeric(&numeric(&[6, 4, 0, 8, 1, 2345, 6789, 123, 4567, 8901])).expect("ok");
+        assert_eq!(value.text, "12345678901234567.89010000");
+        assert_eq!(value.to_json(), serde_json::json!(value.text));
+        assert_eq!(
+            decode_numeric(&numeric(&[0, 0, 0xC000, 0])).map(|n| n.text),
+            Some("NaN".to_string())
+        );
+        assert_eq!(
+            decode_numeric(&numeric(&[0, 0, 0xF000, 0])).map(|n| n.text),
+            Some("-Infinity".to_string())
+        );
+        // The FromSql impl is the path result cells take.
+        let bytes = numeric(&[2, 0, 0, 2, 12, 3000]);
+        assert!(<PgNumeric as FromSql>::accepts(&Type::NUMERIC));
+        assert!(!<PgNumeric as FromSql>::accepts(&Type::FLOAT8));
+        let value = <PgNumeric as FromSql>::from_sql(&Type::NUMERIC, &bytes).expect("decodes");
+        assert_eq!(value.text, "12.30");
+        assert_eq!(decode(&Type::NUMERIC, &bytes), serde_json::json!(12.3));
+        // Malformed input never panics.
+        assert!(decode_numeric(&[0, 1]).is_none());
+        assert!(decode_numeric(&numeric(&[2, 0, 0, 0, 1])).is_none());
+        assert!(decode_numeric(&numeric(&[1, 0, 0, 0, 10000])).is_none());
+    }
+
+    #[test]
+    fn dates_times_and_intervals_print_as_iso_text() {
+        assert_eq!(date_text(0), "2000-01-01");
+        assert_eq!(date_text(9132), "2025-01-01");
+        assert_eq!(date_text(-1), "1999-12-31");
+        assert_eq!(date_text(i32::MAX), "infinity");
+        assert_eq!(date_text(-730_485), "0001-01-01 BC");
+        assert_eq!(date_text(-730_119), "0001-01-01");
+        let micros = 9132 * MICROS_PER_DAY + (10 * 3600 + 5 * 60 + 9) * 1_000_000;
+        assert_eq!(timestamp_text(micros, ""), "2025-01-01 10:05:09");
+        assert_eq!(
+            timestamp_text(micros + 500_000, "+00:00"),
+            "2025-01-01 10:05:09.5+00:00"
+        );
+        assert_eq!(timestamp_text(-1, ""), "1999-12-31 23:59:59.999999");
+        assert_eq!(time_text(3_600_000_000 + 1), "01:00:00.000001");
+        assert_eq!(offset_text(19_800), "+05:30");
+        assert_eq!(offset_text(-3600), "-01:00");
+        assert_eq!(interval_text(0, 0, 0), "PT0S");
+        assert_eq!(
+            interval_text(14, 3, (4 * 3600 + 5 * 60 + 6) * 1_000_000 + 500_000),
+            "P1Y2M3DT4H5M6.5S"
+        );
+        assert_eq!(interval_text(0, -1, 0), "P-1D");
+        assert_eq!(interval_text(0, 0, -90 * 1_000_000), "PT-1M-30S");
+    }
+
+    #[test]
+    fn unknown_types_become_placeholders_and_never_panic() {
+        assert_eq!(
+            decode(&Type::INET, &[2, 32, 0, 4, 127, 0, 0, 1]),
+            JsonValue::String("<inet>".into())
+        );
+        assert_eq!(
+            decode(&Type::INT4, &[1, 2]),
+            JsonValue::String("<int4>".into())
+        );
+        assert_eq!(
+            decode(&Type::INT4_ARRAY, &[0, 0]),
+            JsonValue::String("<int4[]>".into())
+        );
+        assert_eq!(
+            decode(&Type::UUID, &[0xab; 16]),
+            JsonValue::String("abababab-abab-abab-abab-abababababab".into())
+        );
+    }
+}

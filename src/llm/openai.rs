@@ -1,0 +1,322 @@
+//! The OpenAI-compatible chat-completions client: `POST {base}/chat/completions`, with
+//! `Authorization: Bearer <key>` when a key is configured (local servers need none).
+//! One client for OpenAI, Groq, OpenRouter, Ollama, vLLM and llama.cpp's server.
+//!
+//! A JSON schema goes out as `response_format: {"type": "json_schema", ...}`: OpenAI
+//! enforces it, llama.cpp turns it into a grammar. Messages keep the caller's order;
+//! callers put the stable prefix (instructions, schema block) first, which is what lets
+//! llama.cpp and OpenAI reuse their prompt caches across questions.
+//!
+//! Compatible backends differ in small ways (an integer `error.code`, `content` as a list
+//! of parts, missing `usage`), so the response types are lenient and only the parts
+//! askdb uses are read.
+
+use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::config::{is_loopback, ProviderConfig};
+use super::keys::{ApiKey, KeyRing};
+use super::resilience::{self, RetryPolicy};
+use super::{BoxFuture, CallPermit, Completion, LlmError, ModelRequest, Provider, Role};
+
+pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+pub const DEFAULT_MODEL: &str = "gpt-4.1-mini";
+const NAME: &str = "openai";
+
+/// Talks to any OpenAI-compatible chat-completions endpoint.
+#[derive(Debug)]
+pub struct OpenAiProvider {
+    model: String,
+    base_url: String,
+    url: String,
+    keys: KeyRing,
+    policy: RetryPolicy,
+    metered: bool,
+    /// OpenAI's own API wants `max_completion_tokens` (its newer models refuse
+    /// `max_tokens`); compatible servers know `max_tokens`.
+    use_max_completion_tokens: bool,
+    client: reqwest::Client,
+}
+
+impl OpenAiProvider {
+    pub fn new(config: &ProviderConfig) -> Result<OpenAiProvider, LlmError> {
+        let base_url = config.base_url.trim_end_matches('/').to_string();
+        let local = is_loopback(&base_url);
+        if config.keys.is_empty() && base_url == DEFAULT_BASE_URL {
+            return Err(LlmError::Config(
+                "no OpenAI key: set OPENAI_API_KEY (or OPENAI_API_KEYS, comma-separated), or point ASKDB_BASE_URL at a local server".to_string(),
+            ));
+        }
+        Ok(OpenAiProvider {
+            model: config.model.clone(),
+            url: format!("{base_url}/chat/completions"),
+            use_max_completion_tokens: base_url.contains("://api.openai.com"),
+            base_url,
+            keys: KeyRing::new(config.keys.clone()),
+            policy: config.retry.clone(),
+            metered: config.metered.unwrap_or(!local),
+            client: resilience::http_client(&config.retry)?,
+        })
+    }
+
+    pub fn keys(&self) -> &KeyRing {
+        &self.keys
+    }
+
+    /// The request body for `request`, as sent.
+    pub fn request_body(&self, request: &ModelRequest) -> Value {
+        let messages: Vec<Value> = request
+            .messages
+            .iter()
+            .map(|message| {
+                let role = match message.role {
+                    Role::System => "system",
+                    Role::User => "user",
+                    Role::Assistant => "assistant",
+                };
+                json!({"role": role, "content": message.content})
+            })
+            .collect();
+        let mut body = json!({
+            "model": self.model,
+            "messages": messages,
+            "temperature": super::anthropic::rounded(request.temperature),
+        });
+        let limit_field = if self.use_max_completion_tokens {
+            "max_completion_tokens"
+        } else {
+            "max_tokens"
+        };
+        body[limit_field] = json!(request.max_tokens);
+        if let Some(schema) = &request.json_schema {
+            body["response_format"] = json!({
+                "type": "json_schema",
+                "json_schema": {"name": "askdb_reply", "schema": schema, "strict": false},
+            });
+        }
+        body
+    }
+
+    async fn complete_inner(&self, request: &ModelRequest) -> Result<Completion, LlmError> {
+        let body = self.request_body(request);
+        let (reply, attempts) =
+            resilience::send_with_retries(NAME, &self.policy, &self.keys, |key: Option<ApiKey>| {
+                let body = &body;
+                async move {
+                    let mut headers = HeaderMap::new();
+                    if let Some(key) = key {
+                        let mut value = HeaderValue::from_str(&format!("Bearer {}", key.expose()))
+                            .map_err(|_| resilience::TransportFailure {
+                                timed_out: false,
+                                message: format!("{key} holds characters not allowed in a header"),
+                            })?;
+                        value.set_sensitive(true);
+                        headers.insert(AUTHORIZATION, value);
+                    }
+                    resilience::post_json(&self.client, &self.url, headers, body).await
+                }
+            })
+            .await?;
+        parse_response(&reply.body, &self.model, attempts).map_err(|message| {
+            LlmError::MalformedResponse {
+                provider: NAME.to_string(),
+                message: self.keys.scrub(&message),
+            }
+        })
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct ChatResponse {
+    choices: Vec<Choice>,
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    usage: Option<Usage>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Choice {
+    #[serde(default)]
+    message: Option<ChoiceMessage>,
+    #[serde(default)]
+    finish_reason: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ChoiceMessage {
+    /// A string from most servers; a list of `{"type": "text", "text": ...}` parts from
+    /// some; null when the model refused or only called tools.
+    #[serde(default)]
+    content: Option<Value>,
+    #[serde(default)]
+    refusal: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct Usage {
+    #[serde(default)]
+    prompt_tokens: Option<u64>,
+    #[serde(default)]
+    completion_tokens: Option<u64>,
+    #[serde(default)]
+    prompt_tokens_details: Option<PromptTokensDetails>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct PromptTokensDetails {
+    #[serde(default)]
+    cached_tokens: Option<u64>,
+}
+
+fn content_text(content: &Value) -> String {
+    match content {
+        Value::String(text) => text.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|part| part.get("text").and_then(Value::as_str))
+            .collect(),
+        _ => String::new(),
+    }
+}
+
+fn parse_response(body: &str, model: &str, attempts: u32) -> Result<Completion, String> {
+    let response: ChatResponse = serde_json::from_str(body)
+        .map_err(|error| format!("{error}; body began: {:?}", resilience::shorten(body, 200)))?;
+    let Some(choice) = response.choices.into_iter().next() else {
+        return Err("the reply has no choices".to_string());
+    };
+    let message = choice.message.ok_or("the first choice has no message")?;
+    let mut text = message
+        .content
+        .as_ref()
+        .map(content_text)
+        .unwrap_or_default();
+    if text.is_empty() {
+        if let Some(refusal) = message.refusal {
+            text = refusal;
+        }
+    }
+    let usage = response.usage.unwrap_or_default();
+    let cache_read = usage
+        .prompt_tokens_details
+        .and_then(|details| details.cached_tokens)
+        .unwrap_or(0);
+    let (input_tokens, output_tokens, estimated) =
+        match (usage.prompt_tokens, usage.completion_tokens) {
+            (Some(input), Some(output)) => (input, output, false),
+            _ => (0, super::estimate_tokens(&text), true),
+        };
+    Ok(Completion {
+        truncated: choice.finish_reason.as_deref() == Some("length"),
+        model: response.model.unwrap_or_else(|| model.to_string()),
+        text,
+        input_tokens,
+        output_tokens,
+        cache_read_tokens: cache_read,
+        cache_write_tokens: 0,
+        tokens_estimated: estimated,
+        attempts,
+    })
+}
+
+impl Provider for OpenAiProvider {
+    fn name(&self) -> &str {
+        NAME
+    }
+
+    fn model(&self) -> &str {
+        &self.model
+    }
+
+    fn endpoint(&self) -> &str {
+        &self.base_url
+    }
+
+    fn is_metered(&self) -> bool {
+        self.metered
+    }
+
+    fn complete<'a>(
+        &'a self,
+        request: &'a ModelRequest,
+        _permit: CallPermit,
+    ) -> BoxFuture<'a, Result<Completion, LlmError>> {
+        Box::pin(self.complete_inner(request))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::{Message, ProviderKind, Purpose};
+
+    fn provider(base_url: &str) -> OpenAiProvider {
+        let config = ProviderConfig {
+            base_url: base_url.to_string(),
+            keys: vec![ApiKey::new("k").expect("key")],
+            ..ProviderConfig::for_kind(ProviderKind::OpenAi)
+        };
+        OpenAiProvider::new(&config).expect("provider")
+    }
+
+    #[test]
+    fn a_schema_becomes_response_format_and_the_order_is_kept() {
+        let request = ModelRequest::new(
+            Purpose::WriteSql,
+            "q",
+            vec![Message::stable_system("schema"), Message::user("q")],
+        )
+        .with_json_schema(json!({"type": "object"}))
+        .with_temperature(0.7);
+        let local = provider("http://127.0.0.1:8080/v1").request_body(&request);
+        assert_eq!(local["response_format"]["type"], "json_schema");
+        assert_eq!(
+            local["response_format"]["json_schema"]["schema"],
+            json!({"type": "object"})
+        );
+        assert_eq!(local["messages"][0]["role"], "system");
+        assert_eq!(local["messages"][1]["role"], "user");
+        assert_eq!(local["max_tokens"], 1024);
+        assert_eq!(local["temperature"], 0.7);
+        let hosted = provider(DEFAULT_BASE_URL).request_body(&request);
+        assert_eq!(hosted["max_completion_tokens"], 1024);
+        assert!(hosted.get("max_tokens").is_none());
+    }
+
+    #[test]
+    fn lenient_parsing_accepts_what_compatible_servers_send() {
+        let parts = r#"{"choices":[{"message":{"content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]},"finish_reason":"length"}]}"#;
+        let completion = parse_response(parts, "m", 1).expect("parses");
+        assert_eq!(completion.text, "ab");
+        assert!(completion.truncated);
+        assert!(completion.tokens_estimated);
+        assert_eq!(completion.model, "m");
+        let llama = r#"{"choices":[{"finish_reason":"stop","index":0,"message":{"role":"assistant","content":"{\"sql\": \"SELECT 1\"}"}}],"created":1,"model":"qwen","object":"chat.completion","usage":{"completion_tokens":18,"prompt_tokens":44,"total_tokens":62,"prompt_tokens_details":{"cached_tokens":40}},"timings":{"prompt_n":44}}"#;
+        let completion = parse_response(llama, "m", 2).expect("parses");
+        assert_eq!(
+            (completion.input_tokens, completion.output_tokens),
+            (44, 18)
+        );
+        assert_eq!(completion.cache_read_tokens, 40);
+        assert_eq!(completion.attempts, 2);
+        assert!(parse_response(r#"{"choices":[]}"#, "m", 1).is_err());
+        assert!(parse_response("{\"choices\": [", "m", 1).is_err());
+    }
+
+    #[test]
+    fn local_servers_need_no_key_and_cost_nothing() {
+        let config = ProviderConfig {
+            base_url: "http://127.0.0.1:8080/v1".to_string(),
+            ..ProviderConfig::for_kind(ProviderKind::OpenAi)
+        };
+        let local = OpenAiProvider::new(&config).expect("no key needed");
+        assert!(!local.is_metered());
+        let hosted = ProviderConfig::for_kind(ProviderKind::OpenAi);
+        assert!(
+            OpenAiProvider::new(&hosted).is_err(),
+            "OpenAI itself needs a key"
+        );
+    }
+}
