@@ -51,7 +51,7 @@ case "${ASKDB_LOCAL_MODEL:-1.5b}" in
     CHUNK_COUNT=6
     CHUNK_VERSION="0.9.0"
     MODEL_SHA256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
-    MODEL_BYTES=""
+    MODEL_BYTES=491400064
     ;;
   *)
     echo "local-model: ASKDB_LOCAL_MODEL must be 1.5b or 0.5b, not '${ASKDB_LOCAL_MODEL}'" >&2

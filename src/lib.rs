@@ -21,6 +21,10 @@
 //! - [`eval`]: golden sets and external benchmarks.
 //! - [`llm`]: the model providers (Anthropic, OpenAI-compatible, scripted) behind one
 //!   recording call, with retries, key failover, the spend ledger and the reply cache.
+//! - [`mcp`]: `askdb mcp`, the gate's four functions as tools of an MCP server over
+//!   stdio, for any MCP client (no second route to the database).
+//! - [`server`]: `askdb serve`, the HTTP API (ask, sql, schema, eval, checked health,
+//!   OpenAPI) and the one-page web UI embedded in the binary.
 //! - [`home`]: where askdb keeps its files.
 //! - [`text_table`]: rows as plain-text tables for the terminal.
 
@@ -32,5 +36,7 @@ pub mod gate;
 pub mod home;
 pub mod linking;
 pub mod llm;
+pub mod mcp;
 pub mod schema;
+pub mod server;
 pub mod text_table;

@@ -79,11 +79,29 @@ enum Command {
         #[command(subcommand)]
         command: DbCommand,
     },
-    /// Evaluations that need no model.
+    /// Ask a question in plain English.
+    Ask {
+        question: String,
+        /// One attempt, no repair, no diagnostic (for comparison).
+        #[arg(long)]
+        baseline: bool,
+        /// Skip the model-written explanation (one call fewer).
+        #[arg(long)]
+        no_explain: bool,
+    },
+    /// Show what askdb would do with a question, before any model call.
+    Plan { question: String },
+    /// Evaluations: model-free checks and real-model runs.
     Eval {
         #[command(subcommand)]
         command: EvalCommand,
     },
+    /// Serve the gate's four tools to an MCP client over stdio (stdout carries the
+    /// protocol; messages go to stderr).
+    Mcp,
+    /// Serve the HTTP API and the web page (the model comes from ASKDB_PROVIDER, ...;
+    /// without one, questions get 503 and everything else works).
+    Serve(askdb::server::ServeArgs),
     /// The language model askdb asks (configured by ASKDB_PROVIDER, ASKDB_MODEL, ...).
     Model {
         #[command(subcommand)]
@@ -105,6 +123,43 @@ enum EvalCommand {
         /// Write evals/results/guard_equivalence.json and regenerate the README table.
         #[arg(long)]
         write: bool,
+    },
+    /// Ask a golden set through the agent and grade it by execution.
+    Run {
+        /// demo, chinook, spider or defog.
+        #[arg(long)]
+        set: String,
+        /// agent, baseline or both.
+        #[arg(long, default_value = "both")]
+        mode: String,
+        /// Only the first N questions (after sampling).
+        #[arg(long)]
+        limit: Option<usize>,
+        /// A fixed random sample of N questions.
+        #[arg(long)]
+        sample: Option<usize>,
+        /// Seed of the sample.
+        #[arg(long, default_value_t = 7)]
+        seed: u64,
+        /// Resume an interrupted run folder.
+        #[arg(long)]
+        resume: Option<PathBuf>,
+        /// Where run folders go.
+        #[arg(long, default_value = "evals/runs")]
+        runs_dir: PathBuf,
+    },
+    /// Re-score a finished run without calling the model.
+    Regrade { run: PathBuf },
+    /// Print a run's report.
+    Report { run: PathBuf },
+    /// Copy a run's summary into evals/results/ and regenerate the README results table.
+    Publish { run: PathBuf },
+    /// Linking recall without a model: Spider/BIRD tables.json + questions, or our demo set.
+    Linking {
+        #[arg(long)]
+        tables: Option<PathBuf>,
+        #[arg(long)]
+        questions: Option<PathBuf>,
     },
 }
 
@@ -219,6 +274,13 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Eval {
             command: EvalCommand::Guard { write },
         } => eval_guard(write, global.json).await,
+        Command::Eval { command } => eval_command(command, global).await,
+        Command::Ask {
+            question,
+            baseline,
+            no_explain,
+        } => ask_command(global, &question, baseline, !no_explain).await,
+        Command::Plan { question } => plan_command(global, &question).await,
         Command::Model {
             command: ModelCommand::Check,
         } => model_check(global.json).await,
@@ -248,6 +310,25 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Sql { command } => {
             let gate = open_gate(global).await?;
             sql_command(&gate, command, global.json).await
+        }
+        Command::Mcp => {
+            // The gate opens before serving: a bad URL or an unreachable database is a
+            // message on stderr and exit 3, never a half-started session.
+            let gate = open_gate(global).await?;
+            askdb::mcp::serve_stdio(gate).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Serve(args) => {
+            let config = match args.resolve() {
+                Ok(config) => config,
+                Err(message) => {
+                    eprintln!("askdb serve: {message}");
+                    return Ok(ExitCode::from(2)); // bad usage, like clap's own errors
+                }
+            };
+            let gate = open_gate(global).await?;
+            askdb::server::run(gate, config).await?;
+            Ok(ExitCode::SUCCESS)
         }
     }
 }
@@ -594,6 +675,150 @@ async fn model_check(json: bool) -> Result<ExitCode> {
     } else {
         ExitCode::from(EXIT_FAILURE)
     })
+}
+
+async fn open_agent(global: &GlobalArgs) -> Result<askdb::agent::Agent> {
+    let config = askdb::llm::ProviderConfig::from_env()?;
+    let client = askdb::llm::ModelClient::from_config(&config)?;
+    let gate = open_gate(global).await?;
+    Ok(askdb::agent::Agent::new(gate, client).await?)
+}
+
+async fn ask_command(
+    global: &GlobalArgs,
+    question: &str,
+    baseline: bool,
+    explain: bool,
+) -> Result<ExitCode> {
+    use askdb::agent::{AskOptions, Decision, Mode};
+    let agent = open_agent(global).await?;
+    let options = AskOptions {
+        mode: if baseline {
+            Mode::Baseline
+        } else {
+            Mode::Agent
+        },
+        explain,
+        ..AskOptions::default()
+    };
+    let result = agent.ask(question, &options).await?;
+    if global.json {
+        print_json(&result)?;
+    } else {
+        print!("{}", askdb::agent::render_text(&result));
+    }
+    Ok(exit_for(result.decision != Decision::GiveUp))
+}
+
+async fn plan_command(global: &GlobalArgs, question: &str) -> Result<ExitCode> {
+    // Planning needs no model: build the index over the gate and select.
+    let gate = open_gate(global).await?;
+    let cards = askdb::schema::cards::build_cards(&gate).await?;
+    let index = askdb::linking::SchemaIndex::build(&gate, &cards).await?;
+    let plan = askdb::agent::plan(
+        &gate,
+        &cards,
+        &index,
+        question,
+        &askdb::agent::AskOptions::default(),
+    )?;
+    if global.json {
+        print_json(&plan)?;
+    } else {
+        print!("{}", askdb::agent::render_plan(&plan));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn eval_command(command: EvalCommand, global: &GlobalArgs) -> Result<ExitCode> {
+    use askdb::eval::runner;
+    match command {
+        EvalCommand::Guard { write } => eval_guard(write, global.json).await,
+        EvalCommand::Run {
+            set,
+            mode,
+            limit,
+            sample,
+            seed,
+            resume,
+            runs_dir,
+        } => {
+            let modes = match mode.as_str() {
+                "both" => vec![askdb::agent::Mode::Agent, askdb::agent::Mode::Baseline],
+                other => vec![other
+                    .parse::<askdb::agent::Mode>()
+                    .map_err(anyhow::Error::msg)?],
+            };
+            let db = (global.db != "demo").then(|| global.db.clone());
+            let settings = runner::RunSettings {
+                set,
+                modes,
+                limit,
+                sample,
+                seed,
+                db,
+                row_cap: runner::EVAL_ROW_CAP,
+                budget_tokens: askdb::linking::DEFAULT_BUDGET_TOKENS,
+                k: askdb::linking::DEFAULT_K,
+                temperature: 0.0,
+                explain: false,
+                max_attempts: askdb::agent::MAX_ATTEMPTS,
+            };
+            let config = askdb::llm::ProviderConfig::from_env()?;
+            let client = askdb::llm::ModelClient::from_config(&config)?;
+            let run = runner::run(settings, client, &runs_dir, resume).await?;
+            let summary = runner::write_summary(&run)?;
+            print!("{}", runner::render_report(&summary));
+            println!("run folder: {}", run.display());
+            Ok(ExitCode::SUCCESS)
+        }
+        EvalCommand::Regrade { run } => {
+            let summary = runner::regrade(&run).await?;
+            print!("{}", runner::render_report(&summary));
+            Ok(ExitCode::SUCCESS)
+        }
+        EvalCommand::Report { run } => {
+            let path = run.join("report.md");
+            let text = std::fs::read_to_string(&path)
+                .with_context(|| format!("cannot read {}", path.display()))?;
+            print!("{text}");
+            Ok(ExitCode::SUCCESS)
+        }
+        EvalCommand::Publish { run } => {
+            let written = askdb::eval::results::publish_run(&run).map_err(anyhow::Error::msg)?;
+            println!("wrote {} and the README results table", written.display());
+            Ok(ExitCode::SUCCESS)
+        }
+        EvalCommand::Linking { tables, questions } => {
+            let report = match (tables, questions) {
+                (Some(tables), Some(questions)) => askdb::linking::eval::evaluate_spider(
+                    &tables,
+                    &questions,
+                    &askdb::linking::eval::DEFAULT_KS,
+                )?,
+                (None, None) => {
+                    let gate = open_gate(global).await?;
+                    let cards = askdb::schema::cards::build_cards(&gate).await?;
+                    let index = askdb::linking::SchemaIndex::build(&gate, &cards).await?;
+                    let items = askdb::linking::eval::demo_gold_items()?;
+                    askdb::linking::eval::evaluate_items(
+                        &index,
+                        &items,
+                        &askdb::linking::eval::DEFAULT_KS,
+                    )
+                }
+                _ => {
+                    anyhow::bail!("give both --tables and --questions, or neither for the demo set")
+                }
+            };
+            if global.json {
+                print_json(&report)?;
+            } else {
+                println!("{report}");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
 }
 
 fn exit_for(ok: bool) -> ExitCode {

@@ -878,3 +878,127 @@ async fn the_key_is_never_printed() {
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// `askdb model check`, as a user runs it.
+
+/// Runs `askdb model check` with only the given model variables set.
+async fn model_check(vars: &[(&str, &str)], json: bool) -> std::process::Output {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_askdb"));
+    command.args(["model", "check"]);
+    if json {
+        command.arg("--json");
+    }
+    for name in [
+        "ASKDB_PROVIDER",
+        "ASKDB_MODEL",
+        "ASKDB_BASE_URL",
+        "ASKDB_SCRIPT",
+        "ASKDB_SPEND_CAP_USD",
+        "ASKDB_SPEND_LEDGER",
+        "ASKDB_CACHE_DIR",
+        "ASKDB_PRICES",
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_API_KEYS",
+        "OPENAI_API_KEY",
+        "OPENAI_API_KEYS",
+    ] {
+        command.env_remove(name);
+    }
+    command.envs(vars.iter().copied());
+    command.output().await.expect("askdb runs")
+}
+
+#[tokio::test]
+async fn model_check_reports_provider_model_latency_and_tokens_without_the_key() {
+    let server = MockServer::start(|_, _| reply(200, anthropic_success("ok"))).await;
+    let output = model_check(
+        &[
+            ("ASKDB_PROVIDER", "anthropic"),
+            ("ASKDB_BASE_URL", &server.base),
+            ("ANTHROPIC_API_KEYS", &format!("{KEY_ONE},{KEY_TWO}")),
+            ("ASKDB_SPEND_CAP_USD", "1"),
+        ],
+        false,
+    )
+    .await;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stdout}{stderr}");
+    for words in [
+        "provider: anthropic",
+        "model:    claude-sonnet-4-5",
+        "2095 input + 503 output tokens",
+        " ms,",
+        "cap $1.00",
+        "prices as of",
+    ] {
+        assert!(stdout.contains(words), "{words:?} missing from:\n{stdout}");
+    }
+    for secret in [KEY_ONE, KEY_TWO] {
+        assert!(
+            !stdout.contains(secret) && !stderr.contains(secret),
+            "{stdout}{stderr}"
+        );
+    }
+    let seen = &server.requests()[0];
+    assert_eq!(seen.body["max_tokens"], 8, "the check is a tiny call");
+}
+
+#[tokio::test]
+async fn model_check_with_a_script_prints_json() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let script = dir.path().join("replies.jsonl");
+    std::fs::write(&script, "{\"question\": \"*\", \"purpose\": \"check\", \"reply\": \"ok\", \"input_tokens\": 12, \"output_tokens\": 1}\n").expect("script");
+    let script = script.to_string_lossy().to_string();
+    let output = model_check(
+        &[("ASKDB_PROVIDER", "scripted"), ("ASKDB_SCRIPT", &script)],
+        true,
+    )
+    .await;
+    assert!(output.status.success(), "{output:?}");
+    let report: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_eq!(report["ok"], true);
+    assert_eq!(report["provider"], "scripted");
+    assert_eq!(report["reply"], "ok");
+    assert_eq!(
+        (
+            report["input_tokens"].as_u64(),
+            report["output_tokens"].as_u64()
+        ),
+        (Some(12), Some(1))
+    );
+    assert!(report["latency_ms"].is_u64());
+}
+
+#[tokio::test]
+async fn model_check_without_a_provider_says_how_to_set_one() {
+    let output = model_check(&[], false).await;
+    assert_eq!(output.status.code(), Some(3));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("ASKDB_PROVIDER"), "{stderr}");
+}
+
+#[tokio::test]
+async fn model_check_fails_with_exit_3_when_the_model_cannot_be_reached() {
+    let server = MockServer::start(|_, _| {
+        reply(
+            401,
+            anthropic_error("authentication_error", "invalid x-api-key"),
+        )
+    })
+    .await;
+    let output = model_check(
+        &[
+            ("ASKDB_PROVIDER", "anthropic"),
+            ("ASKDB_BASE_URL", &server.base),
+            ("ANTHROPIC_API_KEY", KEY_ONE),
+        ],
+        false,
+    )
+    .await;
+    assert_eq!(output.status.code(), Some(3));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("call failed (authentication)"), "{stdout}");
+    assert!(!stdout.contains(KEY_ONE));
+}

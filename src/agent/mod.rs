@@ -23,6 +23,9 @@ pub mod ambiguity;
 pub mod answer;
 pub mod empty;
 pub mod prompts;
+mod render;
+
+pub use render::{render_plan, render_text};
 
 use std::collections::BTreeSet;
 use std::time::Instant;
@@ -51,7 +54,9 @@ pub const MAX_QUESTION_CHARS: usize = 2_000;
 /// Rows shown to the model when it writes the explanation.
 const ROWS_FOR_EXPLANATION: usize = 20;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Mode {
     /// Repair loop, empty-result diagnostic, up to three attempts.
@@ -383,33 +388,12 @@ impl Agent {
     }
 
     fn system_prompt_for(&self, selection: &Selection) -> String {
-        let chosen: BTreeSet<&str> = selection.tables.iter().map(|t| t.table.as_str()).collect();
-        let cards: Vec<&TableCard> = self
-            .cards
-            .iter()
-            .filter(|card| chosen.contains(card.table.as_str()))
-            .collect();
-        let block = schema_block(&cards, self.gate.notes(), self.gate.dialect().as_str());
-        prompts::system_prompt(self.gate.dialect(), &block)
+        system_prompt_for(&self.gate, &self.cards, selection)
     }
 
     /// What the agent would do, before any model call.
     pub fn plan(&self, question: &str, options: &AskOptions) -> Result<Plan, AgentError> {
-        let question = Self::validate(question)?;
-        let ambiguity = ambiguity::check(&question, self.gate.notes());
-        let selection = self.index.select(&question, &options.select);
-        let system = self.system_prompt_for(&selection);
-        let prompt_tokens = crate::schema::cards::estimate_tokens(&system)
-            + crate::schema::cards::estimate_tokens(&prompts::question_message(
-                &question,
-                &ambiguity.assumptions,
-            ));
-        Ok(Plan {
-            question,
-            ambiguity,
-            selection,
-            prompt_tokens,
-        })
+        plan(&self.gate, &self.cards, &self.index, question, options)
     }
 
     /// Answers one question.
@@ -1110,6 +1094,43 @@ impl Agent {
         result.clarify = clarify;
         state.result = Some(result);
     }
+}
+
+/// The stable system prompt for a selection: instructions and the chosen cards.
+fn system_prompt_for(gate: &Gate, cards: &[TableCard], selection: &Selection) -> String {
+    let chosen: BTreeSet<&str> = selection.tables.iter().map(|t| t.table.as_str()).collect();
+    let chosen_cards: Vec<&TableCard> = cards
+        .iter()
+        .filter(|card| chosen.contains(card.table.as_str()))
+        .collect();
+    let block = schema_block(&chosen_cards, gate.notes(), gate.dialect().as_str());
+    prompts::system_prompt(gate.dialect(), &block)
+}
+
+/// What the agent would do with a question, before any model call: the ambiguity
+/// decision, the selected tables with their scores, whole or linked, prompt tokens.
+pub fn plan(
+    gate: &Gate,
+    cards: &[TableCard],
+    index: &SchemaIndex,
+    question: &str,
+    options: &AskOptions,
+) -> Result<Plan, AgentError> {
+    let question = Agent::validate(question)?;
+    let ambiguity = ambiguity::check(&question, gate.notes());
+    let selection = index.select(&question, &options.select);
+    let system = system_prompt_for(gate, cards, &selection);
+    let prompt_tokens = crate::schema::cards::estimate_tokens(&system)
+        + crate::schema::cards::estimate_tokens(&prompts::question_message(
+            &question,
+            &ambiguity.assumptions,
+        ));
+    Ok(Plan {
+        question,
+        ambiguity,
+        selection,
+        prompt_tokens,
+    })
 }
 
 /// The repair prompt: the failure, what to do about it, schema-aware details, and every

@@ -6,3 +6,4 @@ pub mod golden;
 pub mod guard_check;
 pub mod metrics;
 pub mod results;
+pub mod runner;

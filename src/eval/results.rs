@@ -8,12 +8,138 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::eval::guard_check::EquivalenceReport;
+use crate::eval::runner::{rate_text, RunSummary};
 
 /// The guard-equivalence results file, relative to the project root.
 pub const GUARD_RESULTS: &str = "evals/results/guard_equivalence.json";
 
 const GUARD_BLOCK_BEGIN: &str = "<!-- generated:guard-equivalence:begin -->";
 const GUARD_BLOCK_END: &str = "<!-- generated:guard-equivalence:end -->";
+
+const RESULTS_BLOCK_BEGIN: &str = "<!-- generated:results:begin -->";
+const RESULTS_BLOCK_END: &str = "<!-- generated:results:end -->";
+
+/// Where published run summaries live, relative to the project root.
+pub const RESULTS_DIR: &str = "evals/results";
+
+/// Copies a finished run's summary and report into `evals/results/<set>.summary.json`
+/// and `<set>.report.md`, then regenerates the README results table from every
+/// published summary. Returns the summary's path.
+pub fn publish_run(run: &Path) -> Result<PathBuf, String> {
+    let summary_text = std::fs::read_to_string(run.join("summary.json"))
+        .map_err(|error| format!("cannot read {}/summary.json: {error}", run.display()))?;
+    let summary: RunSummary = serde_json::from_str(&summary_text).map_err(|error| {
+        format!(
+            "{}/summary.json is not a run summary: {error}",
+            run.display()
+        )
+    })?;
+    let root = project_root();
+    let dir = root.join(RESULTS_DIR);
+    std::fs::create_dir_all(&dir)
+        .map_err(|error| format!("cannot create {}: {error}", dir.display()))?;
+    let target = dir.join(format!("{}.summary.json", summary.set));
+    std::fs::write(&target, &summary_text)
+        .map_err(|error| format!("cannot write {}: {error}", target.display()))?;
+    if let Ok(report) = std::fs::read_to_string(run.join("report.md")) {
+        let report_target = dir.join(format!("{}.report.md", summary.set));
+        std::fs::write(&report_target, report)
+            .map_err(|error| format!("cannot write {}: {error}", report_target.display()))?;
+    }
+    update_readme_results_block(&root.join("README.md"), &published_summaries()?)?;
+    Ok(target)
+}
+
+/// Every published run summary, in set order.
+pub fn published_summaries() -> Result<Vec<RunSummary>, String> {
+    let dir = project_root().join(RESULTS_DIR);
+    let mut summaries = Vec::new();
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(entries) => entries,
+        Err(_) => return Ok(summaries),
+    };
+    let mut paths: Vec<PathBuf> = entries
+        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+        .filter(|path| path.to_string_lossy().ends_with(".summary.json"))
+        .collect();
+    paths.sort();
+    for path in paths {
+        let text = std::fs::read_to_string(&path)
+            .map_err(|error| format!("cannot read {}: {error}", path.display()))?;
+        let summary: RunSummary = serde_json::from_str(&text)
+            .map_err(|error| format!("{} is not a run summary: {error}", path.display()))?;
+        summaries.push(summary);
+    }
+    Ok(summaries)
+}
+
+fn points(value: f64) -> String {
+    format!("{:+.1}", value * 100.0)
+}
+
+/// The README results table, generated from published summaries.
+pub fn results_block(summaries: &[RunSummary]) -> String {
+    if summaries.is_empty() {
+        return "No evaluation run has been published yet.\n".to_string();
+    }
+    let mut out = String::from(
+        "| set | questions | model | agent accuracy [Wilson 95%] | baseline accuracy | agent − baseline [bootstrap 95%] | rescued / broken | agent gave up | run (UTC) |\n|---|---:|---|---|---|---|---|---:|---|\n",
+    );
+    for summary in summaries {
+        let agent = summary.modes.get("agent");
+        let baseline = summary.modes.get("baseline");
+        let questions = agent.or(baseline).map(|s| s.questions).unwrap_or(0);
+        let difference = summary
+            .paired
+            .as_ref()
+            .and_then(|paired| {
+                let mean = paired.mean_difference?;
+                let interval = paired.bootstrap95.as_ref()?;
+                Some(format!(
+                    "{} [{}, {}] on {}",
+                    points(mean),
+                    points(interval.lower),
+                    points(interval.upper),
+                    paired.paired
+                ))
+            })
+            .unwrap_or_else(|| "-".to_string());
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            summary.set,
+            questions,
+            summary.model.model,
+            agent
+                .map(|s| rate_text(&s.accuracy))
+                .unwrap_or_else(|| "-".into()),
+            baseline
+                .map(|s| rate_text(&s.accuracy))
+                .unwrap_or_else(|| "-".into()),
+            difference,
+            agent
+                .map(|s| format!("{} / {}", s.rescued, s.broken))
+                .unwrap_or_else(|| "-".into()),
+            agent
+                .map(|s| s.decisions.gave_up.to_string())
+                .unwrap_or_else(|| "-".into()),
+            summary.run,
+        ));
+    }
+    out
+}
+
+fn update_readme_results_block(readme: &Path, summaries: &[RunSummary]) -> Result<(), String> {
+    let text = std::fs::read_to_string(readme)
+        .map_err(|error| format!("cannot read {}: {error}", readme.display()))?;
+    let updated = replace_block(
+        &text,
+        RESULTS_BLOCK_BEGIN,
+        RESULTS_BLOCK_END,
+        &results_block(summaries),
+    )?;
+    std::fs::write(readme, updated)
+        .map_err(|error| format!("cannot write {}: {error}", readme.display()))
+}
 
 /// What `askdb eval guard` writes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -115,6 +241,24 @@ pub fn update_readme_guard_block(readme: &Path, results: &GuardResults) -> Resul
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_readme_results_table_is_generated_from_the_published_summaries() {
+        let root = project_root();
+        let readme = std::fs::read_to_string(root.join("README.md")).expect("README.md");
+        let summaries = published_summaries().expect("published summaries parse");
+        let expected = replace_block(
+            &readme,
+            RESULTS_BLOCK_BEGIN,
+            RESULTS_BLOCK_END,
+            &results_block(&summaries),
+        )
+        .expect("README has the results block markers");
+        assert_eq!(
+            readme, expected,
+            "README's results table differs from evals/results/: run `askdb eval publish RUN`"
+        );
+    }
 
     #[test]
     fn replace_block_keeps_the_markers_and_the_rest() {

@@ -46,6 +46,9 @@ pub const MAX_SAMPLE_ROWS: u32 = 20;
 /// The default statement timeout.
 pub const DEFAULT_STATEMENT_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// The harmless write [`Gate::probe_read_only`] attempts below the guard.
+const READ_ONLY_PROBE_SQL: &str = "CREATE TEMP TABLE askdb_health_probe (x INTEGER)";
+
 /// Where the database is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DatabaseUrl {
@@ -615,6 +618,38 @@ impl Gate {
     /// to compare it with the guard's re-rendering.
     pub(crate) async fn execute_unguarded(&self, sql: &str) -> Result<RawRows, ExecFailure> {
         self.execute(sql).await
+    }
+
+    /// Proves, rather than assumes, that the connection cannot write (the health check
+    /// of `askdb serve`): sends one harmless write, a temporary table, straight to the
+    /// executor below the guard, so what is tested is the read-only connection (and on
+    /// PostgreSQL the role), not the guard. `Ok(true)`: the database refused it as a
+    /// write; `Ok(false)`: it went through, so a read-only layer is missing (PostgreSQL
+    /// still rolls the transaction back; SQLite is asked to drop the table again);
+    /// `Err`: the database could not be asked or failed in another way. The statement is
+    /// a fixed constant, never user or model text.
+    pub async fn probe_read_only(&self) -> Result<bool, GateError> {
+        match self.execute(READ_ONLY_PROBE_SQL).await {
+            Ok(_) => {
+                if self.dialect() == SqlDialect::Sqlite {
+                    // Best effort: the verdict is already "writable" either way.
+                    let _ = self
+                        .execute("DROP TABLE IF EXISTS temp.askdb_health_probe")
+                        .await;
+                }
+                Ok(false)
+            }
+            Err(failure) => match failure.error_type {
+                ErrorType::ReadOnlyViolation | ErrorType::PermissionDenied => Ok(true),
+                ErrorType::ConnectionError | ErrorType::Timeout => {
+                    Err(GateError::Open(failure.message))
+                }
+                _ => Err(GateError::Query(format!(
+                    "the read-only probe failed in an unexpected way ({}): {}",
+                    failure.error_type, failure.message
+                ))),
+            },
+        }
     }
 }
 

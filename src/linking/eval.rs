@@ -424,6 +424,33 @@ pub fn evaluate_spider(
     })
 }
 
+/// The demo questions with known gold tables (`evals/linking/demo_gold_tables.jsonl`).
+pub fn demo_gold_items() -> Result<Vec<(String, Vec<String>)>, LinkingEvalError> {
+    #[derive(Deserialize)]
+    struct GoldLine {
+        question: String,
+        gold_tables: Vec<String>,
+    }
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("evals")
+        .join("linking")
+        .join("demo_gold_tables.jsonl");
+    let text = std::fs::read_to_string(&path).map_err(|source| LinkingEvalError::Read {
+        path: path.clone(),
+        source,
+    })?;
+    let mut items = Vec::new();
+    for line in text.lines().filter(|line| !line.trim().is_empty()) {
+        let parsed: GoldLine =
+            serde_json::from_str(line).map_err(|source| LinkingEvalError::Json {
+                path: path.clone(),
+                source,
+            })?;
+        items.push((parsed.question, parsed.gold_tables));
+    }
+    Ok(items)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

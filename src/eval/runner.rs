@@ -1,0 +1,989 @@
+//! The evaluation runner: asks every question of a set through the agent (agent mode,
+//! baseline mode or both), grades each answer by execution against the gold query on
+//! the same read-only gate, and writes the run under its own timestamped folder:
+//!
+//! - `manifest.json`: set, modes, model, settings, start time;
+//! - `questions.jsonl`: one record per question and mode, appended as soon as it is
+//!   graded (every attempt's SQL, error and tokens), so a crash or Ctrl-C loses at most
+//!   the question in flight and `--resume` carries on;
+//! - `summary.json` and `report.md`: the metrics per mode and the paired difference.
+//!
+//! Grading runs gold and prediction on the same gate with a row cap far above every
+//! result size, so the cap never decides a grade. Infrastructure failures (the model
+//! could not be asked) are recorded apart and never scored as wrong.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use crate::agent::{Agent, AgentError, AgentResult, AskOptions, FailedAttempt, Mode};
+use crate::eval::compare::{gold_orders, results_match, CompareOptions, ResultSet, Verdict};
+use crate::eval::external::{self, ExternalDialect};
+use crate::eval::golden::{self, Expect};
+use crate::eval::metrics::{self, Decision, Expected, PairedDifference, QuestionOutcome, Summary};
+use crate::gate::{DatabaseUrl, Gate, GateOptions, QueryOutcome, SqlDialect};
+use crate::linking::SelectOptions;
+use crate::llm::ModelClient;
+
+/// The row cap of evaluation gates: far above any benchmark result, so a forced LIMIT
+/// never decides a grade.
+pub const EVAL_ROW_CAP: u64 = 100_000;
+
+/// Bootstrap resamples and seed of the paired difference.
+pub const BOOTSTRAP_RESAMPLES: u32 = 2_000;
+pub const BOOTSTRAP_SEED: u64 = 20_261_129;
+
+/// The sets the runner knows.
+pub const SETS: [&str; 4] = ["demo", "chinook", "spider", "defog"];
+
+#[derive(Debug, thiserror::Error)]
+pub enum EvalError {
+    #[error("unknown set {0:?}: use demo, chinook, spider or defog")]
+    UnknownSet(String),
+    #[error("{0}")]
+    Data(String),
+    #[error("cannot write {path}: {error}")]
+    Write { path: String, error: std::io::Error },
+    #[error("cannot open the database for {db}: {error}")]
+    Database { db: String, error: String },
+    #[error("the run folder {0} holds no manifest.json: is it a run?")]
+    NotARun(String),
+}
+
+fn write_error(path: &Path, error: std::io::Error) -> EvalError {
+    EvalError::Write {
+        path: path.display().to_string(),
+        error,
+    }
+}
+
+/// One question to ask, with where to ask it and what counts as right.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EvalItem {
+    pub id: String,
+    pub question: String,
+    pub category: String,
+    pub expected: Expected,
+    /// Alternative gold queries in the database's dialect; any one matching is right.
+    pub golds: Vec<String>,
+    /// The question asks for an order the comparison must respect.
+    pub ordered: bool,
+    /// The database, as a URL askdb accepts.
+    pub db: String,
+}
+
+/// How a run was set up; written to the manifest and the summary.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunSettings {
+    pub set: String,
+    pub modes: Vec<Mode>,
+    pub limit: Option<usize>,
+    pub sample: Option<usize>,
+    pub seed: u64,
+    pub db: Option<String>,
+    pub row_cap: u64,
+    pub budget_tokens: usize,
+    pub k: usize,
+    pub temperature: f32,
+    pub explain: bool,
+    pub max_attempts: u32,
+}
+
+/// The model a run used.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelInfo {
+    pub provider: String,
+    pub model: String,
+    pub endpoint: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub settings: RunSettings,
+    pub model: ModelInfo,
+    pub started_at: String,
+    pub askdb_version: String,
+    pub items: usize,
+}
+
+/// One graded question in one mode.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QuestionRecord {
+    pub id: String,
+    pub mode: Mode,
+    pub question: String,
+    pub category: String,
+    pub expected: Expected,
+    pub db: String,
+    /// The question asks for an order the comparison must respect.
+    #[serde(default)]
+    pub ordered: bool,
+    pub decision: Decision,
+    pub correct: bool,
+    /// Why the answer did not match the gold, when it did not.
+    pub verdict: Option<String>,
+    pub first_attempt_correct: Option<bool>,
+    pub first_attempt_failed: bool,
+    pub attempts: u32,
+    pub sql: Option<String>,
+    pub first_sql: Option<String>,
+    pub history: Vec<FailedAttempt>,
+    pub reason: Option<String>,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cost_usd: f64,
+    pub latency_ms: u64,
+    /// The infrastructure error, when the model could not be asked.
+    pub error: Option<String>,
+    pub golds: Vec<String>,
+}
+
+impl QuestionRecord {
+    pub fn outcome(&self) -> QuestionOutcome {
+        QuestionOutcome {
+            id: self.id.clone(),
+            category: self.category.clone(),
+            expected: self.expected,
+            decision: self.decision,
+            correct: self.correct,
+            first_attempt_correct: self.first_attempt_correct,
+            first_attempt_failed: self.first_attempt_failed,
+            attempts: self.attempts,
+            latency_ms: self.latency_ms,
+            input_tokens: self.input_tokens,
+            output_tokens: self.output_tokens,
+            cost_usd: self.cost_usd,
+        }
+    }
+}
+
+/// What `summary.json` holds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunSummary {
+    pub set: String,
+    pub generated_at: String,
+    pub askdb_version: String,
+    pub model: ModelInfo,
+    pub settings: RunSettings,
+    pub run: String,
+    pub modes: BTreeMap<String, Summary>,
+    /// Agent minus baseline on the same questions, when both modes ran.
+    pub paired: Option<PairedDifference>,
+    /// Failures of the agent mode, by the error type of their last attempt.
+    pub agent_failures_by_type: BTreeMap<String, u64>,
+}
+
+fn expected_of(expect: Expect) -> Expected {
+    match expect {
+        Expect::Answer => Expected::Answer,
+        Expect::Decline => Expected::Refuse,
+        Expect::Clarify => Expected::Clarify,
+        Expect::RefuseOrClarify => Expected::RefuseOrClarify,
+    }
+}
+
+fn dialect_of(db: &DatabaseUrl) -> SqlDialect {
+    match db {
+        DatabaseUrl::Postgres(_) => SqlDialect::Postgres,
+        _ => SqlDialect::Sqlite,
+    }
+}
+
+/// Loads a set's questions. `db` overrides the database of the demo and Chinook sets
+/// (a PostgreSQL URL switches their gold to the PostgreSQL dialect).
+pub fn load_set(
+    set: &str,
+    db: Option<&DatabaseUrl>,
+    sample: Option<usize>,
+    seed: u64,
+    limit: Option<usize>,
+) -> Result<Vec<EvalItem>, EvalError> {
+    let data_dir = || crate::home::shared_data_dir().map_err(EvalError::Data);
+    let mut items: Vec<EvalItem> = match set {
+        "demo" | "chinook" => {
+            let default_db = if set == "demo" {
+                DatabaseUrl::Demo
+            } else {
+                DatabaseUrl::Sqlite(golden::chinook_sqlite_path(&data_dir()?))
+            };
+            let db = db.cloned().unwrap_or(default_db);
+            let dialect = dialect_of(&db);
+            golden::load_golden(golden::golden_path(set))
+                .map_err(|error| EvalError::Data(error.to_string()))?
+                .into_iter()
+                .map(|item| EvalItem {
+                    golds: item
+                        .gold_sql
+                        .as_ref()
+                        .map(|gold| vec![gold.for_dialect(dialect).to_string()])
+                        .unwrap_or_default(),
+                    id: item.id,
+                    question: item.question,
+                    category: item.category.as_str().to_string(),
+                    expected: expected_of(item.expect),
+                    ordered: item.ordered,
+                    db: db_string(&db),
+                })
+                .collect()
+        }
+        "spider" => {
+            let dir = data_dir()?;
+            external::load_spiderman(&dir)
+                .map_err(|error| EvalError::Data(error.to_string()))?
+                .into_iter()
+                .map(|query| EvalItem {
+                    golds: external::concrete_golds(&query),
+                    db: format!(
+                        "sqlite:{}",
+                        external::spiderman_db_path(&dir, &query.db_name).display()
+                    ),
+                    id: query.id,
+                    question: query.question,
+                    category: query.db_name,
+                    expected: Expected::Answer,
+                    ordered: false,
+                })
+                .collect()
+        }
+        "defog" => {
+            let dir = data_dir()?;
+            external::load_defog(&dir, ExternalDialect::Sqlite)
+                .map_err(|error| EvalError::Data(error.to_string()))?
+                .into_iter()
+                .map(|query| {
+                    let question = match &query.instructions {
+                        Some(instructions) => {
+                            format!("{} ({})", query.question, instructions.trim())
+                        }
+                        None => query.question.clone(),
+                    };
+                    EvalItem {
+                        golds: external::concrete_golds(&query),
+                        db: format!(
+                            "sqlite:{}",
+                            external::defog_sqlite_path(&dir, &query.db_name).display()
+                        ),
+                        id: query.id,
+                        question,
+                        category: query.category.unwrap_or_else(|| query.db_name.clone()),
+                        expected: Expected::Answer,
+                        ordered: false,
+                    }
+                })
+                .collect()
+        }
+        other => return Err(EvalError::UnknownSet(other.to_string())),
+    };
+    if let Some(size) = sample {
+        items = seeded_sample(items, size, seed);
+    }
+    if let Some(limit) = limit {
+        items.truncate(limit);
+    }
+    Ok(items)
+}
+
+fn db_string(db: &DatabaseUrl) -> String {
+    match db {
+        DatabaseUrl::Demo => "demo".to_string(),
+        DatabaseUrl::Sqlite(path) => format!("sqlite:{}", path.display()),
+        DatabaseUrl::Postgres(url) => url.clone(),
+    }
+}
+
+/// A fixed random sample: a seeded shuffle (our own generator, stable across versions),
+/// then the chosen items back in database order so prompt prefixes are reused.
+pub fn seeded_sample(items: Vec<EvalItem>, size: usize, seed: u64) -> Vec<EvalItem> {
+    let mut random = metrics::SplitMix64::new(seed);
+    let mut indices: Vec<usize> = (0..items.len()).collect();
+    for index in (1..indices.len()).rev() {
+        let other = random.below(index + 1);
+        indices.swap(index, other);
+    }
+    let mut chosen: Vec<usize> = indices.into_iter().take(size).collect();
+    chosen.sort_by(|a, b| items[*a].db.cmp(&items[*b].db).then(a.cmp(b)));
+    chosen
+        .into_iter()
+        .map(|index| items[index].clone())
+        .collect()
+}
+
+/// The UTC time now as `YYYY-MM-DD HH:MM:SS` and as a folder-safe stamp.
+pub fn utc_now() -> (String, String) {
+    let seconds = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_secs())
+        .unwrap_or(0);
+    let days = (seconds / 86_400) as i64;
+    let text = crate::demo::dates::format_timestamp(days, (seconds % 86_400) as u32);
+    let stamp = text.replace(['-', ':'], "").replace(' ', "-");
+    (text, stamp)
+}
+
+/// Grades predicted rows against every gold alternative on the same gate.
+async fn grade_rows(
+    gate: &Gate,
+    item: &EvalItem,
+    predicted: &ResultSet,
+    gold_cache: &mut HashMap<String, Option<ResultSet>>,
+) -> (bool, Option<String>) {
+    let mut last_reason = None;
+    for gold in &item.golds {
+        if !gold_cache.contains_key(gold) {
+            let rows = match gate.run_query(gold).await {
+                QueryOutcome::Rows(result) => Some(ResultSet::from(&result)),
+                QueryOutcome::Failed(_) => None,
+            };
+            gold_cache.insert(gold.clone(), rows);
+        }
+        let Some(Some(gold_rows)) = gold_cache.get(gold) else {
+            last_reason = Some("the gold query itself failed".to_string());
+            continue;
+        };
+        let options = CompareOptions {
+            ordered: item.ordered || gold_orders(gold, gate.dialect()),
+            ..CompareOptions::default()
+        };
+        match results_match(gold_rows, predicted, &options) {
+            Verdict::Match => return (true, None),
+            mismatch => last_reason = Some(mismatch.to_string()),
+        }
+    }
+    (false, last_reason)
+}
+
+/// Grades one agent result.
+async fn grade(
+    gate: &Gate,
+    item: &EvalItem,
+    result: &AgentResult,
+    gold_cache: &mut HashMap<String, Option<ResultSet>>,
+) -> (bool, Option<String>, Option<bool>) {
+    let decided = match result.decision {
+        crate::agent::Decision::Answer => Decision::Answer,
+        crate::agent::Decision::Clarify => Decision::Clarify,
+        crate::agent::Decision::Decline => Decision::Decline,
+        crate::agent::Decision::GiveUp => Decision::GiveUp,
+    };
+    let mut correct = false;
+    let mut verdict = None;
+    if decided == Decision::Answer && item.expected == Expected::Answer {
+        let predicted = ResultSet {
+            columns: result.columns.clone(),
+            rows: result.rows.clone(),
+        };
+        let (matched, reason) = grade_rows(gate, item, &predicted, gold_cache).await;
+        correct = matched;
+        verdict = reason;
+    }
+    let first_correct = match (result.first_attempt_ok, &result.first_sql) {
+        (Some(true), Some(first)) if Some(first) == result.sql.as_ref() => Some(correct),
+        (Some(true), Some(first)) if item.expected == Expected::Answer => {
+            match gate.run_query(first).await {
+                QueryOutcome::Rows(rows) => {
+                    let predicted = ResultSet::from(&rows);
+                    Some(grade_rows(gate, item, &predicted, gold_cache).await.0)
+                }
+                QueryOutcome::Failed(_) => Some(false),
+            }
+        }
+        (Some(false), _) => Some(false),
+        _ => None,
+    };
+    (correct, verdict, first_correct)
+}
+
+fn record_of(
+    item: &EvalItem,
+    mode: Mode,
+    result: &AgentResult,
+    correct: bool,
+    verdict: Option<String>,
+    first_correct: Option<bool>,
+) -> QuestionRecord {
+    let decision = match result.decision {
+        crate::agent::Decision::Answer => Decision::Answer,
+        crate::agent::Decision::Clarify => Decision::Clarify,
+        crate::agent::Decision::Decline => Decision::Decline,
+        crate::agent::Decision::GiveUp => Decision::GiveUp,
+    };
+    QuestionRecord {
+        id: item.id.clone(),
+        mode,
+        question: item.question.clone(),
+        category: item.category.clone(),
+        expected: item.expected,
+        db: item.db.clone(),
+        ordered: item.ordered,
+        decision,
+        correct,
+        verdict,
+        first_attempt_correct: first_correct,
+        first_attempt_failed: result.first_attempt_ok == Some(false),
+        attempts: result.attempts,
+        sql: result.sql.clone(),
+        first_sql: result.first_sql.clone(),
+        history: result.history.clone(),
+        reason: result.reason.clone(),
+        input_tokens: result.tokens.input,
+        output_tokens: result.tokens.output,
+        cost_usd: result.cost_usd,
+        latency_ms: result.latency_ms,
+        error: None,
+        golds: item.golds.clone(),
+    }
+}
+
+fn infrastructure_record(
+    item: &EvalItem,
+    mode: Mode,
+    error: &str,
+    latency_ms: u64,
+) -> QuestionRecord {
+    QuestionRecord {
+        id: item.id.clone(),
+        mode,
+        question: item.question.clone(),
+        category: item.category.clone(),
+        expected: item.expected,
+        db: item.db.clone(),
+        ordered: item.ordered,
+        decision: Decision::InfrastructureFailure,
+        correct: false,
+        verdict: None,
+        first_attempt_correct: None,
+        first_attempt_failed: false,
+        attempts: 0,
+        sql: None,
+        first_sql: None,
+        history: Vec::new(),
+        reason: None,
+        input_tokens: 0,
+        output_tokens: 0,
+        cost_usd: 0.0,
+        latency_ms,
+        error: Some(error.to_string()),
+        golds: item.golds.clone(),
+    }
+}
+
+/// Reads the records of a run folder.
+pub fn read_records(run: &Path) -> Result<Vec<QuestionRecord>, EvalError> {
+    let path = run.join("questions.jsonl");
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(error) => return Err(write_error(&path, error)),
+    };
+    let mut records = Vec::new();
+    for line in text.lines().filter(|line| !line.trim().is_empty()) {
+        // A line cut short by a crash is skipped: its question is asked again on resume.
+        if let Ok(record) = serde_json::from_str::<QuestionRecord>(line) {
+            records.push(record);
+        }
+    }
+    Ok(records)
+}
+
+pub fn read_manifest(run: &Path) -> Result<Manifest, EvalError> {
+    let path = run.join("manifest.json");
+    let text = std::fs::read_to_string(&path)
+        .map_err(|_| EvalError::NotARun(run.display().to_string()))?;
+    serde_json::from_str(&text)
+        .map_err(|error| EvalError::Data(format!("{}: {error}", path.display())))
+}
+
+/// Progress on stderr: a bar, the count, the last question's outcome.
+fn progress(done: usize, total: usize, last: &str) {
+    let width = 30;
+    let filled = (done * width)
+        .checked_div(total)
+        .unwrap_or(width)
+        .min(width);
+    eprint!(
+        "\r[{}{}] {done}/{total} {last:<60.60}",
+        "#".repeat(filled),
+        "-".repeat(width - filled)
+    );
+    let _ = std::io::stderr().flush();
+}
+
+/// Runs (or resumes) a set. Returns the run folder.
+pub async fn run(
+    settings: RunSettings,
+    client: ModelClient,
+    runs_root: &Path,
+    resume: Option<PathBuf>,
+) -> Result<PathBuf, EvalError> {
+    let db_override = match &settings.db {
+        Some(text) => Some(
+            text.parse::<DatabaseUrl>()
+                .map_err(|error| EvalError::Data(error.to_string()))?,
+        ),
+        None => None,
+    };
+    let (run_dir, settings) = match resume {
+        Some(dir) => {
+            let manifest = read_manifest(&dir)?;
+            (dir, manifest.settings)
+        }
+        None => {
+            let (now, stamp) = utc_now();
+            let dir = runs_root.join(&settings.set).join(&stamp);
+            std::fs::create_dir_all(&dir).map_err(|error| write_error(&dir, error))?;
+            let items = load_set(
+                &settings.set,
+                db_override.as_ref(),
+                settings.sample,
+                settings.seed,
+                settings.limit,
+            )?;
+            let manifest = Manifest {
+                settings: settings.clone(),
+                model: model_info(&client),
+                started_at: now,
+                askdb_version: env!("CARGO_PKG_VERSION").to_string(),
+                items: items.len(),
+            };
+            let path = dir.join("manifest.json");
+            let text = serde_json::to_string_pretty(&manifest)
+                .map_err(|error| EvalError::Data(error.to_string()))?;
+            std::fs::write(&path, text).map_err(|error| write_error(&path, error))?;
+            (dir, settings)
+        }
+    };
+    let items = load_set(
+        &settings.set,
+        db_override.as_ref(),
+        settings.sample,
+        settings.seed,
+        settings.limit,
+    )?;
+    let done: BTreeSet<(String, Mode)> = read_records(&run_dir)?
+        .into_iter()
+        .map(|record| (record.id, record.mode))
+        .collect();
+    let records_path = run_dir.join("questions.jsonl");
+    let mut records_file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&records_path)
+        .map_err(|error| write_error(&records_path, error))?;
+
+    let mut agents: HashMap<String, Agent> = HashMap::new();
+    let mut gold_caches: HashMap<String, HashMap<String, Option<ResultSet>>> = HashMap::new();
+    let total = items.len() * settings.modes.len();
+    let mut finished = done.len().min(total);
+    let interrupted = tokio::signal::ctrl_c();
+    tokio::pin!(interrupted);
+    'questions: for item in &items {
+        for mode in &settings.modes {
+            if done.contains(&(item.id.clone(), *mode)) {
+                continue;
+            }
+            if !agents.contains_key(&item.db) {
+                let url: DatabaseUrl =
+                    item.db.parse().map_err(|error: crate::gate::GateError| {
+                        EvalError::Database {
+                            db: item.db.clone(),
+                            error: error.to_string(),
+                        }
+                    })?;
+                let options = GateOptions {
+                    row_cap: settings.row_cap,
+                    ..GateOptions::default()
+                };
+                let gate =
+                    Gate::open(&url, options)
+                        .await
+                        .map_err(|error| EvalError::Database {
+                            db: item.db.clone(),
+                            error: error.to_string(),
+                        })?;
+                let agent = Agent::new(gate, client.clone()).await.map_err(|error| {
+                    EvalError::Database {
+                        db: item.db.clone(),
+                        error: error.to_string(),
+                    }
+                })?;
+                agents.insert(item.db.clone(), agent);
+            }
+            let Some(agent) = agents.get(&item.db) else {
+                continue;
+            };
+            let options = AskOptions {
+                mode: *mode,
+                explain: settings.explain,
+                select: SelectOptions {
+                    budget_tokens: settings.budget_tokens,
+                    k: settings.k,
+                    ..SelectOptions::default()
+                },
+            };
+            let started = Instant::now();
+            let outcome = tokio::select! {
+                outcome = agent.ask(&item.question, &options) => outcome,
+                _ = &mut interrupted => {
+                    eprintln!("\ninterrupted: resume with --resume {}", run_dir.display());
+                    break 'questions;
+                }
+            };
+            let gold_cache = gold_caches.entry(item.db.clone()).or_default();
+            let record = match outcome {
+                Ok(result) => {
+                    let (correct, verdict, first) =
+                        grade(agent.gate(), item, &result, gold_cache).await;
+                    record_of(item, *mode, &result, correct, verdict, first)
+                }
+                Err(AgentError::Model(error)) => infrastructure_record(
+                    item,
+                    *mode,
+                    &error.to_string(),
+                    started.elapsed().as_millis() as u64,
+                ),
+                Err(other) => infrastructure_record(
+                    item,
+                    *mode,
+                    &other.to_string(),
+                    started.elapsed().as_millis() as u64,
+                ),
+            };
+            let line = serde_json::to_string(&record)
+                .map_err(|error| EvalError::Data(error.to_string()))?;
+            writeln!(records_file, "{line}").map_err(|error| write_error(&records_path, error))?;
+            records_file
+                .flush()
+                .map_err(|error| write_error(&records_path, error))?;
+            finished += 1;
+            let mark = if record.decision == Decision::InfrastructureFailure {
+                "infra"
+            } else if metrics::is_success(&record.outcome()) {
+                "ok"
+            } else {
+                "wrong"
+            };
+            progress(
+                finished,
+                total,
+                &format!(
+                    "{} {:?} {:?} {mark}",
+                    record.id, record.mode, record.decision
+                ),
+            );
+        }
+    }
+    eprintln!();
+    write_summary(&run_dir)?;
+    Ok(run_dir)
+}
+
+fn model_info(client: &ModelClient) -> ModelInfo {
+    let provider = client.provider();
+    ModelInfo {
+        provider: provider.name().to_string(),
+        model: provider.model().to_string(),
+        endpoint: crate::gate::redact_password(provider.endpoint()),
+    }
+}
+
+/// Computes and writes `summary.json` and `report.md` from the run's records.
+pub fn write_summary(run_dir: &Path) -> Result<RunSummary, EvalError> {
+    let manifest = read_manifest(run_dir)?;
+    let records = read_records(run_dir)?;
+    let summary = summarize_records(&manifest, &records, run_dir);
+    let path = run_dir.join("summary.json");
+    let text = serde_json::to_string_pretty(&summary)
+        .map_err(|error| EvalError::Data(error.to_string()))?;
+    std::fs::write(&path, text + "\n").map_err(|error| write_error(&path, error))?;
+    let report_path = run_dir.join("report.md");
+    std::fs::write(&report_path, render_report(&summary))
+        .map_err(|error| write_error(&report_path, error))?;
+    Ok(summary)
+}
+
+/// The summary of a run's records (pure: used by regrade and by the identity test).
+pub fn summarize_records(
+    manifest: &Manifest,
+    records: &[QuestionRecord],
+    run_dir: &Path,
+) -> RunSummary {
+    let mut modes = BTreeMap::new();
+    let mut by_mode: BTreeMap<Mode, Vec<QuestionOutcome>> = BTreeMap::new();
+    for record in records {
+        by_mode
+            .entry(record.mode)
+            .or_default()
+            .push(record.outcome());
+    }
+    for (mode, outcomes) in &by_mode {
+        modes.insert(mode_name(*mode).to_string(), metrics::summarize(outcomes));
+    }
+    let paired = match (by_mode.get(&Mode::Agent), by_mode.get(&Mode::Baseline)) {
+        (Some(agent), Some(baseline)) => Some(metrics::paired_difference(
+            agent,
+            baseline,
+            BOOTSTRAP_RESAMPLES,
+            BOOTSTRAP_SEED,
+        )),
+        _ => None,
+    };
+    let mut agent_failures_by_type = BTreeMap::new();
+    for record in records.iter().filter(|record| record.mode == Mode::Agent) {
+        if !metrics::is_success(&record.outcome())
+            && record.decision != Decision::InfrastructureFailure
+        {
+            let kind = match (&record.decision, record.history.last()) {
+                (Decision::Answer, _) => "wrong_result".to_string(),
+                (Decision::GiveUp, Some(last)) => format!("gave_up_{}", last.error_type),
+                (decision, _) => format!("{decision:?}").to_lowercase(),
+            };
+            *agent_failures_by_type.entry(kind).or_insert(0) += 1;
+        }
+    }
+    RunSummary {
+        set: manifest.settings.set.clone(),
+        generated_at: utc_now().0,
+        askdb_version: env!("CARGO_PKG_VERSION").to_string(),
+        model: manifest.model.clone(),
+        settings: manifest.settings.clone(),
+        run: run_dir
+            .file_name()
+            .map(|name| name.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        modes,
+        paired,
+        agent_failures_by_type,
+    }
+}
+
+pub fn mode_name(mode: Mode) -> &'static str {
+    match mode {
+        Mode::Agent => "agent",
+        Mode::Baseline => "baseline",
+    }
+}
+
+fn percent(value: Option<f64>) -> String {
+    value
+        .map(|value| format!("{:.1}%", value * 100.0))
+        .unwrap_or_else(|| "-".to_string())
+}
+
+/// Accuracy with its Wilson interval, as `61.3% [53.4, 68.7]`.
+pub fn rate_text(rate: &metrics::Rate) -> String {
+    match (&rate.rate, &rate.wilson95) {
+        (Some(value), Some(interval)) => format!(
+            "{:.1}% [{:.1}, {:.1}] ({}/{})",
+            value * 100.0,
+            interval.lower * 100.0,
+            interval.upper * 100.0,
+            rate.successes,
+            rate.total
+        ),
+        _ => "-".to_string(),
+    }
+}
+
+/// The human report of a run.
+pub fn render_report(summary: &RunSummary) -> String {
+    let mut out = format!(
+        "# askdb evaluation: {} ({})\n\nmodel: {} {} at {}; generated {} UTC; askdb {}\n\nsettings: row cap {}, schema budget {} tokens, k {}, temperature {}, explanation {}, at most {} attempts{}{}\n\n",
+        summary.set,
+        summary.run,
+        summary.model.provider,
+        summary.model.model,
+        summary.model.endpoint,
+        summary.generated_at,
+        summary.askdb_version,
+        summary.settings.row_cap,
+        summary.settings.budget_tokens,
+        summary.settings.k,
+        summary.settings.temperature,
+        if summary.settings.explain { "on" } else { "off" },
+        summary.settings.max_attempts,
+        summary.settings.sample.map(|n| format!(", sample of {n} with seed {}", summary.settings.seed)).unwrap_or_default(),
+        summary.settings.limit.map(|n| format!(", first {n}")).unwrap_or_default(),
+    );
+    out.push_str("| metric | ");
+    let names: Vec<&String> = summary.modes.keys().collect();
+    out.push_str(
+        &names
+            .iter()
+            .map(|name| name.as_str())
+            .collect::<Vec<_>>()
+            .join(" | "),
+    );
+    out.push_str(" |\n|---|");
+    out.push_str(&"---|".repeat(names.len()));
+    out.push('\n');
+    let row = |label: &str, value: &dyn Fn(&Summary) -> String| {
+        let cells: Vec<String> = summary.modes.values().map(value).collect();
+        format!("| {label} | {} |\n", cells.join(" | "))
+    };
+    out.push_str(&row("questions (scored)", &|s| {
+        format!("{} ({})", s.questions, s.scored)
+    }));
+    out.push_str(&row("execution accuracy [Wilson 95%]", &|s| {
+        rate_text(&s.accuracy)
+    }));
+    out.push_str(&row("answerable accuracy", &|s| {
+        rate_text(&s.answerable_accuracy)
+    }));
+    out.push_str(&row("infrastructure failures", &|s| {
+        s.infrastructure_failures.to_string()
+    }));
+    out.push_str(&row("answered / clarified / declined / gave up", &|s| {
+        format!(
+            "{} / {} / {} / {}",
+            s.decisions.answered, s.decisions.clarified, s.decisions.declined, s.decisions.gave_up
+        )
+    }));
+    out.push_str(&row("correct refusals / unanswerable", &|s| {
+        format!("{} / {}", s.correct_refusals, s.unanswerable)
+    }));
+    out.push_str(&row("false refusals", &|s| s.false_refusals.to_string()));
+    out.push_str(&row("clarification precision / recall", &|s| {
+        format!(
+            "{} / {}",
+            percent(s.clarification_precision),
+            percent(s.clarification_recall)
+        )
+    }));
+    out.push_str(&row("first-attempt failures", &|s| {
+        s.first_attempt_failures.to_string()
+    }));
+    out.push_str(&row("rescued / broken", &|s| {
+        format!("{} / {}", s.rescued, s.broken)
+    }));
+    out.push_str(&row("rescue rate", &|s| percent(s.rescue_rate)));
+    out.push_str(&row("mean attempts to success", &|s| {
+        s.mean_attempts_to_success
+            .map(|v| format!("{v:.2}"))
+            .unwrap_or_else(|| "-".into())
+    }));
+    out.push_str(&row("latency p50 / p95", &|s| {
+        format!(
+            "{} / {} ms",
+            s.latency_p50_ms
+                .map(|v| v.to_string())
+                .unwrap_or_else(|| "-".into()),
+            s.latency_p95_ms
+                .map(|v| v.to_string())
+                .unwrap_or_else(|| "-".into())
+        )
+    }));
+    out.push_str(&row("tokens in / out", &|s| {
+        format!("{} / {}", s.input_tokens, s.output_tokens)
+    }));
+    out.push_str(&row("cost", &|s| format!("${:.4}", s.cost_usd)));
+    out.push_str(&row("by category", &|s| {
+        s.by_category
+            .iter()
+            .map(|(category, rate)| format!("{category} {}", percent(rate.rate)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }));
+    if let Some(paired) = &summary.paired {
+        out.push_str(&format!(
+            "\nagent - baseline on {} paired questions: {} (bootstrap 95% [{}, {}], {} resamples, seed {}); agent-only wins {}, baseline-only wins {}\n",
+            paired.paired,
+            paired.mean_difference.map(|d| format!("{:+.1} points", d * 100.0)).unwrap_or_else(|| "-".into()),
+            paired.bootstrap95.as_ref().map(|i| format!("{:+.1}", i.lower * 100.0)).unwrap_or_else(|| "-".into()),
+            paired.bootstrap95.as_ref().map(|i| format!("{:+.1}", i.upper * 100.0)).unwrap_or_else(|| "-".into()),
+            paired.resamples,
+            paired.seed,
+            paired.agent_only_wins,
+            paired.baseline_only_wins
+        ));
+    }
+    if !summary.agent_failures_by_type.is_empty() {
+        out.push_str("\nagent failures by kind: ");
+        out.push_str(
+            &summary
+                .agent_failures_by_type
+                .iter()
+                .map(|(kind, count)| format!("{kind} {count}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+        );
+        out.push('\n');
+    }
+    out
+}
+
+/// Re-grades a finished run without calling the model: every recorded SQL is run
+/// again against the gold on a fresh gate, then the summary is rewritten.
+pub async fn regrade(run_dir: &Path) -> Result<RunSummary, EvalError> {
+    let manifest = read_manifest(run_dir)?;
+    let records = read_records(run_dir)?;
+    let mut gates: HashMap<String, Gate> = HashMap::new();
+    let mut caches: HashMap<String, HashMap<String, Option<ResultSet>>> = HashMap::new();
+    let mut regraded = Vec::with_capacity(records.len());
+    for mut record in records {
+        if record.decision == Decision::Answer && record.expected == Expected::Answer {
+            if !gates.contains_key(&record.db) {
+                let url: DatabaseUrl =
+                    record.db.parse().map_err(|error: crate::gate::GateError| {
+                        EvalError::Database {
+                            db: record.db.clone(),
+                            error: error.to_string(),
+                        }
+                    })?;
+                let gate = Gate::open(
+                    &url,
+                    GateOptions {
+                        row_cap: manifest.settings.row_cap,
+                        ..GateOptions::default()
+                    },
+                )
+                .await
+                .map_err(|error| EvalError::Database {
+                    db: record.db.clone(),
+                    error: error.to_string(),
+                })?;
+                gates.insert(record.db.clone(), gate);
+            }
+            if let (Some(gate), Some(sql)) = (gates.get(&record.db), record.sql.clone()) {
+                let item = EvalItem {
+                    id: record.id.clone(),
+                    question: record.question.clone(),
+                    category: record.category.clone(),
+                    expected: record.expected,
+                    golds: record.golds.clone(),
+                    ordered: record.ordered,
+                    db: record.db.clone(),
+                };
+                let cache = caches.entry(record.db.clone()).or_default();
+                let predicted = match gate.run_query(&sql).await {
+                    QueryOutcome::Rows(rows) => Some(ResultSet::from(&rows)),
+                    QueryOutcome::Failed(_) => None,
+                };
+                match predicted {
+                    Some(predicted) => {
+                        let (correct, verdict) = grade_rows(gate, &item, &predicted, cache).await;
+                        record.correct = correct;
+                        record.verdict = verdict;
+                    }
+                    None => {
+                        record.correct = false;
+                        record.verdict = Some("the predicted SQL fails on regrade".to_string());
+                    }
+                }
+            }
+        }
+        regraded.push(record);
+    }
+    let path = run_dir.join("questions.jsonl");
+    let mut text = String::new();
+    for record in &regraded {
+        text.push_str(
+            &serde_json::to_string(record).map_err(|error| EvalError::Data(error.to_string()))?,
+        );
+        text.push('\n');
+    }
+    std::fs::write(&path, text).map_err(|error| write_error(&path, error))?;
+    write_summary(run_dir)
+}

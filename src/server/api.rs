@@ -1,0 +1,280 @@
+//! The JSON handlers: input is checked here (and answered with a 4xx [`AppError`] when
+//! it is not acceptable) before anything reaches the gate or the model.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::Instant;
+
+use axum::extract::{ConnectInfo, FromRequestParts, State};
+use axum::http::request::Parts;
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::error::{empty_question, question_too_long, ApiJson, AppError};
+use super::health::{self, HealthReport, MODEL_CHECK_TTL};
+use super::limits::BUSY_RETRY_AFTER;
+use super::AppState;
+use crate::agent::{AgentResult, AskOptions, Mode, MAX_QUESTION_CHARS};
+use crate::gate::{ColumnDescription, QueryOutcome};
+use crate::schema::ForeignKey;
+
+/// The address the request came from, for the per-client rate limit. It is the TCP
+/// peer: forwarding headers are not trusted, since any client can write them. Requests
+/// without one (handler tests through `oneshot`) share the unspecified address.
+pub struct ClientIp(pub IpAddr);
+
+impl<S: Send + Sync> FromRequestParts<S> for ClientIp {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        let ip = parts
+            .extensions
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|ConnectInfo(addr)| addr.ip())
+            .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
+        Ok(ClientIp(ip))
+    }
+}
+
+/// The body of POST /api/ask.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AskRequest {
+    pub question: String,
+    /// `agent` (default) or `baseline`.
+    #[serde(default)]
+    pub mode: Option<String>,
+    /// Ask the model for a short explanation; the server's `--explain` by default.
+    #[serde(default)]
+    pub explain: Option<bool>,
+}
+
+/// POST /api/ask: checks the input, then the model, the client's rate and a free slot,
+/// in that order (so bad input never costs a token), then runs the agent.
+pub async fn ask(
+    State(state): State<AppState>,
+    ClientIp(client): ClientIp,
+    ApiJson(request): ApiJson<AskRequest>,
+) -> Result<Json<AgentResult>, AppError> {
+    let question = request.question.trim();
+    if question.is_empty() {
+        return Err(empty_question());
+    }
+    let length = question.chars().count();
+    if length > MAX_QUESTION_CHARS {
+        return Err(question_too_long(length));
+    }
+    let mode = match request.mode.as_deref() {
+        None => Mode::default(),
+        Some(text) => text
+            .parse::<Mode>()
+            .map_err(|detail| AppError::BadRequest {
+                code: "unknown_mode",
+                detail,
+            })?,
+    };
+    let agent = state.agent()?;
+    state
+        .shared
+        .rate
+        .check(client, Instant::now())
+        .map_err(|retry_after| AppError::RateLimited { retry_after })?;
+    let _slot = state.shared.slots.try_take().ok_or(AppError::Busy {
+        retry_after: BUSY_RETRY_AFTER,
+    })?;
+    let options = AskOptions {
+        mode,
+        explain: request.explain.unwrap_or(state.config().explain),
+        ..AskOptions::default()
+    };
+    let limit = state.config().ask_timeout;
+    let result = tokio::time::timeout(limit, agent.ask(question, &options))
+        .await
+        .map_err(|_| AppError::AskTimeout(limit))?
+        .map_err(AppError::from_agent)?;
+    eprintln!(
+        "askdb serve: ask from {client}: {:?} after {} attempt(s) in {} ms, ${:.4}",
+        result.decision, result.attempts, result.latency_ms, result.cost_usd
+    );
+    Ok(Json(result))
+}
+
+/// The body of POST /api/sql.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SqlRequest {
+    pub sql: String,
+}
+
+/// POST /api/sql: the whole gate. A refused or failed statement is a 200 with the
+/// structured error (`ok: false`), exactly as `run_query` returns it: the failure is
+/// data for the console to show, not a failure of the request.
+pub async fn sql(
+    State(state): State<AppState>,
+    ApiJson(request): ApiJson<SqlRequest>,
+) -> Result<Json<QueryOutcome>, AppError> {
+    if request.sql.trim().is_empty() {
+        return Err(AppError::BadRequest {
+            code: "empty_sql",
+            detail: "the SQL is empty: write one SELECT statement".to_string(),
+        });
+    }
+    Ok(Json(state.gate().run_query(&request.sql).await))
+}
+
+/// One table of GET /api/schema.
+#[derive(Debug, Serialize)]
+pub struct SchemaTable {
+    pub name: String,
+    pub description: String,
+    pub row_count: Option<i64>,
+    pub columns: Vec<ColumnDescription>,
+    pub primary_key: Vec<String>,
+    pub foreign_keys: Vec<ForeignKey>,
+}
+
+/// What GET /api/schema returns.
+#[derive(Debug, Serialize)]
+pub struct SchemaResponse {
+    pub database: String,
+    pub dialect: String,
+    pub tables: Vec<SchemaTable>,
+}
+
+/// GET /api/schema: the visible tables as the gate describes them (restricted columns
+/// and hidden tables never appear).
+pub async fn schema(State(state): State<AppState>) -> Result<Json<SchemaResponse>, AppError> {
+    let gate = state.gate();
+    let mut tables = Vec::new();
+    for summary in gate.list_tables() {
+        let described = gate
+            .describe_table(&summary.name)
+            .map_err(|error| AppError::Internal(format!("describe {}: {error}", summary.name)))?;
+        tables.push(SchemaTable {
+            name: described.name,
+            description: described.description,
+            row_count: described.row_count,
+            columns: described.columns,
+            primary_key: described.primary_key,
+            foreign_keys: described.foreign_keys,
+        });
+    }
+    Ok(Json(SchemaResponse {
+        database: gate.url().to_string(),
+        dialect: gate.dialect().as_str().to_string(),
+        tables,
+    }))
+}
+
+/// GET /api/eval: the newest committed summary, byte for byte, with its path in
+/// `X-Askdb-Eval-Source`; 404 when there is none.
+pub async fn eval(State(state): State<AppState>) -> Result<Response, AppError> {
+    let dir = state.config().eval_dir.clone();
+    let found = tokio::task::spawn_blocking(move || super::eval::latest_summary(&dir))
+        .await
+        .map_err(|error| AppError::Internal(format!("eval summary search: {error}")))?;
+    let Some(summary) = found else {
+        return Err(AppError::NotFound {
+            code: "no_evaluation",
+            detail: "no committed evaluation summary (a summary.json under evals/results/); \
+                     an evaluation run writes one"
+                .to_string(),
+        });
+    };
+    let mut response =
+        ([(header::CONTENT_TYPE, "application/json")], summary.bytes).into_response();
+    if let Ok(value) = HeaderValue::from_str(&summary.relative_path) {
+        response.headers_mut().insert("x-askdb-eval-source", value);
+    }
+    Ok(response)
+}
+
+/// GET /api/health: 200 when every check passed, 503 otherwise, with the same body.
+pub async fn health(State(state): State<AppState>) -> Response {
+    let gate = state.gate();
+    let substitute = state.shared.read_only_substitute.get().copied();
+    let (database, read_only, model) = tokio::join!(
+        health::check_database(gate),
+        health::check_read_only(gate, substitute),
+        model_status(&state),
+    );
+    let (model_configured, model_reachable, model_detail) = model;
+    let mut details = std::collections::BTreeMap::new();
+    details.insert("database".to_string(), database.1);
+    details.insert("read_only".to_string(), read_only.1);
+    details.insert("model".to_string(), model_detail);
+    let client = state.model_client();
+    let report = HealthReport {
+        ok: database.0 && read_only.0 && model_configured && model_reachable,
+        read_only_confirmed: read_only.0,
+        database_reachable: database.0,
+        model_configured,
+        model_reachable,
+        tables: gate.list_tables().len(),
+        database: gate.url().to_string(),
+        dialect: gate.dialect().as_str().to_string(),
+        provider: client.map(|client| client.provider().name().to_string()),
+        model: client.map(|client| client.provider().model().to_string()),
+        details,
+    };
+    let status = if report.ok {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, Json(report)).into_response()
+}
+
+/// (configured, reachable, detail), from the cached check while it is fresh.
+async fn model_status(state: &AppState) -> (bool, bool, String) {
+    let Some(client) = state.model_client() else {
+        let reason = state
+            .model_missing_reason()
+            .unwrap_or("no model is configured")
+            .to_string();
+        return (false, false, reason);
+    };
+    let mut cached = state.shared.model_check.lock().await;
+    let fresh = cached
+        .as_ref()
+        .is_some_and(|check| check.at.elapsed() < MODEL_CHECK_TTL);
+    if !fresh {
+        *cached = Some(health::check_model(client).await);
+    }
+    match cached.as_ref() {
+        Some(check) => {
+            let age = check.at.elapsed().as_secs();
+            let when = if age == 0 {
+                String::new()
+            } else {
+                format!(" ({age} s ago)")
+            };
+            (true, check.reachable, format!("{}{when}", check.detail))
+        }
+        None => (true, false, "the model check did not run".to_string()),
+    }
+}
+
+/// GET /api/openapi.json.
+pub async fn openapi() -> Json<serde_json::Value> {
+    Json(super::openapi::document())
+}
+
+/// Any path the server does not have.
+pub async fn not_found() -> AppError {
+    AppError::NotFound {
+        code: "not_found",
+        detail: "no such path; GET /api/openapi.json lists the API".to_string(),
+    }
+}
+
+pub async fn method_not_allowed() -> AppError {
+    AppError::MethodNotAllowed
+}
+
+/// The body shape of every error, for the OpenAPI description's examples.
+pub fn error_example(code: &str, detail: &str) -> serde_json::Value {
+    json!({"error": code, "detail": detail})
+}

@@ -1,0 +1,112 @@
+//! The settings of `askdb serve`: the flags and environment variables (parsed by clap in
+//! two stages: raw [`ServeArgs`] -> a checked [`ServerConfig`]) and their defaults. The
+//! database comes from the global `--db`; the model from `ASKDB_PROVIDER` and friends
+//! ([`crate::llm::config`]).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Asks per client (IP address) per minute, by default.
+pub const DEFAULT_ASKS_PER_MINUTE: u32 = 20;
+/// Questions answered at the same time, by default: each holds model calls in flight.
+pub const DEFAULT_MAX_CONCURRENT_ASKS: usize = 2;
+/// The longest one question may take, by default, before the client gets a 504. A
+/// small local model on two cores needs minutes for three attempts and an explanation.
+pub const DEFAULT_ASK_TIMEOUT_SECS: u64 = 600;
+/// The largest request body accepted, by default (a question is at most 2,000
+/// characters; SQL for the console rarely passes a few kilobytes).
+pub const DEFAULT_MAX_BODY_BYTES: usize = 64 * 1024;
+
+/// `askdb serve` flags; each also reads an environment variable.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ServeArgs {
+    /// Address to listen on; port 0 picks a free port (the address is printed).
+    #[arg(long, env = "ASKDB_ADDR", default_value = "127.0.0.1:8080")]
+    pub addr: SocketAddr,
+    /// Questions one client (IP address) may ask per minute; 0 switches the limit off.
+    #[arg(long, env = "ASKDB_ASKS_PER_MINUTE", default_value_t = DEFAULT_ASKS_PER_MINUTE)]
+    pub asks_per_minute: u32,
+    /// Questions answered at the same time; more get 503 with Retry-After.
+    #[arg(long, env = "ASKDB_MAX_CONCURRENT_ASKS", default_value_t = DEFAULT_MAX_CONCURRENT_ASKS)]
+    pub max_concurrent_asks: usize,
+    /// Seconds one question may take before the client gets 504.
+    #[arg(long, env = "ASKDB_ASK_TIMEOUT_SECS", default_value_t = DEFAULT_ASK_TIMEOUT_SECS)]
+    pub ask_timeout_secs: u64,
+    /// Largest request body in bytes; larger bodies get 413.
+    #[arg(long, env = "ASKDB_MAX_BODY_BYTES", default_value_t = DEFAULT_MAX_BODY_BYTES)]
+    pub max_body_bytes: usize,
+    /// Where committed evaluation summaries live (GET /api/eval serves the newest
+    /// summary.json below it). Default: evals/results of the askdb source tree.
+    #[arg(long, env = "ASKDB_EVAL_DIR")]
+    pub eval_dir: Option<PathBuf>,
+    /// Ask the model for a one-to-three sentence answer after the rows (one more call).
+    #[arg(long, env = "ASKDB_EXPLAIN", default_value_t = true, action = clap::ArgAction::Set)]
+    pub explain: bool,
+}
+
+/// Checked server settings.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub addr: SocketAddr,
+    /// 0: no per-client limit.
+    pub asks_per_minute: u32,
+    pub max_concurrent_asks: usize,
+    pub ask_timeout: Duration,
+    pub max_body_bytes: usize,
+    pub eval_dir: PathBuf,
+    /// The default of a request's `explain` field.
+    pub explain: bool,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            addr: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            asks_per_minute: DEFAULT_ASKS_PER_MINUTE,
+            max_concurrent_asks: DEFAULT_MAX_CONCURRENT_ASKS,
+            ask_timeout: Duration::from_secs(DEFAULT_ASK_TIMEOUT_SECS),
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            eval_dir: default_eval_dir(),
+            explain: true,
+        }
+    }
+}
+
+/// `evals/results` of the source tree this binary was built from.
+pub fn default_eval_dir() -> PathBuf {
+    crate::eval::results::project_root()
+        .join("evals")
+        .join("results")
+}
+
+impl ServeArgs {
+    /// The checked configuration, or a message naming the bad flag.
+    pub fn resolve(self) -> Result<ServerConfig, String> {
+        if self.max_concurrent_asks == 0 {
+            return Err(
+                "--max-concurrent-asks must be at least 1 (ASKDB_MAX_CONCURRENT_ASKS)".to_string(),
+            );
+        }
+        if self.ask_timeout_secs == 0 {
+            return Err(
+                "--ask-timeout-secs must be at least 1 (ASKDB_ASK_TIMEOUT_SECS)".to_string(),
+            );
+        }
+        if self.max_body_bytes < 1024 {
+            return Err(
+                "--max-body-bytes must be at least 1024 (ASKDB_MAX_BODY_BYTES): a question alone can take 8 KB"
+                    .to_string(),
+            );
+        }
+        Ok(ServerConfig {
+            addr: self.addr,
+            asks_per_minute: self.asks_per_minute,
+            max_concurrent_asks: self.max_concurrent_asks,
+            ask_timeout: Duration::from_secs(self.ask_timeout_secs),
+            max_body_bytes: self.max_body_bytes,
+            eval_dir: self.eval_dir.unwrap_or_else(default_eval_dir),
+            explain: self.explain,
+        })
+    }
+}

@@ -1,0 +1,240 @@
+//! Every failure the HTTP API answers with, as one enum that becomes a JSON body
+//! `{"error": code, "detail": sentence}` with the right status (and Retry-After where a
+//! retry makes sense). Internal failures are logged to stderr in full and shown to the
+//! client only as a generic sentence: database messages, paths and provider replies do
+//! not leave the server through an error.
+//!
+//! [`ApiJson`] is the JSON body extractor of the API: axum's own, with its rejections
+//! (malformed JSON, wrong fields, missing content type, oversized body) turned into the
+//! same JSON errors instead of plain text.
+
+use std::time::Duration;
+
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{FromRequest, Request};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::json;
+
+use crate::agent::{AgentError, MAX_QUESTION_CHARS};
+use crate::llm::LlmError;
+
+#[derive(Debug)]
+pub enum AppError {
+    /// 400: the request is readable but its content is not acceptable.
+    BadRequest { code: &'static str, detail: String },
+    /// 422: well-formed JSON with missing or mistyped fields.
+    InvalidRequest(String),
+    /// 415: the body is not declared as JSON.
+    UnsupportedMediaType,
+    /// 413: the body is larger than the configured limit.
+    PayloadTooLarge { limit: usize },
+    /// 404.
+    NotFound { code: &'static str, detail: String },
+    /// 405.
+    MethodNotAllowed,
+    /// 429: this client asked too often.
+    RateLimited { retry_after: Duration },
+    /// 503: every ask slot is taken.
+    Busy { retry_after: Duration },
+    /// 503: no model is configured; says how to configure one.
+    ModelNotConfigured(String),
+    /// 503: the spend cap would be crossed.
+    SpendCapReached,
+    /// 502: the model could not be asked (timeouts, quota, authentication, ...).
+    Model(LlmError),
+    /// 504: the question took longer than the server allows.
+    AskTimeout(Duration),
+    /// 500: anything else; the text is logged, never sent.
+    Internal(String),
+}
+
+impl AppError {
+    pub fn status(&self) -> StatusCode {
+        match self {
+            AppError::BadRequest { .. } => StatusCode::BAD_REQUEST,
+            AppError::InvalidRequest(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            AppError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            AppError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            AppError::NotFound { .. } => StatusCode::NOT_FOUND,
+            AppError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            AppError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            AppError::Busy { .. } | AppError::ModelNotConfigured(_) | AppError::SpendCapReached => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
+            AppError::Model(_) => StatusCode::BAD_GATEWAY,
+            AppError::AskTimeout(_) => StatusCode::GATEWAY_TIMEOUT,
+            AppError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// The stable machine-readable code of the body's `error` field.
+    pub fn code(&self) -> &'static str {
+        match self {
+            AppError::BadRequest { code, .. } | AppError::NotFound { code, .. } => code,
+            AppError::InvalidRequest(_) => "invalid_request",
+            AppError::UnsupportedMediaType => "unsupported_media_type",
+            AppError::PayloadTooLarge { .. } => "payload_too_large",
+            AppError::MethodNotAllowed => "method_not_allowed",
+            AppError::RateLimited { .. } => "rate_limited",
+            AppError::Busy { .. } => "busy",
+            AppError::ModelNotConfigured(_) => "model_not_configured",
+            AppError::SpendCapReached => "spend_cap_reached",
+            AppError::Model(_) => "model_unavailable",
+            AppError::AskTimeout(_) => "ask_timeout",
+            AppError::Internal(_) => "internal_error",
+        }
+    }
+
+    /// The sentence shown to the client.
+    pub fn detail(&self) -> String {
+        match self {
+            AppError::BadRequest { detail, .. } | AppError::NotFound { detail, .. } => {
+                detail.clone()
+            }
+            AppError::InvalidRequest(detail) => detail.clone(),
+            AppError::UnsupportedMediaType => {
+                "send the body as JSON with Content-Type: application/json".to_string()
+            }
+            AppError::PayloadTooLarge { limit } => {
+                format!("the request body is larger than the limit of {limit} bytes")
+            }
+            AppError::MethodNotAllowed => {
+                "this path does not take that method; GET /api/openapi.json lists the API"
+                    .to_string()
+            }
+            AppError::RateLimited { retry_after } => format!(
+                "too many questions from this address; try again in {} s",
+                retry_after.as_secs().max(1)
+            ),
+            AppError::Busy { retry_after } => format!(
+                "askdb is answering as many questions as it allows at once; try again in {} s",
+                retry_after.as_secs().max(1)
+            ),
+            AppError::ModelNotConfigured(how) => how.clone(),
+            AppError::SpendCapReached => {
+                "the model spend cap is reached, so no more questions can be answered until it is raised (ASKDB_SPEND_CAP_USD)"
+                    .to_string()
+            }
+            AppError::Model(error) => format!(
+                "the model could not be asked ({}); try again later",
+                error.kind()
+            ),
+            AppError::AskTimeout(limit) => format!(
+                "no answer within {} s; try a simpler question or try again later",
+                limit.as_secs()
+            ),
+            AppError::Internal(_) => {
+                "askdb could not answer this request; the server log has the details".to_string()
+            }
+        }
+    }
+
+    fn retry_after(&self) -> Option<Duration> {
+        match self {
+            AppError::RateLimited { retry_after } | AppError::Busy { retry_after } => {
+                Some(*retry_after)
+            }
+            _ => None,
+        }
+    }
+
+    /// A question the agent refused before asking anything, or a failure of the ask.
+    pub fn from_agent(error: AgentError) -> AppError {
+        match error {
+            AgentError::EmptyQuestion => empty_question(),
+            AgentError::QuestionTooLong(length) => question_too_long(length),
+            AgentError::Model(LlmError::SpendCapReached { .. }) => AppError::SpendCapReached,
+            AgentError::Model(error) => AppError::Model(error),
+            AgentError::Gate(error) => AppError::Internal(format!("database: {error}")),
+        }
+    }
+}
+
+pub fn empty_question() -> AppError {
+    AppError::BadRequest {
+        code: "empty_question",
+        detail: "the question is empty: write what you want to know".to_string(),
+    }
+}
+
+pub fn question_too_long(length: usize) -> AppError {
+    AppError::BadRequest {
+        code: "question_too_long",
+        detail: format!(
+            "the question is {length} characters long; the limit is {MAX_QUESTION_CHARS}"
+        ),
+    }
+}
+
+impl IntoResponse for AppError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        match &self {
+            AppError::Internal(text) => eprintln!("askdb serve: internal error: {text}"),
+            AppError::Model(error) => eprintln!("askdb serve: model call failed: {error}"),
+            _ => {}
+        }
+        let body = json!({"error": self.code(), "detail": self.detail()});
+        let mut response = (status, Json(body)).into_response();
+        if let Some(wait) = self.retry_after() {
+            // Whole seconds, rounded up: a client that waits exactly this long succeeds.
+            let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+            if let Ok(value) = HeaderValue::from_str(&seconds.max(1).to_string()) {
+                response.headers_mut().insert(header::RETRY_AFTER, value);
+            }
+        }
+        response
+    }
+}
+
+impl From<JsonRejection> for AppError {
+    fn from(rejection: JsonRejection) -> AppError {
+        match &rejection {
+            JsonRejection::JsonSyntaxError(_) => AppError::BadRequest {
+                code: "malformed_json",
+                detail: rejection.body_text(),
+            },
+            JsonRejection::JsonDataError(_) => AppError::InvalidRequest(rejection.body_text()),
+            JsonRejection::MissingJsonContentType(_) => AppError::UnsupportedMediaType,
+            _ if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+                // The limit itself is filled in by the handler's caller; the
+                // rejection does not carry it.
+                AppError::PayloadTooLarge { limit: 0 }
+            }
+            _ => AppError::BadRequest {
+                code: "unreadable_body",
+                detail: rejection.body_text(),
+            },
+        }
+    }
+}
+
+/// The API's JSON body extractor: axum's `Json`, with rejections as [`AppError`].
+pub struct ApiJson<T>(pub T);
+
+/// The body limit, stored in the router's state so a 413 can say what it is.
+#[derive(Debug, Clone, Copy)]
+pub struct BodyLimit(pub usize);
+
+impl<S, T> FromRequest<S> for ApiJson<T>
+where
+    Json<T>: FromRequest<S, Rejection = JsonRejection>,
+    S: Send + Sync,
+{
+    type Rejection = AppError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let limit = request.extensions().get::<BodyLimit>().copied();
+        match Json::<T>::from_request(request, state).await {
+            Ok(Json(value)) => Ok(ApiJson(value)),
+            Err(rejection) => match AppError::from(rejection) {
+                AppError::PayloadTooLarge { .. } => Err(AppError::PayloadTooLarge {
+                    limit: limit.map_or(0, |BodyLimit(bytes)| bytes),
+                }),
+                other => Err(other),
+            },
+        }
+    }
+}

@@ -1,0 +1,152 @@
+//! GET /api/health: every claim checked, none assumed. The database is asked `SELECT 1`
+//! through the whole gate; a harmless write is attempted below the guard and must be
+//! refused ([`Gate::probe_read_only`]); the model gets one tiny `check` call, whose
+//! outcome is kept for [`MODEL_CHECK_TTL`] so polling health costs almost nothing.
+//! `ok` is true only when every check passed.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::gate::{Gate, QueryOutcome};
+use crate::llm::{CallLog, Message, ModelClient, ModelRequest, Purpose};
+
+/// How long a model check's outcome is reused.
+pub const MODEL_CHECK_TTL: Duration = Duration::from_secs(60);
+
+/// The longest the model check may take: a health check must answer promptly even when
+/// the model is slow (it then reports the model as unreachable, with the reason).
+pub const MODEL_CHECK_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// The longest each database check may take.
+const DATABASE_CHECK_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What GET /api/health returns.
+#[derive(Debug, Clone, Serialize)]
+pub struct HealthReport {
+    pub ok: bool,
+    pub read_only_confirmed: bool,
+    pub database_reachable: bool,
+    pub model_configured: bool,
+    pub model_reachable: bool,
+    /// Visible tables.
+    pub tables: usize,
+    /// The database URL without its password.
+    pub database: String,
+    pub dialect: String,
+    pub provider: Option<String>,
+    pub model: Option<String>,
+    /// One sentence per check: what was done and what came back.
+    pub details: BTreeMap<String, String>,
+}
+
+/// The outcome of one model check, kept for a while.
+#[derive(Debug, Clone)]
+pub struct ModelCheck {
+    pub reachable: bool,
+    pub detail: String,
+    pub at: Instant,
+}
+
+/// The model check: one tiny call through the recording client.
+pub async fn check_model(client: &ModelClient) -> ModelCheck {
+    let request = ModelRequest::new(
+        Purpose::Check,
+        "health check",
+        vec![
+            Message::system("Reply with the single word: ok"),
+            Message::user("ping"),
+        ],
+    )
+    .with_max_tokens(8);
+    let started = Instant::now();
+    let outcome = tokio::time::timeout(
+        MODEL_CHECK_TIMEOUT,
+        client.call(&request, &CallLog::default()),
+    )
+    .await;
+    let (reachable, detail) = match outcome {
+        Ok(Ok(reply)) => (
+            true,
+            format!(
+                "a check call was answered by {} in {} ms",
+                reply.model,
+                started.elapsed().as_millis()
+            ),
+        ),
+        Ok(Err(error)) => {
+            eprintln!("askdb serve: model check failed: {error}");
+            (false, format!("the check call failed ({})", error.kind()))
+        }
+        Err(_) => (
+            false,
+            format!(
+                "no reply to the check call within {} s",
+                MODEL_CHECK_TIMEOUT.as_secs()
+            ),
+        ),
+    };
+    ModelCheck {
+        reachable,
+        detail,
+        at: Instant::now(),
+    }
+}
+
+/// `SELECT 1` through the gate (guard, read-only executor).
+pub async fn check_database(gate: &Gate) -> (bool, String) {
+    match tokio::time::timeout(DATABASE_CHECK_TIMEOUT, gate.run_query("SELECT 1")).await {
+        Ok(QueryOutcome::Rows(_)) => (true, "SELECT 1 through the gate returned a row".to_string()),
+        Ok(QueryOutcome::Failed(error)) => {
+            eprintln!("askdb serve: health SELECT 1 failed: {error}");
+            (
+                false,
+                format!("SELECT 1 through the gate failed ({})", error.error_type),
+            )
+        }
+        Err(_) => (
+            false,
+            format!(
+                "SELECT 1 did not return within {} s",
+                DATABASE_CHECK_TIMEOUT.as_secs()
+            ),
+        ),
+    }
+}
+
+/// The write probe, or the value a test substituted for it.
+pub async fn check_read_only(gate: &Gate, substitute: Option<bool>) -> (bool, String) {
+    if let Some(refused) = substitute {
+        let verdict = if refused { "refused" } else { "accepted" };
+        return (
+            refused,
+            format!("probe result substituted by a test hook: the write counts as {verdict}"),
+        );
+    }
+    match tokio::time::timeout(DATABASE_CHECK_TIMEOUT, gate.probe_read_only()).await {
+        Ok(Ok(true)) => (
+            true,
+            "a write below the guard (CREATE TEMP TABLE) was refused by the database".to_string(),
+        ),
+        Ok(Ok(false)) => (
+            false,
+            "a write below the guard (CREATE TEMP TABLE) was ACCEPTED: the connection can write"
+                .to_string(),
+        ),
+        Ok(Err(error)) => {
+            eprintln!("askdb serve: read-only probe: {error}");
+            (
+                false,
+                "the write probe could not be run, so read-only is not confirmed".to_string(),
+            )
+        }
+        Err(_) => (
+            false,
+            format!(
+                "the write probe did not return within {} s",
+                DATABASE_CHECK_TIMEOUT.as_secs()
+            ),
+        ),
+    }
+}

@@ -1,0 +1,292 @@
+//! `askdb serve`: the HTTP API and the one-page web UI, both served by the binary.
+//!
+//! | route | does |
+//! |---|---|
+//! | `POST /api/ask` | `{question, mode, explain?}` -> the agent's full result ([`crate::agent::AgentResult`]) |
+//! | `POST /api/sql` | `{sql}` -> the gate's `run_query` result (rows or a structured error) |
+//! | `GET /api/schema` | tables with descriptions, row counts and columns |
+//! | `GET /api/eval` | the newest committed evaluation summary, verbatim (404 when none) |
+//! | `GET /api/health` | read-only proven by a refused write, database, model, tables |
+//! | `GET /api/openapi.json` | the OpenAPI description of the above |
+//! | `GET /` and `/assets/*` | the page, its script, styles and the vendored Chart.js |
+//!
+//! Like every other caller, the server reaches the database only through the
+//! [`Gate`] and the model only through [`ModelClient::call`] (inside the agent). Bad input
+//! gets a 4xx JSON error ([`error::AppError`]); a per-address token bucket and a cap on
+//! questions in flight protect the model budget and answer 429/503 at once rather than
+//! queueing ([`limits`]). Without a model the page and every route but `/api/ask` work.
+
+pub mod api;
+pub mod assets;
+pub mod config;
+pub mod error;
+pub mod eval;
+pub mod health;
+pub mod limits;
+pub mod openapi;
+
+#[cfg(test)]
+mod tests;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::{Arc, OnceLock};
+
+use axum::extract::DefaultBodyLimit;
+use axum::http::{header, HeaderValue};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Extension, Router};
+use tokio::net::TcpListener;
+use tower_http::catch_panic::CatchPanicLayer;
+
+use crate::agent::{Agent, AgentError};
+use crate::gate::Gate;
+use crate::llm::{LlmError, ModelClient, ProviderConfig};
+pub use config::{ServeArgs, ServerConfig};
+use error::{AppError, BodyLimit};
+use health::ModelCheck;
+use limits::{AskSlots, RateLimiter};
+
+/// Whether questions can be answered, and if not, what to tell the user.
+enum ModelSetup {
+    Ready(Box<Agent>),
+    Missing(String),
+}
+
+struct Shared {
+    gate: Gate,
+    model: ModelSetup,
+    config: ServerConfig,
+    rate: RateLimiter,
+    slots: AskSlots,
+    /// The last model check, reused for [`health::MODEL_CHECK_TTL`]. An async mutex so
+    /// concurrent health requests wait for one check instead of making several calls.
+    model_check: tokio::sync::Mutex<Option<ModelCheck>>,
+    /// Set only by tests (see [`AppState::substitute_read_only_probe`]).
+    read_only_substitute: OnceLock<bool>,
+}
+
+/// Everything the handlers share. Cheap to clone.
+#[derive(Clone)]
+pub struct AppState {
+    shared: Arc<Shared>,
+}
+
+impl AppState {
+    /// The state over one database and the model the environment configured, or the
+    /// reason there is none (`model` is what [`ModelClient::from_config`] returned):
+    /// without a model, `/api/ask` answers 503 with that reason and how to fix it.
+    /// Builds the agent's schema cards and linking index once, here.
+    pub async fn new(
+        gate: Gate,
+        model: Result<ModelClient, LlmError>,
+        config: ServerConfig,
+    ) -> Result<AppState, AgentError> {
+        let model = match model {
+            Ok(client) => ModelSetup::Ready(Box::new(Agent::new(gate.clone(), client).await?)),
+            Err(error) => ModelSetup::Missing(not_configured_help(&error)),
+        };
+        Ok(AppState {
+            shared: Arc::new(Shared {
+                rate: RateLimiter::new(config.asks_per_minute),
+                slots: AskSlots::new(config.max_concurrent_asks),
+                gate,
+                model,
+                config,
+                model_check: tokio::sync::Mutex::new(None),
+                read_only_substitute: OnceLock::new(),
+            }),
+        })
+    }
+
+    /// Test hook: makes the health check report this result instead of running the
+    /// write probe (`false`: as if the database had accepted the write). Reachable only
+    /// from Rust, never from flags or the environment; the health details say that the
+    /// result was substituted. A second call is ignored.
+    #[doc(hidden)]
+    pub fn substitute_read_only_probe(&self, refused: bool) {
+        let _ = self.shared.read_only_substitute.set(refused);
+    }
+
+    pub fn gate(&self) -> &Gate {
+        &self.shared.gate
+    }
+
+    pub fn config(&self) -> &ServerConfig {
+        &self.shared.config
+    }
+
+    fn agent(&self) -> Result<&Agent, AppError> {
+        match &self.shared.model {
+            ModelSetup::Ready(agent) => Ok(agent),
+            ModelSetup::Missing(help) => Err(AppError::ModelNotConfigured(help.clone())),
+        }
+    }
+
+    fn model_client(&self) -> Option<&ModelClient> {
+        match &self.shared.model {
+            ModelSetup::Ready(agent) => Some(agent.client()),
+            ModelSetup::Missing(_) => None,
+        }
+    }
+
+    fn model_missing_reason(&self) -> Option<&str> {
+        match &self.shared.model {
+            ModelSetup::Ready(_) => None,
+            ModelSetup::Missing(help) => Some(help),
+        }
+    }
+}
+
+/// What the user is told when no model can be asked: why, and how to configure one.
+pub fn not_configured_help(error: &LlmError) -> String {
+    let why = match error {
+        LlmError::NotConfigured => "No model is configured".to_string(),
+        other => format!("The model configuration does not work ({other})"),
+    };
+    format!(
+        "{why}, so askdb cannot answer questions; the schema browser and the SQL console still \
+         work. To ask questions, restart `askdb serve` with a model: the local one with \
+         eval \"$(scripts/local-model.sh start)\"; Anthropic with ASKDB_PROVIDER=anthropic and \
+         ANTHROPIC_API_KEY; or an OpenAI-compatible server with ASKDB_PROVIDER=openai, \
+         ASKDB_BASE_URL, ASKDB_MODEL and OPENAI_API_KEY. The README's \"Web UI and HTTP API\" \
+         section has examples."
+    )
+}
+
+/// The whole application: API routes, the page and its assets, the JSON fallbacks, the
+/// body limit, security headers and the panic guard. Tested with `oneshot`, no socket.
+pub fn app(state: AppState) -> Router {
+    let body_limit = state.config().max_body_bytes;
+    let mut router = Router::new()
+        .route("/api/ask", post(api::ask))
+        .route("/api/sql", post(api::sql))
+        .route("/api/schema", get(api::schema))
+        .route("/api/eval", get(api::eval))
+        .route("/api/health", get(api::health))
+        .route("/api/openapi.json", get(api::openapi));
+    for asset in assets::ASSETS {
+        router = router.route(asset.path, get(move || async move { assets::serve(asset) }));
+    }
+    router
+        .fallback(api::not_found)
+        .method_not_allowed_fallback(api::method_not_allowed)
+        .layer(DefaultBodyLimit::max(body_limit))
+        .layer(Extension(BodyLimit(body_limit)))
+        .layer(CatchPanicLayer::custom(panic_response))
+        .layer(axum::middleware::map_response(security_headers))
+        .with_state(state)
+}
+
+/// A handler that panicked answers like any other internal error instead of dropping
+/// the connection.
+fn panic_response(_panic: Box<dyn std::any::Any + Send + 'static>) -> Response {
+    AppError::Internal("a request handler panicked".to_string()).into_response()
+}
+
+/// Headers on every response: no sniffing, no framing, no referrer, and a content
+/// security policy that allows only the page's own files (no inline script, no CDN).
+async fn security_headers(mut response: Response) -> Response {
+    let headers = response.headers_mut();
+    let fixed = [
+        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        (header::X_FRAME_OPTIONS, "DENY"),
+        (header::REFERRER_POLICY, "no-referrer"),
+        (
+            header::CONTENT_SECURITY_POLICY,
+            "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
+             connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; \
+             frame-ancestors 'none'",
+        ),
+    ];
+    for (name, value) in fixed {
+        headers.insert(name, HeaderValue::from_static(value));
+    }
+    response
+}
+
+/// Why `askdb serve` could not start or stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("cannot listen on {addr}: {error}")]
+    Bind {
+        addr: SocketAddr,
+        error: std::io::Error,
+    },
+    #[error("cannot prepare the agent: {0}")]
+    Agent(#[from] AgentError),
+    #[error("the server stopped: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// `askdb serve`: takes the model from the environment, listens on `config.addr`,
+/// prints `askdb serve: listening on http://ADDR/` on stdout (the real port when the
+/// configured one is 0) and serves until Ctrl-C or SIGTERM.
+pub async fn run(gate: Gate, config: ServerConfig) -> Result<(), ServeError> {
+    let model = ProviderConfig::from_env().and_then(|config| ModelClient::from_config(&config));
+    let addr = config.addr;
+    let state = AppState::new(gate, model, config).await?;
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|error| ServeError::Bind { addr, error })?;
+    let local = listener.local_addr()?;
+    println!("askdb serve: listening on http://{local}/");
+    eprintln!(
+        "askdb serve: database {} ({} tables)",
+        state.gate().url(),
+        state.gate().list_tables().len()
+    );
+    match (state.model_client(), state.model_missing_reason()) {
+        (Some(client), _) => eprintln!(
+            "askdb serve: model {} {}",
+            client.provider().name(),
+            client.provider().model()
+        ),
+        (None, Some(reason)) => eprintln!("askdb serve: {reason}"),
+        (None, None) => {}
+    }
+    serve(listener, state, shutdown_signal()).await?;
+    Ok(())
+}
+
+/// Serves the application on a bound listener until `shutdown` completes; requests in
+/// flight are finished first. Client addresses reach the handlers for the rate limit.
+pub async fn serve(
+    listener: TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(
+        listener,
+        app(state).into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown)
+    .await
+}
+
+/// Ctrl-C, or SIGTERM on Unix.
+async fn shutdown_signal() {
+    let interrupt = async {
+        // Without a handler there is nothing to wait for; SIGTERM may still come.
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        _ = interrupt => {}
+        _ = terminate => {}
+    }
+    eprintln!("askdb serve: shutting down after the requests in flight");
+}

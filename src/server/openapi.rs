@@ -1,0 +1,278 @@
+//! The OpenAPI 3.1 description of the HTTP API, served at GET /api/openapi.json. Written
+//! by hand next to the handlers it describes; a test checks that every API route is in
+//! it and that the examples match what the handlers return.
+
+use serde_json::{json, Value};
+
+use super::api::error_example;
+use crate::agent::MAX_QUESTION_CHARS;
+
+/// The API routes, as (method, path): the router and this description both list them.
+pub const API_ROUTES: [(&str, &str); 6] = [
+    ("post", "/api/ask"),
+    ("post", "/api/sql"),
+    ("get", "/api/schema"),
+    ("get", "/api/eval"),
+    ("get", "/api/health"),
+    ("get", "/api/openapi.json"),
+];
+
+fn error_response(description: &str, code: &str, detail: &str) -> Value {
+    json!({
+        "description": description,
+        "content": {"application/json": {
+            "schema": {"$ref": "#/components/schemas/Error"},
+            "example": error_example(code, detail)
+        }}
+    })
+}
+
+fn with_retry_after(mut response: Value) -> Value {
+    response["headers"] = json!({
+        "Retry-After": {
+            "description": "Seconds to wait before asking again.",
+            "schema": {"type": "integer", "minimum": 1}
+        }
+    });
+    response
+}
+
+fn bad_body_responses() -> Value {
+    json!({
+        "400": error_response("Malformed JSON, or content that is not acceptable (empty or over-long question, unknown mode, empty SQL).", "malformed_json", "Failed to parse the request body as JSON: EOF while parsing an object at line 1 column 1"),
+        "413": error_response("The body is larger than the limit (64 KiB by default).", "payload_too_large", "the request body is larger than the limit of 65536 bytes"),
+        "415": error_response("The body is not declared as application/json.", "unsupported_media_type", "send the body as JSON with Content-Type: application/json"),
+        "422": error_response("Well-formed JSON with a missing, mistyped or unknown field.", "invalid_request", "Failed to deserialize the JSON body into the target type: missing field `question`")
+    })
+}
+
+/// The whole document.
+pub fn document() -> Value {
+    let mut ask_responses = json!({
+        "200": {
+            "description": "The agent's full result: the decision (answer, clarify, decline, give_up), the SQL that ran, the rows, every failed attempt with its error type, assumptions, the chart, tokens, cost and latency.",
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/AgentResult"}}}
+        },
+        "429": with_retry_after(error_response("This client asked too often (per-address token bucket).", "rate_limited", "too many questions from this address; try again in 3 s")),
+        "502": error_response("The model could not be asked (timeout, quota, authentication...).", "model_unavailable", "the model could not be asked (timeout); try again later"),
+        "503": with_retry_after(error_response("No model is configured (no Retry-After), the spend cap is reached, or every ask slot is taken (busy, with Retry-After).", "busy", "askdb is answering as many questions as it allows at once; try again in 5 s")),
+        "504": error_response("No answer within the server's ask timeout.", "ask_timeout", "no answer within 600 s; try a simpler question or try again later")
+    });
+    merge(&mut ask_responses, bad_body_responses());
+    let mut sql_responses = json!({
+        "200": {
+            "description": "Rows (ok: true), or the structured error of a refused or failed statement (ok: false). A failure is data, not an HTTP error.",
+            "content": {"application/json": {"schema": {"oneOf": [
+                {"$ref": "#/components/schemas/QueryResult"},
+                {"$ref": "#/components/schemas/QueryError"}
+            ]}}}
+        }
+    });
+    merge(&mut sql_responses, bad_body_responses());
+    json!({
+        "openapi": "3.1.0",
+        "info": {
+            "title": "askdb",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "Plain-English questions about a SQL database, answered with the SQL that produced them. Every statement passes a parser guard and runs on a read-only connection. Errors are JSON: {\"error\": code, \"detail\": sentence}.",
+            "license": {"name": "MIT"}
+        },
+        "paths": {
+            "/api/ask": {"post": {
+                "summary": "Answer a question",
+                "description": "Runs the agent: ambiguity check, schema selection, generation, guard, read-only execution, repair by error type (agent mode, up to 3 attempts) and the answer. Rate-limited per client address; at most a few questions at once.",
+                "requestBody": {"required": true, "content": {"application/json": {
+                    "schema": {"$ref": "#/components/schemas/AskRequest"},
+                    "example": {"question": "How many bills are there per status?", "mode": "agent"}
+                }}},
+                "responses": ask_responses
+            }},
+            "/api/sql": {"post": {
+                "summary": "Run one SELECT through the gate",
+                "description": "The same gate as every other caller: the guard refuses anything but one read-only query over visible tables and forces the row cap; the statement runs on a read-only connection.",
+                "requestBody": {"required": true, "content": {"application/json": {
+                    "schema": {"$ref": "#/components/schemas/SqlRequest"},
+                    "example": {"sql": "SELECT status, count(*) AS bills FROM bills GROUP BY status"}
+                }}},
+                "responses": sql_responses
+            }},
+            "/api/schema": {"get": {
+                "summary": "The visible tables",
+                "description": "Tables with descriptions, approximate row counts, columns and keys. Hidden tables and restricted columns never appear.",
+                "responses": {"200": {"description": "The schema.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Schema"}}}}}
+            }},
+            "/api/eval": {"get": {
+                "summary": "The latest committed evaluation summary",
+                "description": "The newest summary.json under evals/results/ (by its generated_at field), exactly as the evaluation harness wrote it. X-Askdb-Eval-Source names the file.",
+                "responses": {
+                    "200": {"description": "The summary, verbatim.", "content": {"application/json": {"schema": {"type": "object"}}}},
+                    "404": error_response("No summary is committed.", "no_evaluation", "no committed evaluation summary (a summary.json under evals/results/); an evaluation run writes one")
+                }
+            }},
+            "/api/health": {"get": {
+                "summary": "Checked health",
+                "description": "Each claim is checked: SELECT 1 through the gate; a write (CREATE TEMP TABLE) below the guard that the database must refuse; one tiny model call (reused for 60 s). 200 when every check passed, else 503 with the same body.",
+                "responses": {
+                    "200": {"description": "Every check passed.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Health"}}}},
+                    "503": {"description": "At least one check failed; details says which and why.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Health"}}}}
+                }
+            }},
+            "/api/openapi.json": {"get": {
+                "summary": "This description",
+                "responses": {"200": {"description": "OpenAPI 3.1 JSON.", "content": {"application/json": {"schema": {"type": "object"}}}}}
+            }}
+        },
+        "components": {"schemas": schemas()}
+    })
+}
+
+fn merge(target: &mut Value, extra: Value) {
+    if let (Some(target), Value::Object(extra)) = (target.as_object_mut(), extra) {
+        target.extend(extra);
+    }
+}
+
+fn schemas() -> Value {
+    let rows = json!({"type": "array", "items": {"type": "array", "items": {}}, "description": "Rows as arrays in column order; SQL NULL is JSON null."});
+    json!({
+        "Error": {
+            "type": "object",
+            "required": ["error", "detail"],
+            "properties": {
+                "error": {"type": "string", "description": "A stable code: empty_question, question_too_long, unknown_mode, empty_sql, malformed_json, invalid_request, unsupported_media_type, payload_too_large, not_found, method_not_allowed, no_evaluation, rate_limited, busy, model_not_configured, spend_cap_reached, model_unavailable, ask_timeout, internal_error."},
+                "detail": {"type": "string", "description": "What went wrong and what to do, in a sentence."}
+            }
+        },
+        "AskRequest": {
+            "type": "object",
+            "required": ["question"],
+            "additionalProperties": false,
+            "properties": {
+                "question": {"type": "string", "minLength": 1, "maxLength": MAX_QUESTION_CHARS},
+                "mode": {"type": "string", "enum": ["agent", "baseline"], "default": "agent", "description": "agent: repair loop, up to 3 attempts; baseline: one attempt, no repair."},
+                "explain": {"type": "boolean", "description": "Ask the model for a short written answer (one more call). The server's --explain by default."}
+            }
+        },
+        "SqlRequest": {
+            "type": "object",
+            "required": ["sql"],
+            "additionalProperties": false,
+            "properties": {"sql": {"type": "string", "minLength": 1}}
+        },
+        "FailedAttempt": {
+            "type": "object",
+            "properties": {
+                "sql": {"type": "string"},
+                "error_type": {"type": "string", "description": "A taxonomy type (unknown_column, syntax_error, ...) or malformed_reply, identical_to_failed, empty_result."},
+                "message": {"type": "string"}
+            }
+        },
+        "Chart": {
+            "type": "object",
+            "properties": {
+                "kind": {"type": "string", "enum": ["bar", "line", "scatter", "none"]},
+                "x": {"type": ["string", "null"]},
+                "y": {"type": "array", "items": {"type": "string"}},
+                "reason": {"type": "string"}
+            }
+        },
+        "AgentResult": {
+            "type": "object",
+            "properties": {
+                "question": {"type": "string"},
+                "mode": {"type": "string", "enum": ["agent", "baseline"]},
+                "decision": {"type": "string", "enum": ["answer", "clarify", "decline", "give_up"]},
+                "sql": {"type": ["string", "null"], "description": "The SQL that produced the answer, as it ran (LIMIT included)."},
+                "columns": {"type": "array", "items": {"type": "string"}},
+                "rows": rows,
+                "row_count": {"type": "integer"},
+                "truncated": {"type": "boolean"},
+                "attempts": {"type": "integer"},
+                "history": {"type": "array", "items": {"$ref": "#/components/schemas/FailedAttempt"}},
+                "tables_used": {"type": "array", "items": {"type": "string"}},
+                "assumptions": {"type": "array", "items": {"type": "string"}},
+                "explanation": {"type": ["string", "null"]},
+                "unverified_numbers": {"type": "array", "items": {"type": "string"}, "description": "Numbers in the explanation that are not in the rows."},
+                "chart": {"$ref": "#/components/schemas/Chart"},
+                "clarify": {"type": ["object", "null"], "properties": {"question": {"type": "string"}, "options": {"type": "array", "items": {"type": "string"}}}},
+                "reason": {"type": ["string", "null"]},
+                "schema_mode": {"type": "string"},
+                "schema_tables": {"type": "array", "items": {"type": "string"}},
+                "tokens": {"type": "object", "properties": {"input": {"type": "integer"}, "output": {"type": "integer"}}},
+                "cost_usd": {"type": "number"},
+                "latency_ms": {"type": "integer"},
+                "model_calls": {"type": "array", "items": {"type": "object"}},
+                "trace": {"type": "array", "items": {"type": "object"}},
+                "first_attempt_ok": {"type": ["boolean", "null"]},
+                "first_sql": {"type": ["string", "null"]}
+            }
+        },
+        "QueryResult": {
+            "type": "object",
+            "properties": {
+                "ok": {"const": true},
+                "sql": {"type": "string", "description": "The statement that ran: the guard's re-rendering, LIMIT included."},
+                "columns": {"type": "array", "items": {"type": "string"}},
+                "rows": rows,
+                "row_count": {"type": "integer"},
+                "truncated": {"type": "boolean"},
+                "limit": {"type": "object"},
+                "tables": {"type": "array", "items": {"type": "string"}},
+                "elapsed_ms": {"type": "integer"}
+            }
+        },
+        "QueryError": {
+            "type": "object",
+            "properties": {
+                "ok": {"const": false},
+                "error_type": {"type": "string"},
+                "message": {"type": "string"},
+                "hint": {"type": ["string", "null"]},
+                "sqlstate": {"type": ["string", "null"]},
+                "reason": {"type": "string", "description": "Why the guard refused, when it did."},
+                "position": {"type": "integer"},
+                "repairable": {"type": "boolean"},
+                "sql": {"type": "string"}
+            }
+        },
+        "Schema": {
+            "type": "object",
+            "properties": {
+                "database": {"type": "string"},
+                "dialect": {"type": "string", "enum": ["sqlite", "postgres"]},
+                "tables": {"type": "array", "items": {
+                    "type": "object",
+                    "properties": {
+                        "name": {"type": "string"},
+                        "description": {"type": "string"},
+                        "row_count": {"type": ["integer", "null"]},
+                        "columns": {"type": "array", "items": {"type": "object", "properties": {
+                            "name": {"type": "string"},
+                            "data_type": {"type": "string"},
+                            "nullable": {"type": "boolean"},
+                            "description": {"type": "string"}
+                        }}},
+                        "primary_key": {"type": "array", "items": {"type": "string"}},
+                        "foreign_keys": {"type": "array", "items": {"type": "object"}}
+                    }
+                }}
+            }
+        },
+        "Health": {
+            "type": "object",
+            "properties": {
+                "ok": {"type": "boolean", "description": "Every check below passed."},
+                "read_only_confirmed": {"type": "boolean", "description": "A write below the guard was refused by the database."},
+                "database_reachable": {"type": "boolean"},
+                "model_configured": {"type": "boolean"},
+                "model_reachable": {"type": "boolean"},
+                "tables": {"type": "integer"},
+                "database": {"type": "string"},
+                "dialect": {"type": "string"},
+                "provider": {"type": ["string", "null"]},
+                "model": {"type": ["string", "null"]},
+                "details": {"type": "object", "additionalProperties": {"type": "string"}}
+            }
+        }
+    })
+}

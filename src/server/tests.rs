@@ -1,0 +1,331 @@
+//! Handler tests through `app(state).oneshot(request)`, no socket: status codes and JSON
+//! bodies of every route and every bad input, on a demo database file and a scripted
+//! model. tests/http_api.rs drives the real binary over HTTP.
+
+use axum::body::Body;
+use axum::http::{header, Request, StatusCode};
+use serde_json::{json, Value};
+use tower::ServiceExt;
+
+use super::*;
+use crate::gate::{DatabaseUrl, GateOptions};
+use crate::llm::scripted::ScriptedProvider;
+use crate::llm::{PriceTable, SpendLedger};
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    state: AppState,
+}
+
+async fn gate(dir: &std::path::Path) -> Gate {
+    let path = dir.join("demo.sqlite");
+    crate::demo::write_sqlite(&path).expect("demo database");
+    Gate::open(&DatabaseUrl::Sqlite(path), GateOptions::default())
+        .await
+        .expect("gate")
+}
+
+fn scripted(script: &str) -> ModelClient {
+    let provider = ScriptedProvider::parse(script, "scripted").expect("script parses");
+    ModelClient::new(
+        std::sync::Arc::new(provider),
+        &PriceTable::built_in().expect("prices"),
+        std::sync::Arc::new(SpendLedger::in_memory(None)),
+        None,
+    )
+    .expect("client")
+}
+
+async fn fixture(model: Option<&str>, config: ServerConfig) -> Fixture {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let gate = gate(dir.path()).await;
+    let model = match model {
+        Some(script) => Ok(scripted(script)),
+        None => Err(LlmError::NotConfigured),
+    };
+    let state = AppState::new(gate, model, config).await.expect("state");
+    Fixture { _dir: dir, state }
+}
+
+async fn call(state: &AppState, request: Request<Body>) -> (StatusCode, Value) {
+    let response = app(state.clone())
+        .oneshot(request)
+        .await
+        .expect("infallible");
+    let status = response.status();
+    let bytes = axum::body::to_bytes(response.into_body(), 1 << 22)
+        .await
+        .expect("body");
+    let value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    (status, value)
+}
+
+fn post_json(path: &str, body: &str) -> Request<Body> {
+    Request::post(path)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(body.to_string()))
+        .expect("request")
+}
+
+fn get(path: &str) -> Request<Body> {
+    Request::get(path).body(Body::empty()).expect("request")
+}
+
+const SCRIPT: &str = r#"
+{"question": "How many customers are there?", "purpose": "write_sql", "reply": {"sql": "SELECT count(*) AS customers FROM customers"}}
+{"question": "*", "purpose": "check", "reply": "ok"}
+"#;
+
+#[tokio::test]
+async fn an_answer_comes_back_as_the_agents_full_result() {
+    let config = ServerConfig {
+        explain: false,
+        ..ServerConfig::default()
+    };
+    let fixture = fixture(Some(SCRIPT), config).await;
+    let (status, body) = call(
+        &fixture.state,
+        post_json(
+            "/api/ask",
+            r#"{"question": "How many customers are there?", "mode": "agent"}"#,
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["decision"], "answer");
+    assert_eq!(body["rows"], json!([[120]]));
+    assert_eq!(
+        body["sql"],
+        "SELECT count(*) AS customers FROM customers LIMIT 200"
+    );
+    for field in [
+        "attempts",
+        "history",
+        "tables_used",
+        "assumptions",
+        "chart",
+        "tokens",
+        "cost_usd",
+        "latency_ms",
+    ] {
+        assert!(body.get(field).is_some(), "{field} missing: {body}");
+    }
+}
+
+#[tokio::test]
+async fn bad_input_gets_a_json_4xx_with_a_code_and_a_detail() {
+    let config = ServerConfig {
+        max_body_bytes: 4096,
+        ..ServerConfig::default()
+    };
+    let fixture = fixture(Some(SCRIPT), config).await;
+    let long = "x".repeat(crate::agent::MAX_QUESTION_CHARS + 1);
+    let cases = [
+        (
+            post_json("/api/ask", r#"{"question": "   "}"#),
+            400,
+            "empty_question",
+        ),
+        (
+            post_json("/api/ask", &json!({ "question": long }).to_string()),
+            400,
+            "question_too_long",
+        ),
+        (
+            post_json("/api/ask", r#"{"question": "hi", "mode": "turbo"}"#),
+            400,
+            "unknown_mode",
+        ),
+        (
+            post_json("/api/ask", r#"{"question": "hi""#),
+            400,
+            "malformed_json",
+        ),
+        (
+            post_json("/api/ask", r#"{"questoin": "hi"}"#),
+            422,
+            "invalid_request",
+        ),
+        (
+            post_json(
+                "/api/ask",
+                &json!({"question": "y".repeat(5000)}).to_string(),
+            ),
+            413,
+            "payload_too_large",
+        ),
+        (
+            Request::post("/api/ask")
+                .body(Body::from(r#"{"question": "hi"}"#))
+                .expect("request"),
+            415,
+            "unsupported_media_type",
+        ),
+        (post_json("/api/sql", r#"{"sql": ""}"#), 400, "empty_sql"),
+        (get("/api/ask"), 405, "method_not_allowed"),
+        (get("/api/nothing"), 404, "not_found"),
+    ];
+    for (request, want_status, want_code) in cases {
+        let path = request.uri().to_string();
+        let (status, body) = call(&fixture.state, request).await;
+        assert_eq!(status.as_u16(), want_status, "{path}: {body}");
+        assert_eq!(body["error"], want_code, "{path}: {body}");
+        assert!(
+            body["detail"].as_str().is_some_and(|text| !text.is_empty()),
+            "{path}: {body}"
+        );
+    }
+    let (_, body) = call(
+        &fixture.state,
+        post_json(
+            "/api/ask",
+            &json!({"question": "y".repeat(5000)}).to_string(),
+        ),
+    )
+    .await;
+    assert!(
+        body["detail"].as_str().unwrap_or_default().contains("4096"),
+        "{body}"
+    );
+}
+
+#[tokio::test]
+async fn without_a_model_ask_says_how_to_configure_one_and_the_rest_works() {
+    let fixture = fixture(None, ServerConfig::default()).await;
+    let (status, body) = call(
+        &fixture.state,
+        post_json(
+            "/api/ask",
+            r#"{"question": "How many customers are there?"}"#,
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert_eq!(body["error"], "model_not_configured");
+    let detail = body["detail"].as_str().unwrap_or_default();
+    assert!(
+        detail.contains("ASKDB_PROVIDER") && detail.contains("scripts/local-model.sh start"),
+        "{detail}"
+    );
+    let (status, body) = call(
+        &fixture.state,
+        post_json("/api/sql", r#"{"sql": "SELECT count(*) FROM customers"}"#),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["rows"], json!([[120]]));
+    let (status, body) = call(&fixture.state, get("/api/health")).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert_eq!(body["ok"], false);
+    assert_eq!(body["model_configured"], false);
+    assert_eq!(body["database_reachable"], true);
+    assert_eq!(body["read_only_confirmed"], true, "{body}");
+}
+
+#[tokio::test]
+async fn the_sql_console_returns_rows_or_the_structured_error_as_data() {
+    let fixture = fixture(None, ServerConfig::default()).await;
+    let (status, body) = call(
+        &fixture.state,
+        post_json("/api/sql", r#"{"sql": "DELETE FROM customers"}"#),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["ok"], false);
+    assert_eq!(body["error_type"], "rejected");
+    assert_eq!(body["reason"], "not_a_query");
+    let (_, body) = call(
+        &fixture.state,
+        post_json("/api/sql", r#"{"sql": "SELECT cust_nme FROM customers"}"#),
+    )
+    .await;
+    assert_eq!(body["error_type"], "unknown_column", "{body}");
+}
+
+#[tokio::test]
+async fn the_page_and_its_assets_are_embedded_with_a_strict_policy() {
+    let fixture = fixture(None, ServerConfig::default()).await;
+    for asset in assets::ASSETS {
+        let response = app(fixture.state.clone())
+            .oneshot(get(asset.path))
+            .await
+            .expect("infallible");
+        assert_eq!(response.status(), StatusCode::OK, "{}", asset.path);
+        assert_eq!(
+            response.headers()[header::CONTENT_TYPE],
+            asset.content_type,
+            "{}",
+            asset.path
+        );
+        let policy = response.headers()[header::CONTENT_SECURITY_POLICY]
+            .to_str()
+            .expect("ascii");
+        assert!(policy.contains("script-src 'self'"), "{policy}");
+    }
+    let page = String::from_utf8_lossy(assets::ASSETS[0].body);
+    assert!(
+        !page.contains("http://") && !page.contains("https://"),
+        "no CDN"
+    );
+    let script = String::from_utf8_lossy(assets::ASSETS[1].body);
+    assert!(
+        !script.contains("innerHTML"),
+        "data enters the page as text only"
+    );
+}
+
+#[tokio::test]
+async fn the_openapi_description_covers_every_api_route() {
+    let fixture = fixture(None, ServerConfig::default()).await;
+    let (status, document) = call(&fixture.state, get("/api/openapi.json")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(document["openapi"], "3.1.0");
+    for (method, path) in openapi::API_ROUTES {
+        assert!(
+            document["paths"][path][method].is_object(),
+            "{method} {path} is not described"
+        );
+        // The route exists: anything but the JSON 404 of unknown paths.
+        let request = Request::builder()
+            .method(method.to_uppercase().as_str())
+            .uri(path)
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from("{}"))
+            .expect("request");
+        let (status, body) = call(&fixture.state, request).await;
+        assert!(
+            !(status == StatusCode::NOT_FOUND && body["error"] == "not_found"),
+            "{method} {path} is not routed"
+        );
+    }
+}
+
+#[tokio::test]
+async fn eval_serves_the_newest_summary_verbatim_or_404() {
+    let results = tempfile::tempdir().expect("temp dir");
+    let config = ServerConfig {
+        eval_dir: results.path().to_path_buf(),
+        ..ServerConfig::default()
+    };
+    let fixture = fixture(None, config).await;
+    let (status, body) = call(&fixture.state, get("/api/eval")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(body["error"], "no_evaluation");
+    let run = results.path().join("demo").join("run-1");
+    std::fs::create_dir_all(&run).expect("mkdir");
+    let text = "{\"set\": \"demo\", \"generated_at\": \"2026-11-30 10:00:00\", \"modes\": {}}\n";
+    std::fs::write(run.join("summary.json"), text).expect("write");
+    let response = app(fixture.state.clone())
+        .oneshot(get("/api/eval"))
+        .await
+        .expect("infallible");
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(
+        response.headers()["x-askdb-eval-source"],
+        "demo/run-1/summary.json"
+    );
+    let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
+        .await
+        .expect("body");
+    assert_eq!(bytes, text.as_bytes());
+}

@@ -1,0 +1,334 @@
+//! The page in a real browser: `askdb serve` is started as a user starts it, and
+//! tests/browser/ask.mjs drives Debian's headless Chromium through playwright-core (no
+//! browser download) to ask a question and check what a person sees.
+//!
+//! - With the scripted provider: the first SQL fails (unknown column), the repair
+//!   returns a chartable result with a NULL cell; the page must show the answer, the
+//!   SQL, the failed attempt with its error type, the chart, the NULL badge, the
+//!   evaluation numbers and a working SQL console. Screenshots are kept in
+//!   target/browser-artifacts/ (ask.png, ask-phone.png).
+//! - With the real local model (scripts/local-model.sh): a question typed into the page
+//!   is answered end to end.
+//!
+//! tests/browser/setup.sh installs what is missing. Under CI (CI set) a missing browser,
+//! Node.js or model is a failure; elsewhere the test prints SKIPPED on stderr and passes.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::Duration;
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn in_ci() -> bool {
+    std::env::var_os("CI").is_some_and(|value| !value.is_empty())
+}
+
+fn chromium() -> String {
+    std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".to_string())
+}
+
+fn artifacts() -> PathBuf {
+    root().join("target").join("browser-artifacts")
+}
+
+/// Skips loudly outside CI; fails under CI.
+fn skip_or_fail(test: &str, why: &str) {
+    assert!(!in_ci(), "CI: {test} cannot run: {why}");
+    eprintln!("SKIPPED {test}: {why}");
+}
+
+/// Runs tests/browser/setup.sh; Err(reason) when the browser test cannot run here.
+fn setup() -> Result<(), String> {
+    let output = Command::new("bash")
+        .arg(root().join("tests/browser/setup.sh"))
+        .env("CHROMIUM", chromium())
+        .output()
+        .map_err(|error| format!("cannot run tests/browser/setup.sh: {error}"))?;
+    if output.status.success() {
+        Ok(())
+    } else {
+        Err(String::from_utf8_lossy(&output.stderr).trim().to_string())
+    }
+}
+
+/// `askdb serve` on a free port, with its own data directory; killed on drop.
+struct Server {
+    child: Child,
+    url: String,
+    stderr: Arc<Mutex<String>>,
+    _home: tempfile::TempDir,
+}
+
+impl Server {
+    /// Starts the binary with only the given askdb/model variables (the developer's
+    /// own ASKDB_*, OPENAI_* and ANTHROPIC_* settings are removed).
+    fn start(args: &[&str], env: &[(&str, String)]) -> Server {
+        let home = tempfile::tempdir().expect("temp dir");
+        let mut command = Command::new(env!("CARGO_BIN_EXE_askdb"));
+        for (name, _) in std::env::vars_os()
+            .filter_map(|(name, value)| name.into_string().ok().map(|name| (name, value)))
+        {
+            if ["ASKDB_", "OPENAI_", "ANTHROPIC_"]
+                .iter()
+                .any(|prefix| name.starts_with(prefix))
+            {
+                command.env_remove(name);
+            }
+        }
+        command
+            .env("ASKDB_HOME", home.path())
+            .arg("serve")
+            .args(["--addr", "127.0.0.1:0"])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for (name, value) in env {
+            command.env(name, value);
+        }
+        let mut child = command.spawn().expect("askdb starts");
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let mut err = child.stderr.take().expect("stderr");
+        let sink = Arc::clone(&stderr);
+        std::thread::spawn(move || {
+            let mut buffer = [0u8; 4096];
+            while let Ok(read) = err.read(&mut buffer) {
+                if read == 0 {
+                    break;
+                }
+                if let Ok(mut text) = sink.lock() {
+                    text.push_str(&String::from_utf8_lossy(&buffer[..read]));
+                }
+            }
+        });
+        let stdout = child.stdout.take().expect("stdout");
+        let (sender, receiver) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = sender.send(line);
+            }
+        });
+        let url = loop {
+            match receiver.recv_timeout(Duration::from_secs(60)) {
+                Ok(line) => {
+                    if let Some(url) = line.strip_prefix("askdb serve: listening on ") {
+                        break url.trim().to_string();
+                    }
+                }
+                Err(_) => {
+                    let _ = child.kill();
+                    panic!(
+                        "askdb serve printed no address: {}",
+                        stderr.lock().map(|text| text.clone()).unwrap_or_default()
+                    );
+                }
+            }
+        };
+        Server {
+            child,
+            url,
+            stderr,
+            _home: home,
+        }
+    }
+
+    fn log(&self) -> String {
+        self.stderr
+            .lock()
+            .map(|text| text.clone())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs ask.mjs against a server; panics with its output when it fails.
+fn drive_page(server: &Server, question: &str, expect: &str, screenshot: &str, wait: Duration) {
+    let output = Command::new("node")
+        .arg(root().join("tests/browser/ask.mjs"))
+        .current_dir(root().join("tests/browser"))
+        .env("ASKDB_URL", &server.url)
+        .env("ASKDB_QUESTION", question)
+        .env("ASKDB_EXPECT", expect)
+        .env("ASKDB_ARTIFACTS", artifacts())
+        .env("ASKDB_SCREENSHOT", screenshot)
+        .env("ASKDB_WAIT_MS", wait.as_millis().to_string())
+        .env("CHROMIUM", chromium())
+        .output()
+        .expect("node runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    eprintln!("{stdout}");
+    assert!(
+        output.status.success(),
+        "the page check failed ({}):\n{stdout}\n{stderr}\nserver log:\n{}",
+        output.status,
+        server.log()
+    );
+}
+
+const QUESTION: &str = "How many bills does each customer have?";
+
+/// The first SQL names a column that does not exist; the repair groups bills by
+/// customer name, where walk-in bills have NULL. The first reply is delayed so the
+/// progress indicator can be seen.
+fn script() -> String {
+    let lines = [
+        serde_json::json!({"question": QUESTION, "purpose": "write_sql", "delay_ms": 800, "reply": {
+            "sql": "SELECT c.customer_name AS customer, count(*) AS bills FROM bills b LEFT JOIN customers c ON c.cust_id = b.cust_id GROUP BY 1 ORDER BY bills DESC LIMIT 6",
+            "assumptions": ["walk-in bills (no customer) are counted together"]}}),
+        serde_json::json!({"question": QUESTION, "purpose": "repair_sql", "reply": {
+            "sql": "SELECT c.cust_name AS customer, count(*) AS bills FROM bills b LEFT JOIN customers c ON c.cust_id = b.cust_id GROUP BY c.cust_name ORDER BY bills DESC LIMIT 6"}}),
+        serde_json::json!({"question": QUESTION, "purpose": "write_answer",
+            "reply": "Walk-in sales without a customer account make up 980 bills; among named customers, Sharma Constructions has the most with 15."}),
+        serde_json::json!({"question": "*", "purpose": "check", "reply": "ok"}),
+        serde_json::json!({"question": "*", "purpose": "check", "reply": "ok"}),
+    ];
+    lines.iter().map(|line| format!("{line}\n")).collect()
+}
+
+/// An evaluation summary in the shape the harness writes (src/eval/runner.rs).
+const SUMMARY: &str = r#"{
+  "set": "demo",
+  "generated_at": "2026-11-30 09:12:44",
+  "askdb_version": "0.1.0",
+  "model": {"provider": "openai", "model": "qwen2.5-coder-1.5b-instruct-q4_k_m", "endpoint": "http://127.0.0.1:8080/v1"},
+  "run": "evals/runs/demo-example",
+  "modes": {
+    "agent": {"questions": 40, "scored": 40, "accuracy": {"successes": 32, "total": 40, "rate": 0.8, "wilson95": {"lower": 0.652, "upper": 0.895}}, "rescue_rate": 0.5, "latency_p50_ms": 5300, "cost_usd": 0.0},
+    "baseline": {"questions": 40, "scored": 40, "accuracy": {"successes": 26, "total": 40, "rate": 0.65, "wilson95": {"lower": 0.495, "upper": 0.779}}, "rescue_rate": null, "latency_p50_ms": 3100, "cost_usd": 0.0}
+  },
+  "paired": null,
+  "agent_failures_by_type": {}
+}
+"#;
+
+#[test]
+fn the_page_shows_the_answer_sql_chart_failed_attempt_and_null_cell() {
+    let test = "the_page_shows_the_answer_sql_chart_failed_attempt_and_null_cell";
+    if let Err(why) = setup() {
+        return skip_or_fail(test, &why);
+    }
+    let files = tempfile::tempdir().expect("temp dir");
+    let script_path = files.path().join("script.jsonl");
+    std::fs::write(&script_path, script()).expect("script");
+    let eval_dir = files.path().join("results");
+    std::fs::create_dir_all(eval_dir.join("demo")).expect("mkdir");
+    std::fs::write(eval_dir.join("demo").join("summary.json"), SUMMARY).expect("summary");
+    let server = Server::start(
+        &[],
+        &[
+            ("ASKDB_PROVIDER", "scripted".to_string()),
+            ("ASKDB_SCRIPT", script_path.display().to_string()),
+            ("ASKDB_EVAL_DIR", eval_dir.display().to_string()),
+        ],
+    );
+    drive_page(
+        &server,
+        QUESTION,
+        "scripted",
+        "ask.png",
+        Duration::from_secs(60),
+    );
+    let screenshot = artifacts().join("ask.png");
+    assert!(
+        std::fs::metadata(&screenshot).is_ok_and(|meta| meta.len() > 10_000),
+        "{} was written",
+        screenshot.display()
+    );
+    eprintln!("screenshots: {}", artifacts().display());
+}
+
+// ---- The real local model ----
+
+fn local_model(command: &str) -> std::process::Output {
+    // The developer's (or CI's) own data directory, where the model is cached: never
+    // the server's temporary one.
+    Command::new("bash")
+        .arg(root().join("scripts/local-model.sh"))
+        .arg(command)
+        .env("ASKDB_MODEL_START_TIMEOUT", "900")
+        .output()
+        .unwrap_or_else(|error| panic!("cannot run scripts/local-model.sh: {error}"))
+}
+
+fn exports(stdout: &str) -> HashMap<String, String> {
+    stdout
+        .lines()
+        .filter_map(|line| line.trim().strip_prefix("export "))
+        .filter_map(|assignment| assignment.split_once('='))
+        .map(|(name, value)| (name.to_string(), value.trim_matches('"').to_string()))
+        .collect()
+}
+
+/// Stops the model at the end when this test started it.
+struct StopModel(bool);
+
+impl Drop for StopModel {
+    fn drop(&mut self) {
+        if self.0 {
+            let output = local_model("stop");
+            eprintln!("{}", String::from_utf8_lossy(&output.stderr).trim());
+        }
+    }
+}
+
+#[test]
+fn the_local_model_answers_a_question_asked_through_the_page() {
+    let test = "the_local_model_answers_a_question_asked_through_the_page";
+    if let Err(why) = setup() {
+        return skip_or_fail(test, &why);
+    }
+    let running = local_model("env");
+    let (variables, _stop) = if running.status.success() {
+        (
+            exports(&String::from_utf8_lossy(&running.stdout)),
+            StopModel(false),
+        )
+    } else if in_ci() {
+        let started = local_model("start");
+        assert!(
+            started.status.success(),
+            "CI: the local model did not start: {}",
+            String::from_utf8_lossy(&started.stderr)
+        );
+        (
+            exports(&String::from_utf8_lossy(&started.stdout)),
+            StopModel(true),
+        )
+    } else {
+        // Starting it outside CI may download 1.1 GB: left to the developer.
+        return skip_or_fail(
+            test,
+            "no local model is running; start one with eval \"$(scripts/local-model.sh start)\"",
+        );
+    };
+    let mut env: Vec<(&str, String)> = Vec::new();
+    for name in ["ASKDB_PROVIDER", "ASKDB_BASE_URL", "ASKDB_MODEL"] {
+        let value = variables
+            .get(name)
+            .unwrap_or_else(|| panic!("scripts/local-model.sh printed no {name}"));
+        env.push((name, value.clone()));
+    }
+    // A small model on two shared cores: minutes, not seconds.
+    env.push(("ASKDB_MODEL_TIMEOUT_SECS", "600".to_string()));
+    env.push(("ASKDB_MODEL_MAX_ATTEMPTS", "2".to_string()));
+    let server = Server::start(&["--ask-timeout-secs", "1500"], &env);
+    drive_page(
+        &server,
+        "How many customers are there?",
+        "live",
+        "ask-local-model.png",
+        Duration::from_secs(1600),
+    );
+}

@@ -1,0 +1,207 @@
+// Drives askdb's page in Debian's headless Chromium (playwright-core, no browser
+// download) as a person would: load the page, ask a question, and check what a person
+// must see. Run by tests/browser.rs, which starts `askdb serve`; failures exit non-zero
+// with the reason on stderr.
+//
+// Environment:
+//   ASKDB_URL        the page, e.g. http://127.0.0.1:43043/
+//   ASKDB_QUESTION   the question to type
+//   ASKDB_EXPECT     "scripted": the full check of a scripted answer (a failed attempt,
+//                    a chart, a NULL cell, the SQL console, a phone-sized screenshot);
+//                    "live": a real model answered end to end
+//   ASKDB_ARTIFACTS  folder for the screenshots (created)
+//   ASKDB_SCREENSHOT file name of the main screenshot (default ask.png)
+//   CHROMIUM         the browser binary (default /usr/bin/chromium)
+//   ASKDB_WAIT_MS    how long to wait for the answer (default 60000)
+
+import { chromium } from "playwright-core";
+import { mkdtempSync, mkdirSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+const url = process.env.ASKDB_URL;
+const question = process.env.ASKDB_QUESTION;
+const expect = process.env.ASKDB_EXPECT || "scripted";
+const artifacts = process.env.ASKDB_ARTIFACTS || "browser-artifacts";
+const screenshot = process.env.ASKDB_SCREENSHOT || "ask.png";
+const executablePath = process.env.CHROMIUM || "/usr/bin/chromium";
+const waitMs = Number(process.env.ASKDB_WAIT_MS || 60000);
+if (!url || !question) {
+  console.error("ASKDB_URL and ASKDB_QUESTION are required");
+  process.exit(2);
+}
+
+const passed = [];
+function check(condition, what, detail) {
+  if (!condition) throw new Error(what + (detail === undefined ? "" : ": " + JSON.stringify(detail)));
+  passed.push(what);
+}
+
+mkdirSync(artifacts, { recursive: true });
+const profile = mkdtempSync(join(tmpdir(), "askdb-chromium-"));
+const context = await chromium.launchPersistentContext(profile, {
+  executablePath,
+  headless: true,
+  viewport: { width: 1280, height: 900 },
+  deviceScaleFactor: 1,
+  permissions: ["clipboard-read", "clipboard-write"],
+  args: [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+  ],
+});
+
+// Anything the page logs as an error, throws, or has blocked by the content security
+// policy fails the test: the page must run clean.
+const problems = [];
+let exitCode = 0;
+try {
+  const page = context.pages()[0] || (await context.newPage());
+  page.on("console", (message) => {
+    // Chromium logs every failed fetch as an error. Two are states the page shows by
+    // design: 404 from /api/eval (no summary committed: the card stays hidden) and 503
+    // from /api/health (a check failed: its pill turns red, with the reason).
+    const source = message.location().url || "";
+    const expected = message.text().startsWith("Failed to load resource")
+      && (source.endsWith("/api/eval") || source.endsWith("/api/health"));
+    if (message.type() === "error" && !expected) problems.push("console: " + message.text());
+  });
+  page.on("pageerror", (error) => problems.push("page error: " + error.message));
+  page.on("requestfailed", (request) => problems.push("request failed: " + request.url()));
+
+  await page.goto(url, { waitUntil: "load" });
+  await page.waitForSelector("#schema-list details", { timeout: 15000 });
+  const tables = await page.locator("#schema-list details").count();
+  check(tables > 0, "the schema browser lists the tables", tables);
+  await page.waitForSelector("#status .pill", { timeout: 60000 });
+
+  if (expect === "scripted") {
+    const bad = await page.$$eval("#status .pill.bad", (pills) => pills.map((pill) => pill.textContent + ": " + pill.title));
+    check(bad.length === 0, "every health check passed", bad);
+    const pills = await page.textContent("#status");
+    check(pills.includes("read-only, checked"), "the health bar says read-only was checked", pills);
+  }
+
+  await page.fill("#question", question);
+  await page.press("#question", "Enter"); // keyboard submit
+  if (expect === "scripted") {
+    // The script delays the first model reply, so the indicator must be visible.
+    await page.waitForSelector("#progress:not([hidden])", { timeout: 5000 });
+    check(await page.isDisabled("#ask-button"), "the Ask button is disabled while the model works");
+  }
+  await page.waitForSelector("#result:not([hidden])", { timeout: waitMs });
+  await page.waitForSelector("#progress[hidden]", { state: "attached", timeout: waitMs });
+
+  const decision = (await page.textContent("#decision")).trim();
+  const answer = (await page.textContent("#answer")).trim();
+  const sql = (await page.textContent("#sql")).trim();
+  console.log("decision: " + decision);
+  console.log("answer: " + answer);
+  console.log("sql: " + sql);
+  check(decision === "Answer", "the question was answered", { decision, answer });
+  check(answer.length > 0, "the answer is shown");
+  check(await page.isVisible("#sql-box"), "the SQL is shown without a toggle");
+  check(/select/i.test(sql), "the SQL is the statement that ran", sql);
+  await page.waitForSelector("#grid table", { timeout: 5000 });
+  const cells = await page.locator("#grid td").count();
+  check(cells > 0, "the result grid has cells", cells);
+
+  if (expect === "scripted") {
+    check(answer.includes("Sharma Constructions"), "the model's explanation is the answer", answer);
+    check(sql.includes("cust_name"), "the SQL shown is the repaired one", sql);
+
+    const attempts = page.locator("#attempts details");
+    check((await attempts.count()) === 1, "one failed attempt is listed", await attempts.count());
+    check((await attempts.first().getAttribute("open")) === null, "the failed attempt is collapsed");
+    const attemptType = (await page.textContent("#attempts details .error-type")).trim();
+    check(attemptType === "unknown_column", "the failed attempt shows its error type", attemptType);
+    await attempts.first().locator("summary").click();
+    check(await attempts.first().locator("pre").isVisible(), "opening the attempt shows its SQL");
+
+    const nulls = page.locator("#grid td .null");
+    check((await nulls.count()) >= 1, "a NULL cell is shown as a NULL badge", await nulls.count());
+    const nullStyle = await nulls.first().evaluate((node) => {
+      const style = getComputedStyle(node);
+      return { fontStyle: style.fontStyle, text: node.textContent };
+    });
+    check(nullStyle.fontStyle === "italic" && nullStyle.text === "NULL", "the NULL badge looks unlike a value", nullStyle);
+
+    const chartBox = await page.locator("#chart").boundingBox();
+    check(chartBox && chartBox.width > 100 && chartBox.height > 100, "the chart is drawn with a real size", chartBox);
+    const chartKind = await page.evaluate(() => {
+      const instance = window.Chart && window.Chart.getChart(document.getElementById("chart"));
+      return instance ? instance.config.type + ":" + instance.data.labels.length : null;
+    });
+    check(chartKind === "bar:6", "the chart is a bar chart of the six rows", chartKind);
+
+    check((await page.locator("#assumptions li").count()) === 1, "the model's assumption is listed");
+    const meta = await page.textContent("#result-meta");
+    check(meta.includes("2 attempts"), "the attempts count is shown", meta);
+
+    await page.click("#copy-sql");
+    await page.waitForFunction(() => document.getElementById("copy-sql").textContent !== "Copy", null, { timeout: 3000 });
+    const copied = await page.evaluate(() => navigator.clipboard.readText().catch(() => null));
+    check(copied === sql, "the copy button copies the SQL", copied);
+
+    // The SQL console: the gate's rows, and NULL next to an empty string.
+    await page.fill("#console-sql", "SELECT '' AS empty_text, NULL AS no_value, 42 AS answer");
+    await page.press("#console-sql", "Control+Enter");
+    await page.waitForSelector("#console-result table", { timeout: 10000 });
+    const consoleCells = await page.$$eval("#console-result td", (tds) =>
+      tds.map((td) => ({ text: td.textContent, badge: td.querySelector(".null") !== null })));
+    check(consoleCells.length === 3, "the console shows the row", consoleCells);
+    check(consoleCells[0].text === "" && !consoleCells[0].badge, "an empty string is an empty cell", consoleCells[0]);
+    check(consoleCells[1].text === "NULL" && consoleCells[1].badge, "NULL is a badge, not text", consoleCells[1]);
+
+    await page.fill("#console-sql", "DELETE FROM bills");
+    await page.click("#console-run");
+    await page.waitForSelector("#console-result .error-box", { timeout: 10000 });
+    const refusal = await page.textContent("#console-result .error-box");
+    check(refusal.includes("rejected"), "a write in the console is refused with its error type", refusal);
+    await page.fill("#console-sql", "SELECT status, count(*) AS bills FROM bills GROUP BY status");
+    await page.click("#console-run");
+    await page.waitForSelector("#console-result table", { timeout: 10000 });
+
+    // The latest evaluation numbers, from the summary tests/browser.rs committed to the
+    // server's eval folder.
+    await page.waitForSelector("#eval-card:not([hidden])", { timeout: 5000 });
+    const evalText = await page.textContent("#eval-card");
+    check(evalText.includes("80.0% (32/40)") && evalText.includes("baseline"), "the latest evaluation numbers are shown", evalText);
+  }
+
+  await page.evaluate(() => window.scrollTo(0, 0)); // the schema column is sticky
+  await page.screenshot({ path: join(artifacts, screenshot), fullPage: true });
+  passed.push("screenshot " + join(artifacts, screenshot));
+
+  if (expect === "scripted") {
+    await page.setViewportSize({ width: 390, height: 844 });
+    await page.waitForTimeout(300); // the chart resizes on the next frame
+    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    check(overflow <= 1, "nothing is wider than a phone screen", overflow);
+    await page.screenshot({ path: join(artifacts, "ask-phone.png"), fullPage: true });
+  }
+
+  check(problems.length === 0, "the page ran without errors", problems);
+} catch (error) {
+  console.error("FAILED: " + error.message);
+  if (problems.length > 0) console.error("page problems: " + problems.join("\n"));
+  try {
+    const page = context.pages()[0];
+    if (page) await page.screenshot({ path: join(artifacts, "failure-" + screenshot), fullPage: true });
+  } catch (_) {
+    // The failure itself is what matters.
+  }
+  exitCode = 1;
+} finally {
+  await context.close();
+  rmSync(profile, { recursive: true, force: true });
+}
+for (const what of passed) console.log("ok: " + what);
+process.exit(exitCode);

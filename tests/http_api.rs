@@ -1,0 +1,844 @@
+//! The HTTP API over real HTTP: `askdb serve --addr 127.0.0.1:0` started as a user
+//! starts it (its own ASKDB_HOME, where the demo database is built; the scripted model
+//! provider), then every endpoint, every bad input, the rate limit, the cap on
+//! questions in flight, and health reporting false when the database is writable (a
+//! test hook, in-process) or unreachable (PostgreSQL behind a relay this test cuts) or
+//! when no model is configured.
+
+use std::io::{BufRead, BufReader, Read};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use askdb::gate::{DatabaseUrl, Gate, GateOptions};
+use askdb::llm::{ModelClient, ProviderConfig};
+use askdb::server::{AppState, ServerConfig};
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+/// `askdb serve` on a free port with its own data directory; killed on drop.
+struct Server {
+    child: Child,
+    url: String,
+    stderr: Arc<Mutex<String>>,
+    _home: tempfile::TempDir,
+}
+
+impl Server {
+    /// Starts the binary with only the given askdb/model variables: the developer's
+    /// own ASKDB_*, OPENAI_* and ANTHROPIC_* settings are removed.
+    fn start(args: &[&str], env: &[(&str, &str)]) -> Server {
+        let home = tempfile::tempdir().expect("temp dir");
+        let mut command = Command::new(env!("CARGO_BIN_EXE_askdb"));
+        for (name, _) in std::env::vars_os() {
+            let Some(name) = name.to_str() else { continue };
+            if ["ASKDB_", "OPENAI_", "ANTHROPIC_"]
+                .iter()
+                .any(|prefix| name.starts_with(prefix))
+            {
+                command.env_remove(name);
+            }
+        }
+        command
+            .env("ASKDB_HOME", home.path())
+            .arg("serve")
+            .args(["--addr", "127.0.0.1:0"])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for (name, value) in env {
+            command.env(name, value);
+        }
+        let mut child = command.spawn().expect("askdb starts");
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let mut err = child.stderr.take().expect("stderr");
+        let sink = Arc::clone(&stderr);
+        std::thread::spawn(move || {
+            let mut buffer = [0u8; 4096];
+            while let Ok(read) = err.read(&mut buffer) {
+                if read == 0 {
+                    break;
+                }
+                if let Ok(mut text) = sink.lock() {
+                    text.push_str(&String::from_utf8_lossy(&buffer[..read]));
+                }
+            }
+        });
+        let stdout = child.stdout.take().expect("stdout");
+        let (sender, receiver) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = sender.send(line);
+            }
+        });
+        let url = loop {
+            match receiver.recv_timeout(Duration::from_secs(60)) {
+                Ok(line) => {
+                    if let Some(url) = line.strip_prefix("askdb serve: listening on ") {
+                        break url.trim().trim_end_matches('/').to_string();
+                    }
+                }
+                Err(_) => {
+                    let _ = child.kill();
+                    panic!(
+                        "askdb serve printed no address; stderr: {}",
+                        stderr.lock().map(|text| text.clone()).unwrap_or_default()
+                    );
+                }
+            }
+        };
+        Server {
+            child,
+            url,
+            stderr,
+            _home: home,
+        }
+    }
+
+    fn at(&self, path: &str) -> String {
+        format!("{}{path}", self.url)
+    }
+
+    fn log(&self) -> String {
+        self.stderr
+            .lock()
+            .map(|text| text.clone())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn client() -> reqwest::Client {
+    askdb::llm::install_tls_provider();
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(60))
+        .build()
+        .expect("client")
+}
+
+async fn get(client: &reqwest::Client, url: &str) -> (StatusCode, Value) {
+    let response = client.get(url).send().await.expect("GET answers");
+    let status = response.status();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+async fn post(client: &reqwest::Client, url: &str, body: &Value) -> (StatusCode, Value) {
+    let response = client
+        .post(url)
+        .json(body)
+        .send()
+        .await
+        .expect("POST answers");
+    let status = response.status();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+fn write_script(dir: &Path, lines: &[Value]) -> String {
+    let path = dir.join("script.jsonl");
+    let text: String = lines.iter().map(|line| format!("{line}\n")).collect();
+    std::fs::write(&path, text).expect("script");
+    path.display().to_string()
+}
+
+const REPAIRED: &str = "How many bills does each customer have?";
+const BROKEN_SQL: &str = "SELECT c.customer_name AS customer, count(*) AS bills FROM bills b LEFT JOIN customers c ON c.cust_id = b.cust_id GROUP BY 1 ORDER BY bills DESC LIMIT 6";
+const FIXED_SQL: &str = "SELECT c.cust_name AS customer, count(*) AS bills FROM bills b LEFT JOIN customers c ON c.cust_id = b.cust_id GROUP BY c.cust_name ORDER BY bills DESC LIMIT 6";
+
+fn check_line() -> Value {
+    json!({"question": "*", "purpose": "check", "reply": "ok"})
+}
+
+#[tokio::test]
+async fn every_endpoint_answers_over_real_http() {
+    let files = tempfile::tempdir().expect("temp dir");
+    let script = write_script(
+        files.path(),
+        &[
+            json!({"question": REPAIRED, "purpose": "write_sql", "reply": {"sql": BROKEN_SQL}}),
+            json!({"question": REPAIRED, "purpose": "repair_sql", "reply": {"sql": FIXED_SQL}}),
+            json!({"question": REPAIRED, "purpose": "write_answer", "reply": "Walk-in sales make up 980 bills."}),
+            // Baseline mode: the same broken query, and no second chance.
+            json!({"question": "Which customer has the most bills?", "purpose": "write_sql", "reply": {"sql": BROKEN_SQL}}),
+            // One check line only: the second health request must use the cached check.
+            check_line(),
+        ],
+    );
+    let eval_dir = files.path().join("results");
+    let summary = "{\n  \"set\": \"demo\",\n  \"generated_at\": \"2026-11-30 09:00:00\",\n  \"modes\": {}\n}\n";
+    std::fs::create_dir_all(eval_dir.join("demo/run-2")).expect("mkdir");
+    std::fs::write(eval_dir.join("demo/run-2/summary.json"), summary).expect("write");
+    std::fs::create_dir_all(eval_dir.join("demo/run-1")).expect("mkdir");
+    std::fs::write(
+        eval_dir.join("demo/run-1/summary.json"),
+        r#"{"generated_at": "2026-11-01 09:00:00"}"#,
+    )
+    .expect("write");
+    let eval_dir = eval_dir.display().to_string();
+    let server = Server::start(
+        &["--db", "demo"],
+        &[
+            ("ASKDB_PROVIDER", "scripted"),
+            ("ASKDB_SCRIPT", &script),
+            ("ASKDB_EVAL_DIR", &eval_dir),
+        ],
+    );
+    let http = client();
+
+    // The page and its embedded files.
+    let page = http.get(server.at("/")).send().await.expect("page");
+    assert_eq!(page.status(), StatusCode::OK);
+    assert!(page.headers()["content-type"]
+        .to_str()
+        .unwrap_or_default()
+        .starts_with("text/html"));
+    assert!(page
+        .text()
+        .await
+        .unwrap_or_default()
+        .contains("/assets/app.js"));
+    for asset in [
+        "/assets/app.js",
+        "/assets/style.css",
+        "/assets/vendor/chart.umd.min.js",
+    ] {
+        let response = http.get(server.at(asset)).send().await.expect("asset");
+        assert_eq!(response.status(), StatusCode::OK, "{asset}");
+    }
+
+    let (status, document) = get(&http, &server.at("/api/openapi.json")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(document["openapi"], "3.1.0");
+    assert!(document["paths"]["/api/ask"]["post"].is_object());
+
+    let (status, schema) = get(&http, &server.at("/api/schema")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(schema["database"], "demo");
+    assert_eq!(schema["dialect"], "sqlite");
+    let tables = schema["tables"].as_array().expect("tables");
+    assert_eq!(tables.len(), 15, "the demo's visible tables");
+    let bills = tables
+        .iter()
+        .find(|table| table["name"] == "bills")
+        .expect("bills");
+    assert_eq!(bills["row_count"], 1400);
+    assert!(bills["description"]
+        .as_str()
+        .is_some_and(|text| !text.is_empty()));
+    assert!(bills["columns"]
+        .as_array()
+        .expect("columns")
+        .iter()
+        .any(|column| column["name"] == "status" && column["data_type"] == "TEXT"));
+    assert!(
+        !tables
+            .iter()
+            .any(|table| table["name"] == "askdb_query_log"),
+        "hidden tables stay hidden"
+    );
+
+    let (status, rows) = post(
+        &http,
+        &server.at("/api/sql"),
+        &json!({"sql": "SELECT status, count(*) AS bills FROM bills GROUP BY status ORDER BY status"}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(rows["ok"], true);
+    assert_eq!(rows["rows"][0], json!(["PAID", 1300]));
+    assert!(rows["sql"]
+        .as_str()
+        .unwrap_or_default()
+        .ends_with("LIMIT 200"));
+    let (status, refused) = post(
+        &http,
+        &server.at("/api/sql"),
+        &json!({"sql": "DELETE FROM bills"}),
+    )
+    .await;
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "a refused statement is data: {refused}"
+    );
+    assert_eq!(refused["ok"], false);
+    assert_eq!(refused["error_type"], "rejected");
+
+    // Agent mode: the unknown column is repaired; the answer keeps the failed attempt.
+    let (status, answer) = post(
+        &http,
+        &server.at("/api/ask"),
+        &json!({"question": REPAIRED, "mode": "agent"}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{answer}\n{}", server.log());
+    assert_eq!(answer["decision"], "answer");
+    assert_eq!(answer["mode"], "agent");
+    assert_eq!(answer["attempts"], 2);
+    assert_eq!(answer["history"][0]["error_type"], "unknown_column");
+    assert_eq!(answer["sql"], FIXED_SQL);
+    assert_eq!(answer["rows"][0], json!([null, 980]), "walk-in bills: NULL");
+    assert_eq!(answer["columns"], json!(["customer", "bills"]));
+    assert_eq!(answer["chart"]["kind"], "bar");
+    assert_eq!(answer["explanation"], "Walk-in sales make up 980 bills.");
+    assert_eq!(answer["tables_used"], json!(["bills", "customers"]));
+    for field in [
+        "tokens",
+        "cost_usd",
+        "latency_ms",
+        "assumptions",
+        "row_count",
+    ] {
+        assert!(answer.get(field).is_some(), "{field} missing");
+    }
+
+    // Baseline mode: one attempt, an honest give-up.
+    let (status, baseline) = post(
+        &http,
+        &server.at("/api/ask"),
+        &json!({"question": "Which customer has the most bills?", "mode": "baseline"}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{baseline}");
+    assert_eq!(baseline["mode"], "baseline");
+    assert_eq!(baseline["decision"], "give_up");
+    assert_eq!(baseline["attempts"], 1);
+    assert_eq!(baseline["history"][0]["error_type"], "unknown_column");
+
+    // The newest committed summary, byte for byte.
+    let response = http.get(server.at("/api/eval")).send().await.expect("eval");
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(
+        response.headers()["x-askdb-eval-source"],
+        "demo/run-2/summary.json"
+    );
+    assert_eq!(response.text().await.expect("body"), summary);
+
+    // Health: every check passes; the second request reuses the model check (the
+    // script has one check reply, so a second call would fail).
+    for round in 0..2 {
+        let (status, health) = get(&http, &server.at("/api/health")).await;
+        assert_eq!(status, StatusCode::OK, "round {round}: {health}");
+        assert_eq!(health["ok"], true);
+        assert_eq!(health["read_only_confirmed"], true);
+        assert_eq!(health["database_reachable"], true);
+        assert_eq!(health["model_configured"], true);
+        assert_eq!(health["model_reachable"], true);
+        assert_eq!(health["tables"], 15);
+        assert_eq!(health["provider"], "scripted");
+    }
+}
+
+#[tokio::test]
+async fn bad_input_gets_a_clear_json_4xx_and_costs_no_rate_token() {
+    let files = tempfile::tempdir().expect("temp dir");
+    let script = write_script(
+        files.path(),
+        &[
+            json!({"question": "How many customers are there?", "purpose": "write_sql", "reply": {"sql": "SELECT count(*) FROM customers"}}),
+        ],
+    );
+    // One ask a minute: the valid question at the end must still get through.
+    let server = Server::start(
+        &["--asks-per-minute", "1", "--explain", "false"],
+        &[("ASKDB_PROVIDER", "scripted"), ("ASKDB_SCRIPT", &script)],
+    );
+    let http = client();
+    let too_long = "x".repeat(askdb::agent::MAX_QUESTION_CHARS + 1);
+    let oversized = json!({"question": "y".repeat(80 * 1024)}).to_string();
+    let cases: Vec<(&str, &str, Option<&str>, String, u16, &str)> = vec![
+        (
+            "POST",
+            "/api/ask",
+            Some("application/json"),
+            json!({"question": ""}).to_string(),
+            400,
+            "empty_question",
+        ),
+        (
+            "POST",
+            "/api/ask",
+            Some("application/json"),
+            json!({"question": " \n\t "}).to_string(),
+            400,
+            "empty_question",
+        ),
+        (
+            "POST",
+            "/api/ask",
+            Some("application/json"),
+            json!({"question": too_long}).to_string(),
+            400,
+            "question_too_long",
+        ),
+        (
+            "POST",
+            "/api/ask",
+            Some("application/json"),
+            json!({"question": "How many?", "mode": "fast"}).to_string(),
+            400,
+            "unknown_mode",
+        ),
+        (
+            "POST",
+            "/api/ask",
+            Some("application/json"),
+            "{\"question\": \"How many".to_string(),
+            400,
+            "malformed_json",
+        ),
+        (
+            "POST",
+            "/api/ask",
+            Some("application/json"),
+            "".to_string(),
+            400,
+            "malformed_json",
+        ),
+        (
+            "POST",
+            "/api/ask",
+            Some("application/json"),
+            json!({"query": "How many?"}).to_string(),
+            422,
+            "invalid_request",
+        ),
+        (
+            "POST",
+            "/api/ask",
+            Some("application/json"),
+            json!({"question": 42}).to_string(),
+            422,
+            "invalid_request",
+        ),
+        (
+            "POST",
+            "/api/ask",
+            Some("text/plain"),
+            json!({"question": "How many?"}).to_string(),
+            415,
+            "unsupported_media_type",
+        ),
+        (
+            "POST",
+            "/api/ask",
+            Some("application/json"),
+            oversized,
+            413,
+            "payload_too_large",
+        ),
+        (
+            "POST",
+            "/api/sql",
+            Some("application/json"),
+            json!({"sql": "  "}).to_string(),
+            400,
+            "empty_sql",
+        ),
+        (
+            "POST",
+            "/api/sql",
+            Some("application/json"),
+            "[1, 2".to_string(),
+            400,
+            "malformed_json",
+        ),
+        (
+            "GET",
+            "/api/ask",
+            None,
+            String::new(),
+            405,
+            "method_not_allowed",
+        ),
+        ("GET", "/api/tables", None, String::new(), 404, "not_found"),
+    ];
+    for (method, path, content_type, body, want_status, want_code) in cases {
+        let mut request = match method {
+            "GET" => http.get(server.at(path)),
+            _ => http.post(server.at(path)).body(body.clone()),
+        };
+        if let Some(content_type) = content_type {
+            request = request.header("content-type", content_type);
+        }
+        let response = request.send().await.expect("answers");
+        let status = response.status().as_u16();
+        let json_type = response
+            .headers()
+            .get("content-type")
+            .and_then(|value| value.to_str().ok())
+            .is_some_and(|value| value.starts_with("application/json"));
+        let value: Value = response.json().await.unwrap_or(Value::Null);
+        let shown: String = body.chars().take(60).collect();
+        assert_eq!(status, want_status, "{method} {path} {shown:?}: {value}");
+        assert!(json_type, "{method} {path}: the error is JSON");
+        assert_eq!(value["error"], want_code, "{method} {path} {shown:?}");
+        assert!(
+            value["detail"]
+                .as_str()
+                .is_some_and(|detail| detail.len() > 10),
+            "{method} {path}: a detail says what went wrong: {value}"
+        );
+    }
+    let (status, answer) = post(
+        &http,
+        &server.at("/api/ask"),
+        &json!({"question": "How many customers are there?"}),
+    )
+    .await;
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "bad input took no token: {answer}\n{}",
+        server.log()
+    );
+    assert_eq!(answer["rows"], json!([[120]]));
+}
+
+#[tokio::test]
+async fn the_rate_limit_answers_429_with_retry_after() {
+    let files = tempfile::tempdir().expect("temp dir");
+    let any_count = json!({"question": "*", "purpose": "write_sql", "reply": {"sql": "SELECT count(*) FROM bills"}});
+    let script = write_script(
+        files.path(),
+        &[any_count.clone(), any_count.clone(), any_count],
+    );
+    let server = Server::start(
+        &["--asks-per-minute", "2", "--explain", "false"],
+        &[("ASKDB_PROVIDER", "scripted"), ("ASKDB_SCRIPT", &script)],
+    );
+    let http = client();
+    for n in 1..=2 {
+        let (status, body) = post(
+            &http,
+            &server.at("/api/ask"),
+            &json!({"question": format!("How many bills are there? ({n})")}),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "ask {n}: {body}");
+    }
+    let response = http
+        .post(server.at("/api/ask"))
+        .json(&json!({"question": "How many bills are there? (3)"}))
+        .send()
+        .await
+        .expect("answers");
+    assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+    let wait: u64 = response.headers()["retry-after"]
+        .to_str()
+        .ok()
+        .and_then(|text| text.parse().ok())
+        .expect("Retry-After in seconds");
+    // Two a minute: one token every 30 s.
+    assert!((1..=30).contains(&wait), "Retry-After {wait}");
+    let body: Value = response.json().await.expect("json");
+    assert_eq!(body["error"], "rate_limited");
+    // The limit guards the model, not the rest of the API.
+    let (status, _) = post(&http, &server.at("/api/sql"), &json!({"sql": "SELECT 1"})).await;
+    assert_eq!(status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn a_full_server_answers_503_at_once_instead_of_queueing() {
+    let files = tempfile::tempdir().expect("temp dir");
+    let script = write_script(
+        files.path(),
+        &[
+            json!({"question": "Slow question", "purpose": "write_sql", "delay_ms": 4000, "reply": {"sql": "SELECT count(*) FROM bills"}}),
+            json!({"question": "*", "purpose": "write_sql", "reply": {"sql": "SELECT count(*) FROM customers"}}),
+        ],
+    );
+    let server = Server::start(
+        &[
+            "--max-concurrent-asks",
+            "1",
+            "--asks-per-minute",
+            "0",
+            "--explain",
+            "false",
+        ],
+        &[("ASKDB_PROVIDER", "scripted"), ("ASKDB_SCRIPT", &script)],
+    );
+    let http = client();
+    let slow_started = Instant::now();
+    let slow = {
+        let http = http.clone();
+        let url = server.at("/api/ask");
+        tokio::spawn(async move { post(&http, &url, &json!({"question": "Slow question"})).await })
+    };
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let sent = Instant::now();
+    let response = http
+        .post(server.at("/api/ask"))
+        .json(&json!({"question": "Another question"}))
+        .send()
+        .await
+        .expect("answers");
+    let took = sent.elapsed();
+    let status = response.status();
+    let retry_after = response.headers().get("retry-after").cloned();
+    let body: Value = response.json().await.unwrap_or(Value::Null);
+    assert_eq!(
+        status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "the slot is taken: {body}"
+    );
+    assert_eq!(body["error"], "busy");
+    assert!(retry_after.is_some(), "Retry-After is set");
+    assert!(took < Duration::from_secs(2), "answered at once: {took:?}");
+    assert!(
+        slow_started.elapsed() < Duration::from_secs(4),
+        "the slow question was still in flight"
+    );
+    let (status, body) = slow.await.expect("task");
+    assert_eq!(status, StatusCode::OK, "{body}");
+    // The slot is free again.
+    let (status, body) = post(
+        &http,
+        &server.at("/api/ask"),
+        &json!({"question": "Another question"}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["rows"], json!([[120]]));
+}
+
+#[tokio::test]
+async fn without_a_model_ask_is_503_with_how_to_configure_one_and_the_rest_works() {
+    let server = Server::start(&[], &[]);
+    let http = client();
+    let (status, body) = post(
+        &http,
+        &server.at("/api/ask"),
+        &json!({"question": "How many customers are there?"}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert_eq!(body["error"], "model_not_configured");
+    let detail = body["detail"].as_str().unwrap_or_default();
+    for needle in [
+        "ASKDB_PROVIDER",
+        "scripts/local-model.sh start",
+        "ANTHROPIC_API_KEY",
+        "ASKDB_BASE_URL",
+    ] {
+        assert!(detail.contains(needle), "{needle} in {detail}");
+    }
+    let (status, _) = get(&http, &server.at("/api/schema")).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, rows) = post(
+        &http,
+        &server.at("/api/sql"),
+        &json!({"sql": "SELECT count(*) FROM customers"}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(rows["rows"], json!([[120]]));
+    let (status, health) = get(&http, &server.at("/api/health")).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{health}");
+    assert_eq!(health["ok"], false);
+    assert_eq!(health["model_configured"], false);
+    assert_eq!(health["model_reachable"], false);
+    assert_eq!(health["database_reachable"], true);
+    assert_eq!(health["read_only_confirmed"], true);
+    assert!(health["details"]["model"]
+        .as_str()
+        .unwrap_or_default()
+        .contains("ASKDB_PROVIDER"));
+}
+
+#[tokio::test]
+async fn health_is_false_when_the_database_accepts_a_write() {
+    // The gate cannot be made writable (that is the point of it), so the test hook
+    // substitutes the probe's result in an in-process server; the rest is real HTTP.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("demo.sqlite");
+    askdb::demo::write_sqlite(&path).expect("demo");
+    let gate = Gate::open(&DatabaseUrl::Sqlite(path), GateOptions::default())
+        .await
+        .expect("gate");
+    let script = write_script(dir.path(), &[check_line(), check_line()]);
+    let config = ProviderConfig::from_lookup(|name| match name {
+        "ASKDB_PROVIDER" => Some("scripted".to_string()),
+        "ASKDB_SCRIPT" => Some(script.clone()),
+        _ => None,
+    })
+    .expect("config");
+    let model = ModelClient::from_config(&config);
+    let mut urls = Vec::new();
+    let mut servers = Vec::new();
+    for substitute in [None, Some(false)] {
+        let state = AppState::new(gate.clone(), model.clone(), ServerConfig::default())
+            .await
+            .expect("state");
+        if let Some(refused) = substitute {
+            state.substitute_read_only_probe(refused);
+        }
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr: SocketAddr = listener.local_addr().expect("addr");
+        urls.push(format!("http://{addr}/api/health"));
+        servers.push(tokio::spawn(askdb::server::serve(
+            listener,
+            state,
+            std::future::pending(),
+        )));
+    }
+    let http = client();
+    let (status, honest) = get(&http, &urls[0]).await;
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "the real probe is refused: {honest}"
+    );
+    assert_eq!(honest["read_only_confirmed"], true);
+    let (status, writable) = get(&http, &urls[1]).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{writable}");
+    assert_eq!(writable["ok"], false);
+    assert_eq!(writable["read_only_confirmed"], false);
+    assert_eq!(
+        writable["database_reachable"], true,
+        "only the write check fails"
+    );
+    assert!(writable["details"]["read_only"]
+        .as_str()
+        .unwrap_or_default()
+        .contains("test hook"));
+    for server in servers {
+        server.abort();
+    }
+}
+
+// ---- An unreachable database: PostgreSQL behind a relay that the test cuts ----
+
+/// A TCP relay to PostgreSQL: the database stays up for everyone else, and for askdb it
+/// goes away when the relay stops (listener closed, every relayed connection dropped).
+struct Relay {
+    port: u16,
+    tasks: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>,
+}
+
+impl Relay {
+    async fn start(upstream: SocketAddr) -> Relay {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let tasks: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>> = Arc::default();
+        let registry = Arc::clone(&tasks);
+        let accept = tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                let connection = tokio::spawn(async move {
+                    if let Ok(mut outbound) = tokio::net::TcpStream::connect(upstream).await {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    }
+                });
+                if let Ok(mut tasks) = registry.lock() {
+                    tasks.push(connection);
+                }
+            }
+        });
+        if let Ok(mut list) = tasks.lock() {
+            list.push(accept);
+        }
+        Relay { port, tasks }
+    }
+
+    fn stop(&self) {
+        if let Ok(tasks) = self.tasks.lock() {
+            for task in tasks.iter() {
+                task.abort();
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn health_is_false_when_the_database_becomes_unreachable() {
+    let test = "health_is_false_when_the_database_becomes_unreachable";
+    let admin = std::env::var("ASKDB_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_string());
+    let config: tokio_postgres::Config = admin.parse().expect("a PostgreSQL URL");
+    let reachable = tokio::time::timeout(
+        Duration::from_secs(3),
+        config.connect(tokio_postgres::NoTls),
+    )
+    .await;
+    if !matches!(reachable, Ok(Ok(_))) {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI: PostgreSQL is required at {}",
+            askdb::gate::redact_password(&admin)
+        );
+        eprintln!(
+            "SKIPPED {test}: no PostgreSQL at {} (set ASKDB_TEST_POSTGRES_URL)",
+            askdb::gate::redact_password(&admin)
+        );
+        return;
+    }
+    let host = match config.get_hosts().first() {
+        Some(tokio_postgres::config::Host::Tcp(host)) => host.clone(),
+        _ => "127.0.0.1".to_string(),
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    let upstream = tokio::net::lookup_host((host.as_str(), port))
+        .await
+        .expect("resolves")
+        .next()
+        .expect("an address");
+    let relay = Relay::start(upstream).await;
+    let user = config.get_user().unwrap_or("postgres");
+    let password = config
+        .get_password()
+        .map(|bytes| format!(":{}", String::from_utf8_lossy(bytes)))
+        .unwrap_or_default();
+    let database = config.get_dbname().unwrap_or("postgres");
+    let url = format!(
+        "postgres://{user}{password}@127.0.0.1:{}/{database}",
+        relay.port
+    );
+    let files = tempfile::tempdir().expect("temp dir");
+    let script = write_script(files.path(), &[check_line()]);
+    let server = Server::start(
+        &["--db", &url],
+        &[("ASKDB_PROVIDER", "scripted"), ("ASKDB_SCRIPT", &script)],
+    );
+    let http = client();
+    let (status, before) = get(&http, &server.at("/api/health")).await;
+    assert_eq!(status, StatusCode::OK, "{before}\n{}", server.log());
+    assert_eq!(before["dialect"], "postgres");
+    assert_eq!(before["database_reachable"], true);
+    assert_eq!(
+        before["read_only_confirmed"], true,
+        "the READ ONLY transaction refuses the write"
+    );
+
+    relay.stop();
+    let (status, after) = get(&http, &server.at("/api/health")).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{after}");
+    assert_eq!(after["ok"], false);
+    assert_eq!(after["database_reachable"], false);
+    assert_eq!(
+        after["read_only_confirmed"], false,
+        "an unreachable database proves nothing"
+    );
+    assert_eq!(
+        after["model_reachable"], true,
+        "only the database checks fail"
+    );
+    let detail = after["details"]["database"].as_str().unwrap_or_default();
+    assert!(detail.contains("connection_error"), "{detail}");
+    assert!(
+        !detail.contains(&relay.port.to_string()),
+        "no connection details reach the client: {detail}"
+    );
+}
