@@ -541,7 +541,7 @@ impl Agent {
         };
         let request = ModelRequest::new(purpose, state.question.clone(), messages)
             .with_json_schema(prompts::generation_schema())
-            .with_max_tokens(600);
+            .with_max_tokens(400);
         let reply = self.client.call(&request, log).await?;
         state.feedback = None;
         let node = match parse_reply(&reply.text) {

@@ -10,7 +10,12 @@ use crate::gate::{ErrorType, SqlDialect};
 
 /// The JSON schema a generation reply must follow: exactly one action, with its
 /// fields, plus the assumptions the model made. `action` comes first so a
-/// grammar-constrained small model commits to its decision before writing SQL.
+/// grammar-constrained small model commits to its decision before writing SQL, and
+/// the property order is the order models write in: llama.cpp turns the schema into a
+/// grammar that fixes the order, and a model that wants to write `assumptions` after
+/// `sql` but may not keeps extending the SQL string instead (measured: 400-token
+/// runaway replies with alphabetical order, a clean 65-token reply with this one).
+/// serde_json keeps this order because of its `preserve_order` feature.
 pub fn generation_schema() -> serde_json::Value {
     json!({
         "type": "object",

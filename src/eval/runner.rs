@@ -41,7 +41,7 @@ pub const SETS: [&str; 4] = ["demo", "chinook", "spider", "defog"];
 
 #[derive(Debug, thiserror::Error)]
 pub enum EvalError {
-    #[error("unknown set {0:?}: use demo, chinook, spider or defog")]
+    #[error("unknown set {0:?}: use demo, chinook, spider, defog or file:PATH")]
     UnknownSet(String),
     #[error("{0}")]
     Data(String),
@@ -275,7 +275,26 @@ pub fn load_set(
                 })
                 .collect()
         }
-        other => return Err(EvalError::UnknownSet(other.to_string())),
+        other => match other.strip_prefix("file:") {
+            // A custom set: one EvalItem per line (the harness identity test uses it).
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|error| EvalError::Data(format!("cannot read {path}: {error}")))?;
+                let mut items = Vec::new();
+                for (number, line) in text
+                    .lines()
+                    .enumerate()
+                    .filter(|(_, line)| !line.trim().is_empty())
+                {
+                    let item: EvalItem = serde_json::from_str(line).map_err(|error| {
+                        EvalError::Data(format!("{path}, line {}: {error}", number + 1))
+                    })?;
+                    items.push(item);
+                }
+                items
+            }
+            None => return Err(EvalError::UnknownSet(other.to_string())),
+        },
     };
     if let Some(size) = sample {
         items = seeded_sample(items, size, seed);
@@ -987,3 +1006,6 @@ pub async fn regrade(run_dir: &Path) -> Result<RunSummary, EvalError> {
     std::fs::write(&path, text).map_err(|error| write_error(&path, error))?;
     write_summary(run_dir)
 }
+
+#[cfg(test)]
+mod tests;

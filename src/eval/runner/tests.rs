@@ -1,0 +1,218 @@
+//! The harness identity: with the scripted provider and a script whose outcomes are
+//! known in advance, the runner must report exactly the implied counts. If grading,
+//! attempt accounting or the metrics drift, these numbers move and the test fails.
+
+use std::sync::Arc;
+
+use serde_json::json;
+
+use super::*;
+use crate::llm::scripted::ScriptedProvider;
+use crate::llm::{PriceTable, SpendLedger};
+
+const ACTIVE: &str = "How many active products do we have?";
+const CUSTOMERS: &str = "How many customers do we have?";
+const SALARY: &str = "What is the total monthly salary of all staff?";
+const HOPELESS: &str = "How many bills per employee role?";
+const DELETE: &str = "Delete the cancelled purchase orders.";
+const UPDATE: &str = "Set every unpaid bill to paid.";
+
+fn line(question: &str, purpose: &str, reply: serde_json::Value) -> String {
+    json!({"question": question, "purpose": purpose, "reply": reply}).to_string()
+}
+
+fn sql(text: &str) -> serde_json::Value {
+    json!({"action": "sql", "sql": text})
+}
+
+fn item(id: &str, question: &str, expected: Expected, gold: Option<&str>, db: &str) -> String {
+    serde_json::to_string(&EvalItem {
+        id: id.to_string(),
+        question: question.to_string(),
+        category: if gold.is_some() {
+            "simple"
+        } else {
+            "unanswerable"
+        }
+        .to_string(),
+        expected,
+        golds: gold.map(|gold| vec![gold.to_string()]).unwrap_or_default(),
+        ordered: false,
+        db: db.to_string(),
+    })
+    .expect("serialises")
+}
+
+#[tokio::test]
+async fn the_harness_reports_exactly_the_counts_the_script_implies() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let demo = dir.path().join("demo.sqlite");
+    crate::demo::write_sqlite(&demo).expect("demo builds");
+    let db = format!("sqlite:{}", demo.display());
+
+    let items = [
+        item("q1", ACTIVE, Expected::Answer, Some("SELECT COUNT(*) FROM products WHERE is_active = TRUE"), &db),
+        item("q2", CUSTOMERS, Expected::Answer, Some("SELECT COUNT(*) FROM customers"), &db),
+        item("q3", SALARY, Expected::Answer, Some("SELECT ROUND(SUM(salary), 2) FROM employees"), &db),
+        item("q4", HOPELESS, Expected::Answer, Some("SELECT e.role, COUNT(*) FROM bills b JOIN employees e ON e.emp_id = b.emp_id GROUP BY e.role"), &db),
+        item("q5", DELETE, Expected::Refuse, None, &db),
+        item("q6", UPDATE, Expected::Refuse, None, &db),
+        // No script line: the model "cannot be reached" for this one.
+        item("q7", "How many suppliers are there?", Expected::Answer, Some("SELECT COUNT(*) FROM suppliers"), &db),
+    ];
+    let items_path = dir.path().join("items.jsonl");
+    std::fs::write(&items_path, items.join("\n")).expect("items written");
+
+    // For each question, lines are consumed in order: the agent mode runs first, then the
+    // baseline mode, so the second write_sql line of a question is the baseline's.
+    let script = [
+        // q1: right at once, both modes.
+        line(
+            ACTIVE,
+            "write_sql",
+            sql("SELECT count(*) FROM products WHERE is_active = 1"),
+        ),
+        line(
+            ACTIVE,
+            "write_sql",
+            sql("SELECT count(*) FROM products WHERE is_active = 1"),
+        ),
+        // q2: wrong table first; the agent repairs it (rescued), the baseline gives up.
+        line(
+            CUSTOMERS,
+            "write_sql",
+            sql("SELECT count(*) FROM customerz"),
+        ),
+        line(
+            CUSTOMERS,
+            "repair_sql",
+            sql("SELECT count(*) FROM customers"),
+        ),
+        line(
+            CUSTOMERS,
+            "write_sql",
+            sql("SELECT count(*) FROM customerz"),
+        ),
+        // q3: runs but answers something else, in both modes: wrong, nothing to repair.
+        line(
+            SALARY,
+            "write_sql",
+            sql("SELECT SUM(salary) FROM employees WHERE role = 'CASHIER'"),
+        ),
+        line(
+            SALARY,
+            "write_sql",
+            sql("SELECT SUM(salary) FROM employees WHERE role = 'CASHIER'"),
+        ),
+        // q4: three distinct failures: the agent gives up after 3 attempts.
+        line(HOPELESS, "write_sql", sql("SELECT nope1 FROM bills")),
+        line(HOPELESS, "repair_sql", sql("SELECT nope2 FROM bills")),
+        line(HOPELESS, "repair_sql", sql("SELECT nope3 FROM bills")),
+        line(HOPELESS, "write_sql", sql("SELECT nope1 FROM bills")),
+        // q5: declined by the model; q6: a write the guard turns into a decline.
+        line(
+            DELETE,
+            "write_sql",
+            json!({"action": "decline", "reason": "read only"}),
+        ),
+        line(
+            DELETE,
+            "write_sql",
+            json!({"action": "decline", "reason": "read only"}),
+        ),
+        line(
+            UPDATE,
+            "write_sql",
+            sql("UPDATE bills SET status = 'PAID' WHERE status = 'UNPAID'"),
+        ),
+        line(
+            UPDATE,
+            "write_sql",
+            sql("UPDATE bills SET status = 'PAID' WHERE status = 'UNPAID'"),
+        ),
+    ];
+    let provider = ScriptedProvider::parse(&script.join("\n"), "scripted").expect("script");
+    let client = ModelClient::new(
+        Arc::new(provider),
+        &PriceTable::built_in().expect("prices"),
+        Arc::new(SpendLedger::in_memory(None)),
+        None,
+    )
+    .expect("client");
+    let settings = RunSettings {
+        set: format!("file:{}", items_path.display()),
+        modes: vec![Mode::Agent, Mode::Baseline],
+        limit: None,
+        sample: None,
+        seed: 1,
+        db: None,
+        row_cap: EVAL_ROW_CAP,
+        budget_tokens: crate::linking::DEFAULT_BUDGET_TOKENS,
+        k: crate::linking::DEFAULT_K,
+        temperature: 0.0,
+        explain: false,
+        max_attempts: crate::agent::MAX_ATTEMPTS,
+    };
+    let run_dir = run(settings, client, &dir.path().join("runs"), None)
+        .await
+        .expect("the run completes");
+    let summary = write_summary(&run_dir).expect("summary");
+    let agent = &summary.modes["agent"];
+    let baseline = &summary.modes["baseline"];
+
+    assert_eq!(
+        (agent.questions, agent.scored, agent.infrastructure_failures),
+        (7, 6, 1)
+    );
+    assert_eq!((agent.accuracy.successes, agent.accuracy.total), (4, 6));
+    assert_eq!((agent.rescued, agent.broken), (1, 0));
+    assert_eq!(agent.decisions.gave_up, 1);
+    assert_eq!(agent.decisions.declined, 2);
+    assert_eq!(agent.correct_refusals, 2);
+    // q2 (unknown table), q4 (unknown column) and q6 (the guard refused the UPDATE).
+    assert_eq!(agent.first_attempt_failures, 3);
+
+    assert_eq!(
+        (baseline.accuracy.successes, baseline.accuracy.total),
+        (3, 6)
+    );
+    assert_eq!((baseline.rescued, baseline.decisions.gave_up), (0, 2));
+
+    let paired = summary.paired.as_ref().expect("both modes ran");
+    assert_eq!(paired.paired, 6);
+    assert_eq!((paired.agent_only_wins, paired.baseline_only_wins), (1, 0));
+    assert_eq!(paired.excluded_infrastructure, 1);
+
+    let records = read_records(&run_dir).expect("records");
+    let hopeless = records
+        .iter()
+        .find(|record| record.id == "q4" && record.mode == Mode::Agent)
+        .expect("q4 recorded");
+    assert_eq!((hopeless.attempts, hopeless.history.len()), (3, 3));
+
+    // Regrading without the model reproduces the same numbers.
+    let regraded = regrade(&run_dir).await.expect("regrade");
+    assert_eq!(regraded.modes["agent"].accuracy, agent.accuracy);
+    assert_eq!(regraded.modes["baseline"].accuracy, baseline.accuracy);
+
+    // Resuming a finished run asks nothing more and changes nothing.
+    let provider = ScriptedProvider::parse("", "scripted").expect("empty script");
+    let client = ModelClient::new(
+        Arc::new(provider),
+        &PriceTable::built_in().expect("prices"),
+        Arc::new(SpendLedger::in_memory(None)),
+        None,
+    )
+    .expect("client");
+    let manifest = read_manifest(&run_dir).expect("manifest");
+    let resumed = run(
+        manifest.settings,
+        client,
+        &dir.path().join("runs"),
+        Some(run_dir.clone()),
+    )
+    .await
+    .expect("resume");
+    assert_eq!(resumed, run_dir);
+    assert_eq!(read_records(&run_dir).expect("records").len(), 14);
+}
