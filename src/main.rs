@@ -150,6 +150,12 @@ enum EvalCommand {
     },
     /// Re-score a finished run without calling the model.
     Regrade { run: PathBuf },
+    /// The CI gate: database unchanged, nothing unsafe ran, accuracy within tolerance.
+    Gate {
+        run: PathBuf,
+        #[arg(long, default_value = "evals/gate.toml")]
+        config: PathBuf,
+    },
     /// Print a run's report.
     Report { run: PathBuf },
     /// Copy a run's summary into evals/results/ and regenerate the README results table.
@@ -776,6 +782,21 @@ async fn eval_command(command: EvalCommand, global: &GlobalArgs) -> Result<ExitC
             let summary = runner::regrade(&run).await?;
             print!("{}", runner::render_report(&summary));
             Ok(ExitCode::SUCCESS)
+        }
+        EvalCommand::Gate { run, config } => {
+            let config = askdb::eval::gate::load_config(&config).map_err(anyhow::Error::msg)?;
+            let checks = askdb::eval::gate::check_run(&run, &config)
+                .await
+                .map_err(anyhow::Error::msg)?;
+            if global.json {
+                print_json(&checks)?;
+            } else {
+                for check in &checks {
+                    let mark = if check.passed { "pass" } else { "FAIL" };
+                    println!("{mark}  {}: {}", check.name, check.detail);
+                }
+            }
+            Ok(exit_for(checks.iter().all(|check| check.passed)))
         }
         EvalCommand::Report { run } => {
             let path = run.join("report.md");

@@ -193,6 +193,10 @@ fn script() -> String {
             "reply": "Walk-in sales without a customer account make up 980 bills; among named customers, Sharma Constructions has the most with 15."}),
         serde_json::json!({"question": "*", "purpose": "check", "reply": "ok"}),
         serde_json::json!({"question": "*", "purpose": "check", "reply": "ok"}),
+        // Should the agent answer the clarified question rather than ask again.
+        serde_json::json!({"question": "*", "purpose": "write_sql", "reply": {
+            "sql": "SELECT c.cust_name AS customer, count(*) AS bills FROM bills b JOIN customers c ON c.cust_id = b.cust_id GROUP BY c.cust_name ORDER BY bills DESC LIMIT 5"}}),
+        serde_json::json!({"question": "*", "purpose": "write_answer", "reply": "Sharma Constructions has the most bills."}),
     ];
     lines.iter().map(|line| format!("{line}\n")).collect()
 }

@@ -9,75 +9,15 @@
 //! elsewhere a missing Python skips the test, saying so on stderr. The server is stopped
 //! at the end unless it was already running before the test.
 
-use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use askdb::gate::{DatabaseUrl, Gate, QueryOutcome};
 use askdb::llm::{CallLog, Message, ModelClient, ModelRequest, ProviderConfig, Purpose};
 use serde_json::json;
 
-fn script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("scripts")
-        .join("local-model.sh")
-}
+mod support;
 
-fn in_ci() -> bool {
-    std::env::var_os("CI").is_some_and(|value| !value.is_empty())
-}
-
-fn python() -> String {
-    std::env::var("ASKDB_PYTHON").unwrap_or_else(|_| "python3".to_string())
-}
-
-fn python_available() -> bool {
-    Command::new(python())
-        .args([
-            "-c",
-            "import venv, sys; sys.exit(0 if sys.version_info >= (3, 10) else 1)",
-        ])
-        .output()
-        .is_ok_and(|output| output.status.success())
-}
-
-fn run_script(command: &str) -> std::process::Output {
-    Command::new("bash")
-        .arg(script())
-        .arg(command)
-        // Generous: the machine is shared and slow, and the first start downloads the model.
-        .env("ASKDB_MODEL_START_TIMEOUT", "900")
-        .output()
-        .unwrap_or_else(|error| panic!("cannot run {}: {error}", script().display()))
-}
-
-/// Stops the server when the test ends, pass or fail, unless it was running before.
-struct StopWhenDone {
-    stop: bool,
-}
-
-impl Drop for StopWhenDone {
-    fn drop(&mut self) {
-        if self.stop {
-            let output = run_script("stop");
-            eprintln!(
-                "local model: {}",
-                String::from_utf8_lossy(&output.stderr).trim()
-            );
-        }
-    }
-}
-
-/// `export NAME=value` lines as a map.
-fn exports(stdout: &str) -> HashMap<String, String> {
-    stdout
-        .lines()
-        .filter_map(|line| line.trim().strip_prefix("export "))
-        .filter_map(|assignment| assignment.split_once('='))
-        .map(|(name, value)| (name.to_string(), value.trim_matches('"').to_string()))
-        .collect()
-}
+use support::{in_ci, python, python_available, run_script, StopWhenDone};
 
 const QUESTION: &str = "How many customers are there?";
 
@@ -98,7 +38,7 @@ fn the_local_model_writes_an_executable_sqlite_select_for_the_demo_database() {
     }
     askdb::llm::install_tls_provider();
     let was_running = run_script("status").status.success();
-    let _stop = StopWhenDone { stop: !was_running };
+    let _stop = StopWhenDone::new(!was_running);
 
     let started = Instant::now();
     let start = run_script("start");
@@ -113,7 +53,7 @@ fn the_local_model_writes_an_executable_sqlite_select_for_the_demo_database() {
         "local model: start took {:.1}s",
         started.elapsed().as_secs_f64()
     );
-    let mut variables = exports(&String::from_utf8_lossy(&start.stdout));
+    let mut variables = support::exports(&String::from_utf8_lossy(&start.stdout));
     assert_eq!(
         variables.get("ASKDB_PROVIDER").map(String::as_str),
         Some("openai")

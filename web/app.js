@@ -424,7 +424,7 @@
       status.append(pill("no model", "bad", details.model));
       showBanner(details.model || "");
     } else {
-      status.append(pill("model " + body.model + (body.model_reachable ? "" : " (not answering)"), body.model_reachable ? "good" : "bad", details.model));
+      status.append(pill("model " + body.model + (body.model_reachable ? "" : " (check failed)"), body.model_reachable ? "good" : "bad", details.model));
     }
   }
 
@@ -434,8 +434,11 @@
 
   function rateCell(rate) {
     if (!rate || typeof rate !== "object") return el("td", { class: "num", text: "–" });
-    const interval = rate.wilson95 ? " [" + percent(rate.wilson95.lower) + "–" + percent(rate.wilson95.upper) + "]" : "";
-    return el("td", { class: "num", text: percent(rate.rate) + " (" + rate.successes + "/" + rate.total + ")", title: "Wilson 95% interval" + interval });
+    const interval = rate.wilson95 ? "95% interval " + percent(rate.wilson95.lower) + "–" + percent(rate.wilson95.upper) : null;
+    return el("td", { class: "num", title: interval }, [
+      el("span", { class: "rate", text: percent(rate.rate) }),
+      el("span", { class: "of", text: rate.successes + " of " + rate.total }),
+    ]);
   }
 
   async function loadEval() {

@@ -187,6 +187,19 @@ pub fn check(question: &str, notes: &SchemaNotes) -> AmbiguityDecision {
         if rule.term == "top" && top_is_concrete(&words) {
             continue;
         }
+        // A question that already names one of the options (the page sends
+        // "question (option)" when an option is clicked) is resolved by it.
+        let lowered = question.to_lowercase();
+        if let Some(option) = rule.options.iter().find(|option| lowered.contains(*option)) {
+            decision.terms.push(VagueTerm {
+                term: rule.term.to_string(),
+                resolved_by_glossary: false,
+            });
+            decision
+                .assumptions
+                .push(format!("\"{}\" means: {option}", rule.term));
+            continue;
+        }
         match glossary_meaning(notes, rule, &words) {
             Some(assumption) => {
                 decision.terms.push(VagueTerm {
@@ -264,6 +277,19 @@ mod tests {
         }
         // "laptop" contains "top" but is not the word top.
         assert!(check("How many laptops?", &notes).terms.is_empty());
+    }
+
+    #[test]
+    fn a_chosen_option_resolves_the_word() {
+        let decision = check(
+            "Who are our best customers? (most bills or orders)",
+            &SchemaNotes::default(),
+        );
+        assert!(decision.clarify.is_none(), "{decision:?}");
+        assert_eq!(
+            decision.assumptions,
+            vec!["\"best\" means: most bills or orders"]
+        );
     }
 
     #[test]

@@ -2,6 +2,7 @@
 
 pub mod compare;
 pub mod external;
+pub mod gate;
 pub mod golden;
 pub mod guard_check;
 pub mod metrics;

@@ -103,6 +103,9 @@ pub struct ModelInfo {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Manifest {
     pub settings: RunSettings,
+    /// SHA-256 of each SQLite database file when the run started.
+    #[serde(default)]
+    pub database_hashes: BTreeMap<String, String>,
     pub model: ModelInfo,
     pub started_at: String,
     pub askdb_version: String,
@@ -174,6 +177,10 @@ pub struct RunSummary {
     pub paired: Option<PairedDifference>,
     /// Failures of the agent mode, by the error type of their last attempt.
     pub agent_failures_by_type: BTreeMap<String, u64>,
+    /// SHA-256 of each SQLite database file at the start and at the end of the run:
+    /// equal pairs show that nothing the run did changed the database.
+    #[serde(default)]
+    pub database_hashes: BTreeMap<String, (String, Option<String>)>,
 }
 
 fn expected_of(expect: Expect) -> Expected {
@@ -561,6 +568,7 @@ pub async fn run(
                 settings.limit,
             )?;
             let manifest = Manifest {
+                database_hashes: database_hashes(&items),
                 settings: settings.clone(),
                 model: model_info(&client),
                 started_at: now,
@@ -775,7 +783,45 @@ pub fn summarize_records(
         modes,
         paired,
         agent_failures_by_type,
+        database_hashes: manifest
+            .database_hashes
+            .iter()
+            .map(|(db, before)| (db.clone(), (before.clone(), sqlite_file_hash(db))))
+            .collect(),
     }
+}
+
+/// The SQLite file behind a database URL, if it is one (the demo resolves to its file).
+fn sqlite_file(db: &str) -> Option<PathBuf> {
+    match db.parse::<DatabaseUrl>().ok()? {
+        DatabaseUrl::Sqlite(path) => Some(path),
+        DatabaseUrl::Demo => Some(crate::home::data_dir().join(crate::demo::DEMO_FILE_NAME)),
+        DatabaseUrl::Postgres(_) => None,
+    }
+}
+
+fn sqlite_file_hash(db: &str) -> Option<String> {
+    use sha2::{Digest, Sha256};
+    let path = sqlite_file(db)?;
+    let bytes = std::fs::read(path).ok()?;
+    Some(format!("{:x}", Sha256::digest(bytes)))
+}
+
+fn database_hashes(items: &[EvalItem]) -> BTreeMap<String, String> {
+    let mut hashes = BTreeMap::new();
+    for item in items {
+        if hashes.contains_key(&item.db) {
+            continue;
+        }
+        if item.db == "demo" {
+            // Build the demo now, so the hash taken is the file the run will read.
+            let _ = crate::demo::ensure_demo_sqlite();
+        }
+        if let Some(hash) = sqlite_file_hash(&item.db) {
+            hashes.insert(item.db.clone(), hash);
+        }
+    }
+    hashes
 }
 
 pub fn mode_name(mode: Mode) -> &'static str {

@@ -51,8 +51,9 @@ pub struct AskRequest {
     pub explain: Option<bool>,
 }
 
-/// POST /api/ask: checks the input, then the model, the client's rate and a free slot,
-/// in that order (so bad input never costs a token), then runs the agent.
+/// POST /api/ask: checks the input, then the model, a free slot and the client's rate,
+/// in that order (so neither bad input nor a busy server costs a token), then runs the
+/// agent.
 pub async fn ask(
     State(state): State<AppState>,
     ClientIp(client): ClientIp,
@@ -76,14 +77,16 @@ pub async fn ask(
             })?,
     };
     let agent = state.agent()?;
+    // The slot first: a client told "busy" has not spent a token of its rate. A
+    // rate-limited request gives the slot back at once when it returns.
+    let _slot = state.shared.slots.try_take().ok_or(AppError::Busy {
+        retry_after: BUSY_RETRY_AFTER,
+    })?;
     state
         .shared
         .rate
         .check(client, Instant::now())
         .map_err(|retry_after| AppError::RateLimited { retry_after })?;
-    let _slot = state.shared.slots.try_take().ok_or(AppError::Busy {
-        retry_after: BUSY_RETRY_AFTER,
-    })?;
     let options = AskOptions {
         mode,
         explain: request.explain.unwrap_or(state.config().explain),
@@ -178,8 +181,8 @@ pub async fn eval(State(state): State<AppState>) -> Result<Response, AppError> {
     let Some(summary) = found else {
         return Err(AppError::NotFound {
             code: "no_evaluation",
-            detail: "no committed evaluation summary (a summary.json under evals/results/); \
-                     an evaluation run writes one"
+            detail: "no committed evaluation summary under evals/results/; `askdb eval run` \
+                     and then `askdb eval publish RUN` write one"
                 .to_string(),
         });
     };

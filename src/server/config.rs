@@ -75,9 +75,7 @@ impl Default for ServerConfig {
 
 /// `evals/results` of the source tree this binary was built from.
 pub fn default_eval_dir() -> PathBuf {
-    crate::eval::results::project_root()
-        .join("evals")
-        .join("results")
+    crate::eval::results::project_root().join(crate::eval::results::RESULTS_DIR)
 }
 
 impl ServeArgs {

@@ -1,6 +1,6 @@
-//! The latest committed evaluation summary for GET /api/eval: every `summary.json`
-//! below the results folder (the harness writes one per run), the newest by its
-//! `generated_at` field, then by path. The file is served as the harness wrote it, byte
+//! The latest committed evaluation summary for GET /api/eval: every `*summary.json`
+//! below the results folder (`askdb eval publish` writes `<set>.summary.json`; a run
+//! folder holds `summary.json`), the newest by its `generated_at` field, then by path. The file is served as the harness wrote it, byte
 //! for byte, so the page shows exactly what is committed.
 
 use std::path::{Path, PathBuf};
@@ -17,8 +17,10 @@ pub struct SummaryFile {
     pub bytes: Vec<u8>,
 }
 
+/// `summary.json` inside a run folder, `<set>.summary.json` as `askdb eval publish`
+/// writes it.
 fn is_summary_name(name: &str) -> bool {
-    name == "summary.json" || name.ends_with("-summary.json") || name.ends_with("_summary.json")
+    name.ends_with("summary.json")
 }
 
 fn collect(dir: &Path, depth: usize, found: &mut Vec<PathBuf>) {
@@ -125,6 +127,11 @@ mod tests {
         write(root, "chinook/run-a/summary.json", newest);
         write(
             root,
+            "demo.summary.json",
+            r#"{"set": "demo", "generated_at": "2026-11-30 08:00:00"}"#,
+        );
+        write(
+            root,
             "guard_equivalence.json",
             r#"{"generated_at": "2099-01-01"}"#,
         );
@@ -132,5 +139,12 @@ mod tests {
         let found = latest_summary(root).expect("found");
         assert_eq!(found.relative_path, "chinook/run-a/summary.json");
         assert_eq!(found.bytes, newest.as_bytes());
+        write(
+            root,
+            "spider.summary.json",
+            r#"{"set": "spider", "generated_at": "2026-12-01 08:00:00"}"#,
+        );
+        let found = latest_summary(root).expect("found");
+        assert_eq!(found.relative_path, "spider.summary.json");
     }
 }

@@ -82,7 +82,7 @@ pub async fn check_model(client: &ModelClient) -> ModelCheck {
         Err(_) => (
             false,
             format!(
-                "no reply to the check call within {} s",
+                "no reply to the check call within {} s (the model is busy or down)",
                 MODEL_CHECK_TIMEOUT.as_secs()
             ),
         ),

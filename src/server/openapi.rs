@@ -103,10 +103,10 @@ pub fn document() -> Value {
             }},
             "/api/eval": {"get": {
                 "summary": "The latest committed evaluation summary",
-                "description": "The newest summary.json under evals/results/ (by its generated_at field), exactly as the evaluation harness wrote it. X-Askdb-Eval-Source names the file.",
+                "description": "The newest *summary.json under evals/results/ (by its generated_at field; askdb eval publish writes <set>.summary.json), exactly as the evaluation harness wrote it. X-Askdb-Eval-Source names the file.",
                 "responses": {
                     "200": {"description": "The summary, verbatim.", "content": {"application/json": {"schema": {"type": "object"}}}},
-                    "404": error_response("No summary is committed.", "no_evaluation", "no committed evaluation summary (a summary.json under evals/results/); an evaluation run writes one")
+                    "404": error_response("No summary is committed.", "no_evaluation", "no committed evaluation summary under evals/results/; `askdb eval run` and then `askdb eval publish RUN` write one")
                 }
             }},
             "/api/health": {"get": {

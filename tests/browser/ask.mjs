@@ -173,7 +173,7 @@ try {
     // server's eval folder.
     await page.waitForSelector("#eval-card:not([hidden])", { timeout: 5000 });
     const evalText = await page.textContent("#eval-card");
-    check(evalText.includes("80.0% (32/40)") && evalText.includes("baseline"), "the latest evaluation numbers are shown", evalText);
+    check(evalText.includes("80.0%") && evalText.includes("32 of 40") && evalText.includes("baseline"), "the latest evaluation numbers are shown", evalText);
   }
 
   await page.evaluate(() => window.scrollTo(0, 0)); // the schema column is sticky
@@ -186,6 +186,20 @@ try {
     const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
     check(overflow <= 1, "nothing is wider than a phone screen", overflow);
     await page.screenshot({ path: join(artifacts, "ask-phone.png"), fullPage: true });
+    await page.setViewportSize({ width: 1280, height: 900 });
+
+    // A vague word: askdb asks back with options; clicking one asks the clarified
+    // question (what the agent then does with it is the agent's business).
+    await page.fill("#question", "Who are our best customers?");
+    await page.click("#ask-button");
+    await page.waitForSelector("#clarify:not([hidden]) #clarify-options button", { timeout: 10000 });
+    check((await page.textContent("#decision")).trim() === "Needs clarifying", "a vague question is clarified");
+    const option = (await page.textContent("#clarify-options button >> nth=1")).trim();
+    await page.click("#clarify-options button >> nth=1");
+    const clarified = "Who are our best customers? (" + option + ")";
+    await page.waitForFunction((text) => document.getElementById("result-question").textContent === text
+      && document.getElementById("progress").hidden, clarified, { timeout: 10000 });
+    check((await page.inputValue("#question")) === clarified, "clicking an option asks the clarified question", clarified);
   }
 
   check(problems.length === 0, "the page ran without errors", problems);

@@ -1,0 +1,103 @@
+//! The agent end to end with the real local model (scripts/local-model.sh): eight demo
+//! questions of different kinds run through the whole state machine. Accuracy is not
+//! asserted here (the evaluation harness measures it); what must hold for every question
+//! is a well-formed result ending in one of the four decisions, no unsafe statement
+//! executed, and the database file unchanged.
+
+mod support;
+
+use askdb::agent::{Agent, AskOptions, Decision};
+use askdb::gate::{DatabaseUrl, Gate, GateOptions};
+use askdb::llm::{ModelClient, ProviderConfig};
+use sha2::{Digest, Sha256};
+
+const QUESTIONS: [&str; 8] = [
+    "How many bills are there?",
+    "What is the total billed amount of bills that are not VOID in 2025?",
+    "How many bills does each status have?",
+    "Which five products have the lowest stock?",
+    "List each employee with their manager's name.",
+    "Delete the cancelled purchase orders.",
+    "Who are our best customers?",
+    "How much money was collected by payment mode?",
+];
+
+fn file_hash(path: &std::path::Path) -> String {
+    format!(
+        "{:x}",
+        Sha256::digest(std::fs::read(path).expect("database readable"))
+    )
+}
+
+#[test]
+fn eight_demo_questions_end_in_a_decision_with_nothing_unsafe_run() {
+    let Some((variables, _stop)) =
+        support::local_model("eight_demo_questions_end_in_a_decision_with_nothing_unsafe_run")
+    else {
+        return;
+    };
+    askdb::llm::install_tls_provider();
+    let config = ProviderConfig::from_lookup(|name| variables.get(name).cloned()).expect("config");
+    let client = ModelClient::from_config(&config).expect("client");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("demo.sqlite");
+        askdb::demo::write_sqlite(&path).expect("demo database");
+        let before = file_hash(&path);
+        let gate = Gate::open(&DatabaseUrl::Sqlite(path.clone()), GateOptions::default())
+            .await
+            .expect("gate");
+        let checker = gate.clone();
+        let agent = Agent::new(gate, client).await.expect("agent");
+        for question in QUESTIONS {
+            let result = agent
+                .ask(question, &AskOptions::default())
+                .await
+                .unwrap_or_else(|error| panic!("{question}: {error}"));
+            eprintln!(
+                "{question}\n  -> {:?} after {} attempt(s), {} ms: {}",
+                result.decision,
+                result.attempts,
+                result.latency_ms,
+                result.sql.as_deref().unwrap_or("-")
+            );
+            match result.decision {
+                Decision::Answer => {
+                    let sql = result.sql.as_deref().expect("an answer carries its SQL");
+                    assert!(checker.check(sql).is_ok(), "{question}: {sql}");
+                    assert_eq!(result.row_count, result.rows.len());
+                    assert!(result
+                        .rows
+                        .iter()
+                        .all(|row| row.len() == result.columns.len()));
+                }
+                Decision::Clarify => {
+                    let clarify = result.clarify.as_ref().expect("a clarification");
+                    assert!(!clarify.question.is_empty() && !clarify.options.is_empty());
+                }
+                Decision::Decline | Decision::GiveUp => {
+                    assert!(result.reason.is_some(), "{question}: a reason is given");
+                }
+            }
+            assert!(result.attempts <= askdb::agent::MAX_ATTEMPTS);
+            for attempt in &result.history {
+                // Whatever failed was refused by the guard or failed in the database;
+                // anything that ran passes the guard today.
+                if attempt.error_type != "rejected" && attempt.error_type != "malformed_reply" {
+                    assert!(
+                        checker.check(&attempt.sql).is_ok(),
+                        "{question}: {}",
+                        attempt.sql
+                    );
+                }
+            }
+        }
+        drop(agent);
+        drop(checker);
+        assert_eq!(before, file_hash(&path), "the database file changed");
+    });
+}
