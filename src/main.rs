@@ -478,9 +478,19 @@ async fn sql_command(gate: &Gate, command: SqlCommand, json: bool) -> Result<Exi
 async fn eval_guard(write: bool, json: bool) -> Result<ExitCode> {
     use askdb::eval::results::{self, GuardResults};
     let data_dir = askdb::home::shared_data_dir().map_err(anyhow::Error::msg)?;
-    let reports = askdb::eval::guard_check::check_external_sqlite(&data_dir)
+    let mut reports = askdb::eval::guard_check::check_external_sqlite(&data_dir)
         .await
         .map_err(anyhow::Error::msg)?;
+    // defog's PostgreSQL gold needs a server to load its dumps into scratch databases.
+    let admin_url = askdb::eval::guard_check::admin_url();
+    match askdb::db_setup::url_reachable(&admin_url).await {
+        Ok(()) => reports.push(
+            askdb::eval::guard_check::check_defog_postgres(&data_dir, &admin_url)
+                .await
+                .map_err(anyhow::Error::msg)?,
+        ),
+        Err(error) => eprintln!("askdb: defog PostgreSQL gold skipped: {error}"),
+    }
     let all_same = reports.iter().all(|report| report.discrepancies.is_empty());
     let results = GuardResults::new(reports);
     if json {

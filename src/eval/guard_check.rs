@@ -55,13 +55,38 @@ pub async fn check_sqlite_set(
     queries: &[ExternalQuery],
     database_path: impl Fn(&str) -> std::path::PathBuf,
 ) -> Result<EquivalenceReport, String> {
-    let mut by_database: BTreeMap<&str, Vec<&ExternalQuery>> = BTreeMap::new();
+    let mut gates = BTreeMap::new();
     for query in queries {
-        by_database.entry(&query.db_name).or_default().push(query);
+        if gates.contains_key(&query.db_name) {
+            continue;
+        }
+        let url = DatabaseUrl::Sqlite(database_path(&query.db_name));
+        let gate = open_comparison_gate(&url)
+            .await
+            .map_err(|error| format!("{}: {error}", query.db_name))?;
+        gates.insert(query.db_name.clone(), gate);
     }
+    Ok(compare_on_gates(set, "sqlite", queries, &gates).await)
+}
+
+async fn open_comparison_gate(url: &DatabaseUrl) -> Result<Gate, crate::gate::GateError> {
+    let options = GateOptions {
+        row_cap: COMPARISON_ROW_CAP,
+        ..GateOptions::default()
+    };
+    Gate::open(url, options).await
+}
+
+/// Checks every concrete gold of `queries` on the gate of its database.
+pub async fn compare_on_gates(
+    set: &str,
+    dialect: &str,
+    queries: &[ExternalQuery],
+    gates: &BTreeMap<String, Gate>,
+) -> EquivalenceReport {
     let mut report = EquivalenceReport {
         set: set.to_string(),
-        dialect: "sqlite".to_string(),
+        dialect: dialect.to_string(),
         questions: queries.len(),
         gold_queries: 0,
         accepted: 0,
@@ -71,74 +96,72 @@ pub async fn check_sqlite_set(
         guard_mean_us: 0.0,
     };
     let mut guard_time = std::time::Duration::ZERO;
-    for (db_name, questions) in by_database {
-        let url = DatabaseUrl::Sqlite(database_path(db_name));
-        let options = GateOptions {
-            row_cap: COMPARISON_ROW_CAP,
-            ..GateOptions::default()
+    for question in queries {
+        let db_name = question.db_name.as_str();
+        let Some(gate) = gates.get(db_name) else {
+            report.discrepancies.push(Discrepancy {
+                id: question.id.clone(),
+                db_name: db_name.to_string(),
+                sql: String::new(),
+                problem: "no database for this question".to_string(),
+            });
+            continue;
         };
-        let gate = Gate::open(&url, options)
-            .await
-            .map_err(|error| format!("{db_name}: {error}"))?;
-        for question in questions {
-            for sql in external::concrete_golds(question) {
-                report.gold_queries += 1;
-                let started = Instant::now();
-                let checked = gate.check(&sql);
-                guard_time += started.elapsed();
-                let discrepancy = |problem: String| Discrepancy {
-                    id: question.id.clone(),
-                    db_name: db_name.to_string(),
-                    sql: sql.clone(),
-                    problem,
-                };
-                let checked = match checked {
-                    Ok(checked) => checked,
-                    Err(refusal) => {
-                        report
-                            .discrepancies
-                            .push(discrepancy(format!("refused: {refusal}")));
-                        continue;
-                    }
-                };
-                report.accepted += 1;
-                let original = gate.execute_unguarded(&sql).await;
-                let rendered = gate.run_query(&sql).await;
-                match (original, rendered) {
-                    (Ok(original), QueryOutcome::Rows(rendered)) => {
-                        if original.rows == rendered.rows
-                            && original.truncated == rendered.truncated
-                        {
-                            report.same_result += 1;
-                        } else {
-                            report.discrepancies.push(discrepancy(format!(
-                                "different result: original {} rows, re-rendered {} rows ({})",
-                                original.rows.len(),
-                                rendered.rows.len(),
-                                checked.sql
-                            )));
-                        }
-                    }
-                    (Err(original), QueryOutcome::Failed(rendered))
-                        if original.error_type == rendered.error_type =>
-                    {
-                        report.original_fails += 1;
+        for sql in external::concrete_golds(question) {
+            report.gold_queries += 1;
+            let started = Instant::now();
+            let checked = gate.check(&sql);
+            guard_time += started.elapsed();
+            let discrepancy = |problem: String| Discrepancy {
+                id: question.id.clone(),
+                db_name: db_name.to_string(),
+                sql: sql.clone(),
+                problem,
+            };
+            let checked = match checked {
+                Ok(checked) => checked,
+                Err(refusal) => {
+                    report
+                        .discrepancies
+                        .push(discrepancy(format!("refused: {refusal}")));
+                    continue;
+                }
+            };
+            report.accepted += 1;
+            let original = gate.execute_unguarded(&sql).await;
+            let rendered = gate.run_query(&sql).await;
+            match (original, rendered) {
+                (Ok(original), QueryOutcome::Rows(rendered)) => {
+                    if original.rows == rendered.rows && original.truncated == rendered.truncated {
                         report.same_result += 1;
-                    }
-                    (original, rendered) => {
-                        let describe_original = match original {
-                            Ok(rows) => format!("{} rows", rows.rows.len()),
-                            Err(failure) => format!("error {}", failure.message),
-                        };
-                        let describe_rendered = match rendered {
-                            QueryOutcome::Rows(rows) => format!("{} rows", rows.row_count),
-                            QueryOutcome::Failed(error) => format!("error {error}"),
-                        };
+                    } else {
                         report.discrepancies.push(discrepancy(format!(
-                            "original gave {describe_original}, re-rendered gave {describe_rendered} ({})",
+                            "different result: original {} rows, re-rendered {} rows ({})",
+                            original.rows.len(),
+                            rendered.rows.len(),
                             checked.sql
                         )));
                     }
+                }
+                (Err(original), QueryOutcome::Failed(rendered))
+                    if original.error_type == rendered.error_type =>
+                {
+                    report.original_fails += 1;
+                    report.same_result += 1;
+                }
+                (original, rendered) => {
+                    let describe_original = match original {
+                        Ok(rows) => format!("{} rows", rows.rows.len()),
+                        Err(failure) => format!("error {}", failure.message),
+                    };
+                    let describe_rendered = match rendered {
+                        QueryOutcome::Rows(rows) => format!("{} rows", rows.row_count),
+                        QueryOutcome::Failed(error) => format!("error {error}"),
+                    };
+                    report.discrepancies.push(discrepancy(format!(
+                        "original gave {describe_original}, re-rendered gave {describe_rendered} ({})",
+                        checked.sql
+                    )));
                 }
             }
         }
@@ -146,7 +169,79 @@ pub async fn check_sqlite_set(
     if report.gold_queries > 0 {
         report.guard_mean_us = guard_time.as_secs_f64() * 1e6 / report.gold_queries as f64;
     }
-    Ok(report)
+    report
+}
+
+/// defog's PostgreSQL gold over its own dumps, each loaded into a scratch database
+/// on the server at `admin_url` (dropped afterwards, also after a failure).
+pub async fn check_defog_postgres(
+    data_dir: &Path,
+    admin_url: &str,
+) -> Result<EquivalenceReport, String> {
+    let queries = external::load_defog(data_dir, ExternalDialect::Postgres)
+        .map_err(|error| error.to_string())?;
+    let names: std::collections::BTreeSet<String> =
+        queries.iter().map(|query| query.db_name.clone()).collect();
+    let suffix = format!(
+        "{}_{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|elapsed| elapsed.subsec_nanos())
+            .unwrap_or(0)
+    );
+    let mut created = Vec::new();
+    let mut gates = BTreeMap::new();
+    let mut failure = None;
+    for name in &names {
+        let scratch = format!("askdb_guard_{name}_{suffix}");
+        let dump_path = external::defog_postgres_dump(data_dir, name);
+        let dump = match std::fs::read_to_string(&dump_path) {
+            Ok(dump) => dump,
+            Err(error) => {
+                failure = Some(format!("cannot read {}: {error}", dump_path.display()));
+                break;
+            }
+        };
+        created.push(scratch.clone());
+        match crate::db_setup::load_scratch_database(admin_url, &scratch, &dump).await {
+            Ok(url) => match open_comparison_gate(&DatabaseUrl::Postgres(url)).await {
+                Ok(gate) => {
+                    gates.insert(name.clone(), gate);
+                }
+                Err(error) => {
+                    failure = Some(format!("{name}: {error}"));
+                    break;
+                }
+            },
+            Err(error) => {
+                failure = Some(format!("{name}: {error}"));
+                break;
+            }
+        }
+    }
+    let report = match failure {
+        None => Some(compare_on_gates("defog", "postgres", &queries, &gates).await),
+        Some(_) => None,
+    };
+    drop(gates);
+    for scratch in created {
+        let _ = crate::db_setup::drop_scratch_database(admin_url, &scratch).await;
+    }
+    match (report, failure) {
+        (Some(report), _) => Ok(report),
+        (None, Some(failure)) => Err(failure),
+        (None, None) => Err("no report".to_string()),
+    }
+}
+
+/// The PostgreSQL server the model-free PostgreSQL checks use: `ASKDB_ADMIN_URL`, else
+/// the development and CI server.
+pub fn admin_url() -> String {
+    std::env::var("ASKDB_ADMIN_URL")
+        .ok()
+        .filter(|url| !url.is_empty())
+        .unwrap_or_else(|| "postgres://postgres@127.0.0.1:5432/postgres".to_string())
 }
 
 /// Spider dev (spiderman's SQLite rebuild) and defog's SQLite gold.
@@ -202,5 +297,40 @@ mod tests {
             assert!(report.gold_queries >= report.questions);
         }
         assert_eq!(reports[0].questions, 1034);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn every_defog_postgres_gold_query_passes_and_keeps_its_result() {
+        let data_dir = crate::home::shared_data_dir().unwrap_or_else(|message| panic!("{message}"));
+        let url = admin_url();
+        if let Err(error) = crate::db_setup::url_reachable(&url).await {
+            let in_ci = std::env::var_os("CI").is_some_and(|value| !value.is_empty());
+            assert!(
+                !in_ci,
+                "PostgreSQL is required in CI at 127.0.0.1:5432: {error}"
+            );
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::stderr(),
+                "SKIPPED defog PostgreSQL equivalence: {error}"
+            );
+            return;
+        }
+        let report = check_defog_postgres(&data_dir, &url)
+            .await
+            .unwrap_or_else(|message| panic!("{message}"));
+        eprintln!(
+            "defog (postgres): {} questions, {} gold queries, {} accepted, {} same result",
+            report.questions, report.gold_queries, report.accepted, report.same_result
+        );
+        let shown: Vec<String> = report
+            .discrepancies
+            .iter()
+            .take(20)
+            .map(|d| format!("{} [{}] {}\n    {}", d.id, d.db_name, d.problem, d.sql))
+            .collect();
+        assert!(report.discrepancies.is_empty(), "{}", shown.join("\n"));
+        assert_eq!(report.questions, 314);
+        assert!(report.gold_queries >= 480);
     }
 }

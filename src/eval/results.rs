@@ -157,7 +157,7 @@ impl GuardResults {
         GuardResults {
             generated_at: utc_now(),
             askdb_version: env!("CARGO_PKG_VERSION").to_string(),
-            settings: "SQLite databases from ../shared/data; gold text run unguarded and re-rendered text run through run_query on the same read-only executor; row cap 1,000,000; rows compared in order with exact values".to_string(),
+            settings: "databases from ../shared/data (SQLite files; defog PostgreSQL dumps loaded into scratch databases); gold text run unguarded and re-rendered text run through run_query on the same read-only executor; row cap 1,000,000; rows compared in order with exact values".to_string(),
             reports,
         }
     }

@@ -320,6 +320,17 @@ fn ident_name(ident: &Ident) -> String {
     fold(&ident.value)
 }
 
+/// The name a relation is known by in the policy: the bare table name in the default
+/// schema (`bills`, `public.bills`), `schema.table` in any other (`consumer_div.users`).
+fn relation_key(parts: &[String], dialect: SqlDialect) -> Option<String> {
+    match parts {
+        [table] => Some(table.clone()),
+        [schema, table] if schema == dialect.default_schema() => Some(table.clone()),
+        [schema, table] => Some(format!("{schema}.{table}")),
+        _ => None,
+    }
+}
+
 fn object_name_parts(name: &ObjectName) -> Vec<String> {
     name.0
         .iter()
@@ -426,11 +437,16 @@ fn collect_names(query: &Query, policy: &GuardPolicy) -> DeclaredNames {
                     name, alias, args, ..
                 } if args.is_none() => {
                     let parts = object_name_parts(name);
-                    let Some(table) = parts.last().cloned() else {
+                    let Some(table) = relation_key(&parts, self.policy.dialect) else {
                         return ControlFlow::Continue(());
                     };
                     let restricted = self.policy.restricted_columns(&table);
                     let mut aliases = vec![table.clone()];
+                    if let Some(last) = parts.last() {
+                        if last != &table {
+                            aliases.push(last.clone());
+                        }
+                    }
                     if let Some(alias) = alias {
                         aliases.push(ident_name(&alias.name));
                     }
@@ -616,16 +632,17 @@ impl TreeChecker<'_> {
         if self.policy.is_hidden(table) {
             return ControlFlow::Break(Refusal::hidden_table(table));
         }
-        let qualified_ok = match schema {
-            None => true,
-            Some(schema) => parts.len() == 2 && schema == self.policy.dialect.default_schema(),
-        };
         if parts.len() == 1 && self.names.ctes.contains(table) {
             return ControlFlow::Continue(());
         }
-        if qualified_ok && self.policy.is_visible(table) {
-            self.tables.insert(table.clone());
-            return ControlFlow::Continue(());
+        if let Some(key) = relation_key(&parts, self.policy.dialect) {
+            if self.policy.is_hidden(&key) {
+                return ControlFlow::Break(Refusal::hidden_table(&key));
+            }
+            if self.policy.is_visible(&key) {
+                self.tables.insert(key);
+                return ControlFlow::Continue(());
+            }
         }
         ControlFlow::Break(Refusal::new(
             RefusalReason::UnknownTable,
@@ -803,8 +820,14 @@ fn base_tables_of(table_with_joins: &TableWithJoins) -> Vec<String> {
     fn of_factor(factor: &TableFactor, out: &mut Vec<String>) {
         match factor {
             TableFactor::Table { name, args, .. } if args.is_none() => {
-                if let Some(table) = object_name_parts(name).last() {
+                let parts = object_name_parts(name);
+                // Both spellings: the bare name and the schema-qualified key, so a
+                // restriction on either is seen.
+                if let Some(table) = parts.last() {
                     out.push(table.clone());
+                }
+                if parts.len() == 2 {
+                    out.push(parts.join("."));
                 }
             }
             TableFactor::NestedJoin {

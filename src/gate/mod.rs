@@ -684,7 +684,9 @@ fn choose_notes(explicit: Option<SchemaNotes>, schema: &[TableSchema]) -> Schema
 fn restricted_map(notes: &SchemaNotes) -> BTreeMap<String, BTreeSet<String>> {
     let mut map: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for entry in &notes.restricted_columns {
-        if let Some((table, column)) = entry.split_once('.') {
+        // The column is after the last dot: `schema.table.column` names a table outside
+        // the default schema.
+        if let Some((table, column)) = entry.rsplit_once('.') {
             map.entry(table.trim().to_lowercase())
                 .or_default()
                 .insert(column.trim().to_lowercase());

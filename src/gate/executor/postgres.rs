@@ -397,14 +397,15 @@ fn describe(error: &dyn StdError) -> String {
 // ---------------------------------------------------------------------------------
 // Introspection
 
-/// Tables and views of the schema that the connected role may read at all: a table
+/// Tables and views of every user schema (those of `public` by their bare name, others
+/// as `schema.table`) that the connected role may read at all: a table
 /// it cannot read would only produce permission errors. Partitions are left out
 /// (their parent is listed). `reltuples` is -1 until the table is first analysed.
 const TABLES_SQL: &str = "\
-SELECT c.relname::text, c.relkind::text, c.reltuples::float8 \
+SELECT CASE WHEN n.nspname = $1 THEN c.relname::text ELSE n.nspname::text || '.' || c.relname::text END, c.relkind::text, c.reltuples::float8 \
 FROM pg_catalog.pg_class c \
 JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
-WHERE n.nspname = $1 \
+WHERE n.nspname <> 'information_schema' AND n.nspname NOT LIKE 'pg\\_%' \
   AND c.relkind IN ('r', 'p', 'v', 'm', 'f') \
   AND NOT c.relispartition \
   AND (pg_catalog.has_table_privilege(c.oid, 'SELECT') \
@@ -412,18 +413,18 @@ WHERE n.nspname = $1 \
 ORDER BY c.relname";
 
 const COLUMNS_SQL: &str = "\
-SELECT c.relname::text, a.attname::text, \
+SELECT CASE WHEN n.nspname = $1 THEN c.relname::text ELSE n.nspname::text || '.' || c.relname::text END, a.attname::text, \
        pg_catalog.format_type(a.atttypid, a.atttypmod), NOT a.attnotnull \
 FROM pg_catalog.pg_attribute a \
 JOIN pg_catalog.pg_class c ON c.oid = a.attrelid \
 JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
-WHERE n.nspname = $1 AND a.attnum > 0 AND NOT a.attisdropped \
+WHERE n.nspname <> 'information_schema' AND n.nspname NOT LIKE 'pg\\_%' AND a.attnum > 0 AND NOT a.attisdropped \
 ORDER BY c.relname, a.attnum";
 
 /// Primary, unique and foreign keys, one row per key column in key order. A
 /// referenced table outside the schema keeps its schema name.
 const KEYS_SQL: &str = "\
-SELECT c.relname::text, con.conname::text, con.contype::text, a.attname::text, \
+SELECT CASE WHEN n.nspname = $1 THEN c.relname::text ELSE n.nspname::text || '.' || c.relname::text END, con.conname::text, con.contype::text, a.attname::text, \
        CASE WHEN fn.nspname = $1 THEN fc.relname::text \
             ELSE fn.nspname::text || '.' || fc.relname::text END, \
        fa.attname::text \
@@ -436,7 +437,7 @@ LEFT JOIN pg_catalog.pg_class fc ON fc.oid = con.confrelid \
 LEFT JOIN pg_catalog.pg_namespace fn ON fn.oid = fc.relnamespace \
 LEFT JOIN pg_catalog.pg_attribute fa \
        ON fa.attrelid = con.confrelid AND fa.attnum = con.confkey[k.ord] \
-WHERE n.nspname = $1 AND con.contype IN ('p', 'u', 'f') \
+WHERE n.nspname <> 'information_schema' AND n.nspname NOT LIKE 'pg\\_%' AND con.contype IN ('p', 'u', 'f') \
 ORDER BY c.relname, con.conname, k.ord";
 
 async fn introspect(transaction: &Transaction<'_>) -> Result<Vec<TableSchema>, ExecFailure> {

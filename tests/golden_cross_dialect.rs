@@ -1,0 +1,183 @@
+//! The golden sets on both engines: every demo and Chinook gold query gives the same
+//! result on SQLite and on PostgreSQL (compared by the evaluation's own comparator), and
+//! Chinook's PostgreSQL script loads and is usable through the gate. Each run loads its
+//! own uniquely named scratch databases on 127.0.0.1:5432 and drops them afterwards.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+
+use askdb::demo::{self, DdlDialect};
+use askdb::eval::compare::{gold_orders, results_match, CompareOptions, ResultSet};
+use askdb::eval::golden::{self, GoldenItem};
+use askdb::gate::{DatabaseUrl, Gate, GateOptions, QueryOutcome, SqlDialect};
+
+fn admin_url() -> String {
+    askdb::eval::guard_check::admin_url()
+}
+
+fn unique(prefix: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|elapsed| elapsed.subsec_nanos())
+        .unwrap_or(0);
+    format!("{prefix}_{}_{nanos}", std::process::id())
+}
+
+/// The demo as one PostgreSQL script, from the same generator as the SQLite file.
+fn demo_postgres_script() -> String {
+    let mut script = String::new();
+    for table in demo::generate() {
+        script.push_str(&demo::create_table_sql(&table.def, DdlDialect::Postgres));
+        script.push_str(";\n");
+        for insert in demo::insert_values_sql(&table, DdlDialect::Postgres, 500) {
+            script.push_str(&insert);
+            script.push_str(";\n");
+        }
+        if let Some(reset) = demo::sequence_reset_sql(&table.def, DdlDialect::Postgres) {
+            script.push_str(&reset);
+            script.push_str(";\n");
+        }
+    }
+    script
+}
+
+async fn rows(gate: &Gate, sql: &str) -> Result<ResultSet, String> {
+    match gate.run_query(sql).await {
+        QueryOutcome::Rows(result) => Ok(ResultSet::from(&result)),
+        QueryOutcome::Failed(error) => Err(format!("{error} in {sql}")),
+    }
+}
+
+async fn compare_golden(items: &[GoldenItem], sqlite: &Gate, postgres: &Gate) -> Vec<String> {
+    let mut problems = Vec::new();
+    for item in items {
+        let Some(gold) = &item.gold_sql else { continue };
+        let lite_sql = gold.for_dialect(SqlDialect::Sqlite);
+        let pg_sql = gold.for_dialect(SqlDialect::Postgres);
+        let (lite, pg) = match (rows(sqlite, lite_sql).await, rows(postgres, pg_sql).await) {
+            (Ok(lite), Ok(pg)) => (lite, pg),
+            (lite, pg) => {
+                problems.push(format!(
+                    "{}: sqlite {:?} / postgres {:?}",
+                    item.id,
+                    lite.err(),
+                    pg.err()
+                ));
+                continue;
+            }
+        };
+        let options = CompareOptions {
+            ordered: item.ordered || gold_orders(lite_sql, SqlDialect::Sqlite),
+            ..CompareOptions::default()
+        };
+        let verdict = results_match(&lite, &pg, &options);
+        if !verdict.is_match() {
+            problems.push(format!("{}: {verdict}", item.id));
+        }
+    }
+    problems
+}
+
+#[test]
+fn golden_sets_give_the_same_results_on_sqlite_and_postgresql() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let admin = admin_url();
+        if let Err(error) = askdb::db_setup::url_reachable(&admin).await {
+            let in_ci = std::env::var_os("CI").is_some_and(|value| !value.is_empty());
+            assert!(
+                !in_ci,
+                "PostgreSQL is required in CI at 127.0.0.1:5432: {error}"
+            );
+            let _ = writeln!(
+                std::io::stderr(),
+                "SKIPPED golden cross-dialect test: {error}"
+            );
+            return;
+        }
+        let data_dir = askdb::home::shared_data_dir().unwrap_or_else(|message| panic!("{message}"));
+        let chinook_script =
+            std::fs::read_to_string(data_dir.join("chinook/Chinook_PostgreSql.sql"))
+                .expect("the Chinook PostgreSQL script");
+        // The script drops and recreates a database named chinook, then connects to it:
+        // load only what follows the connect line, into our own scratch database.
+        let (_, chinook_body) = chinook_script
+            .split_once("\\c chinook;")
+            .expect("the script connects to chinook");
+
+        let scratch: BTreeMap<&str, String> = [
+            ("demo", unique("askdb_golden_demo")),
+            ("chinook", unique("askdb_golden_chinook")),
+        ]
+        .into_iter()
+        .collect();
+        let mut problems = Vec::new();
+        let outcome = async {
+            let demo_url = askdb::db_setup::load_scratch_database(
+                &admin,
+                &scratch["demo"],
+                &demo_postgres_script(),
+            )
+            .await
+            .map_err(|error| error.to_string())?;
+            let chinook_url =
+                askdb::db_setup::load_scratch_database(&admin, &scratch["chinook"], chinook_body)
+                    .await
+                    .map_err(|error| error.to_string())?;
+            let options = || GateOptions {
+                row_cap: 100_000,
+                ..GateOptions::default()
+            };
+            let dir = tempfile::tempdir().map_err(|error| error.to_string())?;
+            let demo_file = dir.path().join("demo.sqlite");
+            demo::write_sqlite(&demo_file).map_err(|error| error.to_string())?;
+            let gates = [
+                (
+                    "demo",
+                    Gate::open(&DatabaseUrl::Sqlite(demo_file), options()).await,
+                    Gate::open(&DatabaseUrl::Postgres(demo_url), options()).await,
+                ),
+                (
+                    "chinook",
+                    Gate::open(
+                        &DatabaseUrl::Sqlite(golden::chinook_sqlite_path(&data_dir)),
+                        options(),
+                    )
+                    .await,
+                    Gate::open(&DatabaseUrl::Postgres(chinook_url), options()).await,
+                ),
+            ];
+            for (set, sqlite, postgres) in gates {
+                let sqlite = sqlite.map_err(|error| format!("{set} sqlite: {error}"))?;
+                let postgres = postgres.map_err(|error| format!("{set} postgres: {error}"))?;
+                // Chinook's PostgreSQL tables are usable through the gate.
+                assert!(
+                    postgres.list_tables().len() >= 11,
+                    "{set}: {:?}",
+                    postgres.list_tables()
+                );
+                let items = golden::load_golden(golden::golden_path(set))
+                    .map_err(|error| error.to_string())?;
+                let answerable = items.iter().filter(|item| item.gold_sql.is_some()).count();
+                let found = compare_golden(&items, &sqlite, &postgres).await;
+                eprintln!(
+                    "{set}: {answerable} gold queries compared, {} differ",
+                    found.len()
+                );
+                problems.extend(found);
+            }
+            Ok::<(), String>(())
+        }
+        .await;
+        for database in scratch.values() {
+            let _ = askdb::db_setup::drop_scratch_database(&admin, database).await;
+        }
+        if let Err(error) = outcome {
+            panic!("{error}");
+        }
+        assert!(problems.is_empty(), "{}", problems.join("\n"));
+    });
+}
