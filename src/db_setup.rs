@@ -964,60 +964,6 @@ async fn expect_setting(
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn role_urls_keep_hosts_and_parameters_and_encode_credentials() {
-        let password = Password::new("p@ss:w/rd");
-        assert_eq!(
-            role_url(
-                "postgres://postgres:secret@127.0.0.1:5432/postgres?connect_timeout=5",
-                "askdb_ro",
-                &password,
-                "askdb_demo"
-            )
-            .as_deref(),
-            Some("postgres://askdb_ro:p%40ss%3Aw%2Frd@127.0.0.1:5432/askdb_demo?connect_timeout=5")
-        );
-        assert_eq!(
-            role_url("postgresql://db.example", "r", &Password::new("x"), "d").as_deref(),
-            Some("postgresql://r:x@db.example/d")
-        );
-        let parsed = Config::from_str(
-            &role_url("postgres://h:5433/x", "r", &password, "d").expect("builds"),
-        )
-        .expect("parses");
-        assert_eq!(parsed.get_user(), Some("r"));
-        assert_eq!(parsed.get_password(), Some("p@ss:w/rd".as_bytes()));
-        assert_eq!(parsed.get_dbname(), Some("d"));
-    }
-
-    #[test]
-    fn generated_passwords_are_long_alphanumeric_and_different() {
-        let first = Password::generate().expect("random");
-        let second = Password::generate().expect("random");
-        assert_eq!(first.expose().len(), PASSWORD_LENGTH);
-        assert!(first.expose().chars().all(|c| c.is_ascii_alphanumeric()));
-        assert_ne!(first, second);
-        assert_eq!(format!("{first:?}"), "Password(***)");
-        assert_eq!(first.to_string(), "***");
-    }
-
-    #[test]
-    fn names_and_urls_are_checked_without_echoing_passwords() {
-        assert!(check_name("database", "").is_err());
-        assert!(check_name("role", "pg_monitor").is_err());
-        assert!(check_name("role", &"x".repeat(64)).is_err());
-        assert!(check_name("role", "askdb_ro").is_ok());
-        let error = parse_admin_url("mysql://root:hunter2@h/db").expect_err("not postgres");
-        let text = error.to_string();
-        assert!(!text.contains("hunter2"), "{text}");
-        assert!(text.contains("***"), "{text}");
-    }
-}
-
 /// The admin URL pointed at another database on the same server.
 pub fn url_with_database(admin_url: &str, database: &str) -> String {
     let (base, query) = match admin_url.split_once('?') {
@@ -1090,4 +1036,58 @@ pub async fn drop_scratch_database(admin_url: &str, database: &str) -> Result<()
 pub async fn url_reachable(url: &str) -> Result<(), SetupError> {
     let config = parse_admin_url(url)?;
     connect(&config, url).await.map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn role_urls_keep_hosts_and_parameters_and_encode_credentials() {
+        let password = Password::new("p@ss:w/rd");
+        assert_eq!(
+            role_url(
+                "postgres://postgres:secret@127.0.0.1:5432/postgres?connect_timeout=5",
+                "askdb_ro",
+                &password,
+                "askdb_demo"
+            )
+            .as_deref(),
+            Some("postgres://askdb_ro:p%40ss%3Aw%2Frd@127.0.0.1:5432/askdb_demo?connect_timeout=5")
+        );
+        assert_eq!(
+            role_url("postgresql://db.example", "r", &Password::new("x"), "d").as_deref(),
+            Some("postgresql://r:x@db.example/d")
+        );
+        let parsed = Config::from_str(
+            &role_url("postgres://h:5433/x", "r", &password, "d").expect("builds"),
+        )
+        .expect("parses");
+        assert_eq!(parsed.get_user(), Some("r"));
+        assert_eq!(parsed.get_password(), Some("p@ss:w/rd".as_bytes()));
+        assert_eq!(parsed.get_dbname(), Some("d"));
+    }
+
+    #[test]
+    fn generated_passwords_are_long_alphanumeric_and_different() {
+        let first = Password::generate().expect("random");
+        let second = Password::generate().expect("random");
+        assert_eq!(first.expose().len(), PASSWORD_LENGTH);
+        assert!(first.expose().chars().all(|c| c.is_ascii_alphanumeric()));
+        assert_ne!(first, second);
+        assert_eq!(format!("{first:?}"), "Password(***)");
+        assert_eq!(first.to_string(), "***");
+    }
+
+    #[test]
+    fn names_and_urls_are_checked_without_echoing_passwords() {
+        assert!(check_name("database", "").is_err());
+        assert!(check_name("role", "pg_monitor").is_err());
+        assert!(check_name("role", &"x".repeat(64)).is_err());
+        assert!(check_name("role", "askdb_ro").is_ok());
+        let error = parse_admin_url("mysql://root:hunter2@h/db").expect_err("not postgres");
+        let text = error.to_string();
+        assert!(!text.contains("hunter2"), "{text}");
+        assert!(text.contains("***"), "{text}");
+    }
 }
