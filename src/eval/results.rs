@@ -83,7 +83,7 @@ pub fn results_block(summaries: &[RunSummary]) -> String {
         return "No evaluation run has been published yet.\n".to_string();
     }
     let mut out = String::from(
-        "| set | questions | model | agent accuracy [Wilson 95%] | baseline accuracy | agent − baseline [bootstrap 95%] | rescued / broken | agent gave up | run (UTC) |\n|---|---:|---|---|---|---|---|---:|---|\n",
+        "| set | questions asked (of the set) | model | agent accuracy [Wilson 95%] | baseline accuracy | agent − baseline [bootstrap 95%] | rescued / broken | agent gave up | run (UTC) |\n|---|---:|---|---|---|---|---|---:|---|\n",
     );
     for summary in summaries {
         let agent = summary.modes.get("agent");
@@ -105,9 +105,10 @@ pub fn results_block(summaries: &[RunSummary]) -> String {
             })
             .unwrap_or_else(|| "-".to_string());
         out.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} of {} | {} | {} | {} | {} | {} | {} | {} |\n",
             summary.set,
             questions,
+            summary.items,
             summary.model.model,
             agent
                 .map(|s| rate_text(&s.accuracy))

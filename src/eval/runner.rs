@@ -172,6 +172,9 @@ pub struct RunSummary {
     pub model: ModelInfo,
     pub settings: RunSettings,
     pub run: String,
+    /// Questions the run was set up to ask; fewer were asked when it was interrupted.
+    #[serde(default)]
+    pub items: usize,
     pub modes: BTreeMap<String, Summary>,
     /// Agent minus baseline on the same questions, when both modes ran.
     pub paired: Option<PairedDifference>,
@@ -780,6 +783,7 @@ pub fn summarize_records(
             .file_name()
             .map(|name| name.to_string_lossy().into_owned())
             .unwrap_or_default(),
+        items: manifest.items,
         modes,
         paired,
         agent_failures_by_type,
