@@ -51,6 +51,9 @@ pub const MAX_IDENTICAL_NUDGES: u32 = 2;
 /// The longest question accepted, in characters.
 pub const MAX_QUESTION_CHARS: usize = 2_000;
 
+/// How much of a malformed reply a repair prompt quotes back.
+const MALFORMED_SHOWN_CHARS: usize = 160;
+
 /// Rows shown to the model when it writes the explanation.
 const ROWS_FOR_EXPLANATION: usize = 20;
 
@@ -566,6 +569,24 @@ impl Agent {
             }
             Reply::Malformed(message) => {
                 state.attempts += 1;
+                // A reply cut off at the token limit is its own failure: small models
+                // sometimes keep extending the SQL string, and quoting that text back
+                // only invites more of it.
+                let (message, instruction) = if reply.truncated {
+                    (
+                        "the reply was cut off at the token limit".to_string(),
+                        "Your reply was too long and was cut off. Write a shorter, simpler \
+                         query (join only the tables you need), then close the JSON object."
+                            .to_string(),
+                    )
+                } else {
+                    (
+                        message,
+                        "Reply with exactly one JSON object as described: \
+                         {\"action\": \"sql\", \"sql\": \"SELECT ...\"}."
+                            .to_string(),
+                    )
+                };
                 state.note("generate", format!("malformed reply: {message}"));
                 if state.first_attempt_ok.is_none() {
                     state.first_attempt_ok = Some(false);
@@ -576,9 +597,7 @@ impl Agent {
                     Feedback {
                         error_type: "malformed_reply".to_string(),
                         message,
-                        instruction: "Reply with exactly one JSON object as described: \
-                                      {\"action\": \"sql\", \"sql\": \"SELECT ...\"}."
-                            .to_string(),
+                        instruction,
                         details: None,
                     },
                     true,
@@ -1146,10 +1165,17 @@ fn repair_message(state: &State, feedback: &Feedback) -> String {
     if !state.history.is_empty() {
         text.push_str("Failed attempts so far (do not repeat any):\n");
         for (number, attempt) in state.history.iter().enumerate() {
+            // A malformed reply is shown shortened: the repair needs to know it failed,
+            // not to read the runaway text again.
+            let shown = if attempt.error_type == "malformed_reply" {
+                crate::gate::cut_text(&attempt.sql, MALFORMED_SHOWN_CHARS)
+            } else {
+                attempt.sql.clone()
+            };
             text.push_str(&format!(
                 "{}. {}\n   -> {}: {}\n",
                 number + 1,
-                attempt.sql,
+                shown,
                 attempt.error_type,
                 attempt.message
             ));

@@ -567,3 +567,35 @@ fn unknown_column_names_are_read_from_both_dialects() {
     );
     assert_eq!(unknown_column_name("something else"), None);
 }
+
+#[tokio::test]
+async fn a_reply_cut_off_at_the_token_limit_asks_for_a_shorter_query() {
+    let fixture = demo();
+    let q = "Revenue by category";
+    let runaway = format!(
+        "{{\"action\": \"sql\", \"sql\": \"SELECT {}",
+        "x, ".repeat(300)
+    );
+    let cut = json!({"question": q, "purpose": "write_sql", "reply": runaway, "truncated": true})
+        .to_string();
+    let agent = agent(
+        &fixture.path,
+        &[
+            cut,
+            line(q, "repair_sql", sql_reply("SELECT c.cat_name, count(*) AS products FROM categories c JOIN products p ON p.cat_id = c.cat_id GROUP BY c.cat_name")),
+        ],
+    )
+    .await;
+    let result = agent.ask(q, &AskOptions::default()).await.expect("answers");
+    assert_eq!(result.decision, Decision::Answer);
+    assert_eq!(
+        result.history[0].message,
+        "the reply was cut off at the token limit"
+    );
+    let strategy = result
+        .trace
+        .iter()
+        .find(|step| step.node == "prepare_repair")
+        .expect("a repair");
+    assert!(strategy.note.contains("shorter"), "{}", strategy.note);
+}
