@@ -156,7 +156,7 @@ pub struct GuardResults {
 impl GuardResults {
     pub fn new(reports: Vec<EquivalenceReport>) -> Self {
         GuardResults {
-            generated_at: utc_now(),
+            generated_at: crate::eval::runner::utc_now().0,
             askdb_version: env!("CARGO_PKG_VERSION").to_string(),
             settings: "databases from ../shared/data (SQLite files; defog PostgreSQL dumps loaded into scratch databases); gold text run unguarded and re-rendered text run through run_query on the same read-only executor; row cap 1,000,000; rows compared in order with exact values".to_string(),
             reports,
@@ -167,15 +167,6 @@ impl GuardResults {
 /// The project root (where README.md and evals/ live).
 pub fn project_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn utc_now() -> String {
-    let seconds = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|elapsed| elapsed.as_secs())
-        .unwrap_or(0);
-    let days = (seconds / 86_400) as i64;
-    crate::demo::dates::format_timestamp(days, (seconds % 86_400) as u32)
 }
 
 /// The README block for guard equivalence, generated from the results file.

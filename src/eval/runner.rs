@@ -384,6 +384,16 @@ async fn grade_rows(
     (false, last_reason)
 }
 
+/// The agent's decision in the metrics' terms.
+fn decision_of(decision: crate::agent::Decision) -> Decision {
+    match decision {
+        crate::agent::Decision::Answer => Decision::Answer,
+        crate::agent::Decision::Clarify => Decision::Clarify,
+        crate::agent::Decision::Decline => Decision::Decline,
+        crate::agent::Decision::GiveUp => Decision::GiveUp,
+    }
+}
+
 /// Grades one agent result.
 async fn grade(
     gate: &Gate,
@@ -391,12 +401,7 @@ async fn grade(
     result: &AgentResult,
     gold_cache: &mut HashMap<String, Option<ResultSet>>,
 ) -> (bool, Option<String>, Option<bool>) {
-    let decided = match result.decision {
-        crate::agent::Decision::Answer => Decision::Answer,
-        crate::agent::Decision::Clarify => Decision::Clarify,
-        crate::agent::Decision::Decline => Decision::Decline,
-        crate::agent::Decision::GiveUp => Decision::GiveUp,
-    };
+    let decided = decision_of(result.decision);
     let mut correct = false;
     let mut verdict = None;
     if decided == Decision::Answer && item.expected == Expected::Answer {
@@ -433,12 +438,7 @@ fn record_of(
     verdict: Option<String>,
     first_correct: Option<bool>,
 ) -> QuestionRecord {
-    let decision = match result.decision {
-        crate::agent::Decision::Answer => Decision::Answer,
-        crate::agent::Decision::Clarify => Decision::Clarify,
-        crate::agent::Decision::Decline => Decision::Decline,
-        crate::agent::Decision::GiveUp => Decision::GiveUp,
-    };
+    let decision = decision_of(result.decision);
     QuestionRecord {
         id: item.id.clone(),
         mode,
