@@ -766,6 +766,7 @@ async fn eval_command(command: EvalCommand, global: &GlobalArgs) -> Result<ExitC
                     .map_err(anyhow::Error::msg)?],
             };
             let db = (global.db != "demo").then(|| global.db.clone());
+            let modes_len = modes.len();
             let settings = runner::RunSettings {
                 set,
                 modes,
@@ -779,6 +780,7 @@ async fn eval_command(command: EvalCommand, global: &GlobalArgs) -> Result<ExitC
                 temperature: 0.0,
                 explain: false,
                 max_attempts: askdb::agent::MAX_ATTEMPTS,
+                shared_first_reply: modes_len > 1,
             };
             let config = askdb::llm::ProviderConfig::from_env()?;
             let client = askdb::llm::ModelClient::from_config(&config)?;

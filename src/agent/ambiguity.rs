@@ -2,7 +2,9 @@
 //! recent, lately or last quarter have no single meaning. When the database's glossary
 //! defines the word, the definition becomes a stated assumption and the question goes
 //! on; when it does not, askdb asks, offering concrete options. The model may still ask
-//! on its own (a `clarify` reply); these rules catch the common cases for free.
+//! on its own (a `clarify` reply); these rules catch the common cases for free. The
+//! decision also carries the [`super::scope`] findings (a restricted column asked for,
+//! a period the question names), so `askdb plan` shows everything decided before a call.
 
 use serde::{Deserialize, Serialize};
 
@@ -17,6 +19,10 @@ pub struct AmbiguityDecision {
     pub assumptions: Vec<String>,
     /// A clarification to ask instead of answering, when a term stays unresolved.
     pub clarify: Option<Clarification>,
+    /// A restricted column (`table.column`) the question asks for: declined before any
+    /// model call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restricted_column: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -175,7 +181,11 @@ pub fn check(question: &str, notes: &SchemaNotes) -> AmbiguityDecision {
         terms: Vec::new(),
         assumptions: Vec::new(),
         clarify: None,
+        restricted_column: super::scope::restricted_column_named(question, notes),
     };
+    if let Some(period) = super::scope::named_period_assumption(question) {
+        decision.assumptions.push(period);
+    }
     for rule in RULES {
         if !rule
             .phrases

@@ -24,6 +24,7 @@ pub mod answer;
 pub mod empty;
 pub mod prompts;
 mod render;
+pub mod scope;
 
 pub use render::{render_plan, render_text};
 
@@ -47,6 +48,11 @@ pub const MAX_ATTEMPTS: u32 = 3;
 /// A reply identical to a failed attempt is pointed out to the model at most this many
 /// times per question before the agent gives up; such replies are never executed.
 pub const MAX_IDENTICAL_NUDGES: u32 = 2;
+
+/// After this many failures naming columns that no table has (not even by a near
+/// spelling), the question needs data the database does not hold: the agent declines
+/// instead of letting the model invent a third stand-in.
+pub const ABSENT_COLUMNS_TO_DECLINE: usize = 2;
 
 /// The longest question accepted, in characters.
 pub const MAX_QUESTION_CHARS: usize = 2_000;
@@ -323,6 +329,8 @@ struct State {
     failed_sql: Vec<String>,
     feedback: Option<Feedback>,
     identical_nudges: u32,
+    /// Column names the model used that no table has, not even by a near spelling.
+    absent_columns: Vec<String>,
     diagnostic_used: bool,
     first_attempt_ok: Option<bool>,
     first_sql: Option<String>,
@@ -420,6 +428,7 @@ impl Agent {
             failed_sql: Vec::new(),
             feedback: None,
             identical_nudges: 0,
+            absent_columns: Vec::new(),
             diagnostic_used: false,
             first_attempt_ok: None,
             first_sql: None,
@@ -476,6 +485,20 @@ impl Agent {
 
     fn check_ambiguity(&self, state: &mut State) -> Node {
         let decision = ambiguity::check(&state.question, self.gate.notes());
+        if let Some(column) = decision.restricted_column {
+            state.note("check_ambiguity", format!("asks for restricted {column}"));
+            self.finish(
+                state,
+                Decision::Decline,
+                None,
+                Some(format!(
+                    "{column} is restricted on this database: askdb never reads or shows it"
+                )),
+                None,
+            );
+            return Node::Done;
+        }
+
         state
             .assumptions
             .extend(decision.assumptions.iter().cloned());
@@ -729,6 +752,27 @@ impl Agent {
                 match prompts::repair_instruction(error.error_type) {
                     Some(instruction) if error.repairable => {
                         let details = self.repair_details(state, &error);
+                        if state.mode == Mode::Agent
+                            && state.absent_columns.len() >= ABSENT_COLUMNS_TO_DECLINE
+                        {
+                            let missing = state.absent_columns.join(", ");
+                            state.note(
+                                "inspect",
+                                format!("asked twice for columns no table has: {missing}"),
+                            );
+                            self.finish(
+                                state,
+                                Decision::Decline,
+                                None,
+                                Some(format!(
+                                    "the question needs data this database does not hold \
+                                     (no table has {missing}); askdb declines rather than \
+                                     invent it"
+                                )),
+                                None,
+                            );
+                            return Node::Done;
+                        }
                         self.after_failure(
                             state,
                             Feedback {
@@ -917,7 +961,12 @@ impl Agent {
                     .unwrap_or_default();
                 let mut details = Vec::new();
                 if owners.is_empty() {
-                    details.push(format!("No table has a column named {column}."));
+                    details.push(format!(
+                        "No table has a column named {column} or anything close to it. If \
+                         the question needs data this database does not hold, reply with \
+                         action \"decline\" and say what is missing."
+                    ));
+                    state.absent_columns.push(column.clone());
                     state.widen += 2;
                 }
                 for owner in owners.iter().take(3) {

@@ -247,9 +247,10 @@ async fn three_bad_replies_give_up_after_exactly_three_model_calls() {
     let agent = agent(
         &fixture.path,
         &[
-            line(q, "write_sql", sql_reply("SELECT nope_one FROM bills")),
-            line(q, "repair_sql", sql_reply("SELECT nope_two FROM bills")),
-            line(q, "repair_sql", sql_reply("SELECT nope_three FROM bills")),
+            // Misspellings of real columns: repairable, and not data the database lacks.
+            line(q, "write_sql", sql_reply("SELECT totl_amt FROM bills")),
+            line(q, "repair_sql", sql_reply("SELECT total_amnt FROM bills")),
+            line(q, "repair_sql", sql_reply("SELECT totalamt FROM bills")),
         ],
     )
     .await;
@@ -263,15 +264,75 @@ async fn three_bad_replies_give_up_after_exactly_three_model_calls() {
     let tried: Vec<&str> = result.history.iter().map(|a| a.sql.as_str()).collect();
     assert_eq!(tried.len(), 3);
     assert!(
-        tried[0].contains("nope_one")
-            && tried[1].contains("nope_two")
-            && tried[2].contains("nope_three")
+        tried[0].contains("totl_amt")
+            && tried[1].contains("total_amnt")
+            && tried[2].contains("totalamt")
     );
     assert!(result
         .reason
         .as_deref()
         .unwrap_or_default()
         .contains("3 attempts failed"));
+}
+
+#[tokio::test]
+async fn two_columns_no_table_has_end_in_a_decline_not_a_third_invention() {
+    let fixture = demo();
+    let q = "What is the email of each customer?";
+    let agent = agent(
+        &fixture.path,
+        &[
+            line(q, "write_sql", sql_reply("SELECT c.email FROM customers c")),
+            line(
+                q,
+                "repair_sql",
+                sql_reply("SELECT c.email_address FROM customers c"),
+            ),
+        ],
+    )
+    .await;
+    let result = agent
+        .ask(q, &AskOptions::default())
+        .await
+        .expect("declines");
+    assert_eq!(result.decision, Decision::Decline, "{:?}", result.reason);
+    assert_eq!(result.model_calls.len(), 2);
+    assert_eq!(result.history.len(), 2);
+    let reason = result.reason.as_deref().unwrap_or_default();
+    assert!(
+        reason.contains("email") && reason.contains("does not hold"),
+        "{reason}"
+    );
+    assert_eq!(result.history[0].error_type, "unknown_column");
+    assert_eq!(result.history[1].error_type, "unknown_column");
+}
+
+#[tokio::test]
+async fn a_question_naming_a_restricted_column_is_declined_before_any_model_call() {
+    let fixture = demo();
+    let agent = agent(&fixture.path, &[]).await;
+    for mode in [Mode::Agent, Mode::Baseline] {
+        let options = AskOptions {
+            mode,
+            ..AskOptions::default()
+        };
+        let result = agent
+            .ask("List the phone numbers of all our customers.", &options)
+            .await
+            .expect("declines");
+        assert_eq!(result.decision, Decision::Decline);
+        assert!(result.model_calls.is_empty());
+        assert!(result.history.is_empty());
+        assert!(
+            result
+                .reason
+                .as_deref()
+                .unwrap_or_default()
+                .contains("customers.phone"),
+            "{:?}",
+            result.reason
+        );
+    }
 }
 
 #[tokio::test]
@@ -325,6 +386,7 @@ async fn permission_denied_is_never_repaired() {
         failed_sql: Vec::new(),
         feedback: None,
         identical_nudges: 0,
+        absent_columns: Vec::new(),
         diagnostic_used: false,
         first_attempt_ok: None,
         first_sql: None,

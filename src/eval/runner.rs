@@ -26,7 +26,7 @@ use crate::eval::golden::{self, Expect};
 use crate::eval::metrics::{self, Decision, Expected, PairedDifference, QuestionOutcome, Summary};
 use crate::gate::{DatabaseUrl, Gate, GateOptions, QueryOutcome, SqlDialect};
 use crate::linking::SelectOptions;
-use crate::llm::ModelClient;
+use crate::llm::{ModelClient, ResponseCache};
 
 /// The row cap of evaluation gates: far above any benchmark result, so a forced LIMIT
 /// never decides a grade.
@@ -90,6 +90,12 @@ pub struct RunSettings {
     pub temperature: f32,
     pub explain: bool,
     pub max_attempts: u32,
+    /// With both modes, the baseline's one call replays the agent's first reply from a
+    /// cache in the run folder, so the two modes start from the same reply and differ
+    /// by the loop alone (a local server's prompt cache can otherwise change a reply to
+    /// an identical request). The baseline's latency is then not measured.
+    #[serde(default)]
+    pub shared_first_reply: bool,
 }
 
 /// The model a run used.
@@ -585,6 +591,14 @@ pub async fn run(
             (dir, settings)
         }
     };
+    let client = if settings.shared_first_reply && !client.has_cache() {
+        let replies = run_dir.join("replies");
+        let cache = ResponseCache::open(&replies)
+            .map_err(|error| EvalError::Data(format!("reply cache: {error}")))?;
+        client.with_cache(cache)
+    } else {
+        client
+    };
     let items = load_set(
         &settings.set,
         db_override.as_ref(),
@@ -876,6 +890,13 @@ pub fn render_report(summary: &RunSummary) -> String {
         summary.settings.sample.map(|n| format!(", sample of {n} with seed {}", summary.settings.seed)).unwrap_or_default(),
         summary.settings.limit.map(|n| format!(", first {n}")).unwrap_or_default(),
     );
+    if summary.settings.shared_first_reply {
+        out.push_str(
+            "The baseline's one call replays the agent's first reply (same request, cached in \
+             the run folder): the two modes differ by the loop alone, and the baseline's \
+             latency is not measured.\n\n",
+        );
+    }
     out.push_str("| metric | ");
     let names: Vec<&String> = summary.modes.keys().collect();
     out.push_str(

@@ -540,6 +540,17 @@ impl ModelClient {
         ModelClient::new(provider, &prices, Arc::new(ledger), cache)
     }
 
+    /// Whether replies are cached on disk.
+    pub fn has_cache(&self) -> bool {
+        self.cache.is_some()
+    }
+
+    /// The same client with replies cached in `cache`.
+    pub fn with_cache(mut self, cache: ResponseCache) -> ModelClient {
+        self.cache = Some(Arc::new(cache));
+        self
+    }
+
     pub fn provider(&self) -> &dyn Provider {
         self.provider.as_ref()
     }

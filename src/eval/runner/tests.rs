@@ -104,11 +104,12 @@ async fn the_harness_reports_exactly_the_counts_the_script_implies() {
             "write_sql",
             sql("SELECT SUM(salary) FROM employees WHERE role = 'CASHIER'"),
         ),
-        // q4: three distinct failures: the agent gives up after 3 attempts.
-        line(HOPELESS, "write_sql", sql("SELECT nope1 FROM bills")),
-        line(HOPELESS, "repair_sql", sql("SELECT nope2 FROM bills")),
-        line(HOPELESS, "repair_sql", sql("SELECT nope3 FROM bills")),
-        line(HOPELESS, "write_sql", sql("SELECT nope1 FROM bills")),
+        // q4: three distinct failures (misspellings of employees.role, so not data the
+        // database lacks): the agent gives up after 3 attempts.
+        line(HOPELESS, "write_sql", sql("SELECT rol FROM bills")),
+        line(HOPELESS, "repair_sql", sql("SELECT rolee FROM bills")),
+        line(HOPELESS, "repair_sql", sql("SELECT roles FROM bills")),
+        line(HOPELESS, "write_sql", sql("SELECT rol FROM bills")),
         // q5: declined by the model; q6: a write the guard turns into a decline.
         line(
             DELETE,
@@ -152,6 +153,7 @@ async fn the_harness_reports_exactly_the_counts_the_script_implies() {
         temperature: 0.0,
         explain: false,
         max_attempts: crate::agent::MAX_ATTEMPTS,
+        shared_first_reply: false,
     };
     let run_dir = run(settings, client, &dir.path().join("runs"), None)
         .await
@@ -215,4 +217,79 @@ async fn the_harness_reports_exactly_the_counts_the_script_implies() {
     .expect("resume");
     assert_eq!(resumed, run_dir);
     assert_eq!(read_records(&run_dir).expect("records").len(), 14);
+}
+
+#[tokio::test]
+async fn with_a_shared_first_reply_the_baseline_replays_the_agents_first_call() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let demo = dir.path().join("demo.sqlite");
+    crate::demo::write_sqlite(&demo).expect("demo builds");
+    let db = format!("sqlite:{}", demo.display());
+    let items_path = dir.path().join("items.jsonl");
+    let gold = "SELECT COUNT(*) FROM customers";
+    std::fs::write(
+        &items_path,
+        item("q1", CUSTOMERS, Expected::Answer, Some(gold), &db),
+    )
+    .expect("items written");
+    // Only the agent's two calls are scripted: a baseline that called the provider
+    // would find the script exhausted and be recorded as an infrastructure failure.
+    let script = [
+        line(
+            CUSTOMERS,
+            "write_sql",
+            sql("SELECT count(*) FROM customerz"),
+        ),
+        line(
+            CUSTOMERS,
+            "repair_sql",
+            sql("SELECT count(*) FROM customers"),
+        ),
+    ];
+    let provider = ScriptedProvider::parse(&script.join("\n"), "scripted").expect("script");
+    let client = ModelClient::new(
+        Arc::new(provider),
+        &PriceTable::built_in().expect("prices"),
+        Arc::new(SpendLedger::in_memory(None)),
+        None,
+    )
+    .expect("client");
+    let settings = RunSettings {
+        set: format!("file:{}", items_path.display()),
+        modes: vec![Mode::Agent, Mode::Baseline],
+        limit: None,
+        sample: None,
+        seed: 1,
+        db: None,
+        row_cap: EVAL_ROW_CAP,
+        budget_tokens: crate::linking::DEFAULT_BUDGET_TOKENS,
+        k: crate::linking::DEFAULT_K,
+        temperature: 0.0,
+        explain: false,
+        max_attempts: crate::agent::MAX_ATTEMPTS,
+        shared_first_reply: true,
+    };
+    let run_dir = run(settings, client, &dir.path().join("runs"), None)
+        .await
+        .expect("the run completes");
+    assert!(
+        run_dir.join("replies").is_dir(),
+        "the cache lives in the run folder"
+    );
+    let records = read_records(&run_dir).expect("records");
+    let agent = records
+        .iter()
+        .find(|record| record.mode == Mode::Agent)
+        .expect("agent record");
+    let baseline = records
+        .iter()
+        .find(|record| record.mode == Mode::Baseline)
+        .expect("baseline record");
+    assert_eq!(agent.decision, Decision::Answer);
+    assert!(agent.correct);
+    assert_eq!(baseline.decision, Decision::GiveUp, "{baseline:?}");
+    assert_eq!(baseline.history.len(), 1);
+    assert_eq!(baseline.history[0].sql, agent.history[0].sql);
+    let summary = write_summary(&run_dir).expect("summary");
+    assert!(render_report(&summary).contains("replays the agent's first reply"));
 }
