@@ -14,11 +14,13 @@
 //! Node.js or model is a failure; elsewhere the test prints SKIPPED on stderr and passes.
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{mpsc, Arc, Mutex};
+use std::process::Command;
 use std::time::Duration;
+
+#[path = "support/serve.rs"]
+mod serve;
+use serve::Server;
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -53,102 +55,6 @@ fn setup() -> Result<(), String> {
         Ok(())
     } else {
         Err(String::from_utf8_lossy(&output.stderr).trim().to_string())
-    }
-}
-
-/// `askdb serve` on a free port, with its own data directory; killed on drop.
-struct Server {
-    child: Child,
-    url: String,
-    stderr: Arc<Mutex<String>>,
-    _home: tempfile::TempDir,
-}
-
-impl Server {
-    /// Starts the binary with only the given askdb/model variables (the developer's
-    /// own ASKDB_*, OPENAI_* and ANTHROPIC_* settings are removed).
-    fn start(args: &[&str], env: &[(&str, String)]) -> Server {
-        let home = tempfile::tempdir().expect("temp dir");
-        let mut command = Command::new(env!("CARGO_BIN_EXE_askdb"));
-        for (name, _) in std::env::vars_os()
-            .filter_map(|(name, value)| name.into_string().ok().map(|name| (name, value)))
-        {
-            if ["ASKDB_", "OPENAI_", "ANTHROPIC_"]
-                .iter()
-                .any(|prefix| name.starts_with(prefix))
-            {
-                command.env_remove(name);
-            }
-        }
-        command
-            .env("ASKDB_HOME", home.path())
-            .arg("serve")
-            .args(["--addr", "127.0.0.1:0"])
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        for (name, value) in env {
-            command.env(name, value);
-        }
-        let mut child = command.spawn().expect("askdb starts");
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let mut err = child.stderr.take().expect("stderr");
-        let sink = Arc::clone(&stderr);
-        std::thread::spawn(move || {
-            let mut buffer = [0u8; 4096];
-            while let Ok(read) = err.read(&mut buffer) {
-                if read == 0 {
-                    break;
-                }
-                if let Ok(mut text) = sink.lock() {
-                    text.push_str(&String::from_utf8_lossy(&buffer[..read]));
-                }
-            }
-        });
-        let stdout = child.stdout.take().expect("stdout");
-        let (sender, receiver) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                let _ = sender.send(line);
-            }
-        });
-        let url = loop {
-            match receiver.recv_timeout(Duration::from_secs(60)) {
-                Ok(line) => {
-                    if let Some(url) = line.strip_prefix("askdb serve: listening on ") {
-                        break url.trim().to_string();
-                    }
-                }
-                Err(_) => {
-                    let _ = child.kill();
-                    panic!(
-                        "askdb serve printed no address: {}",
-                        stderr.lock().map(|text| text.clone()).unwrap_or_default()
-                    );
-                }
-            }
-        };
-        Server {
-            child,
-            url,
-            stderr,
-            _home: home,
-        }
-    }
-
-    fn log(&self) -> String {
-        self.stderr
-            .lock()
-            .map(|text| text.clone())
-            .unwrap_or_default()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -229,12 +135,14 @@ fn the_page_shows_the_answer_sql_chart_failed_attempt_and_null_cell() {
     let eval_dir = files.path().join("results");
     std::fs::create_dir_all(eval_dir.join("demo")).expect("mkdir");
     std::fs::write(eval_dir.join("demo").join("summary.json"), SUMMARY).expect("summary");
+    let script_text = script_path.display().to_string();
+    let eval_text = eval_dir.display().to_string();
     let server = Server::start(
         &[],
         &[
-            ("ASKDB_PROVIDER", "scripted".to_string()),
-            ("ASKDB_SCRIPT", script_path.display().to_string()),
-            ("ASKDB_EVAL_DIR", eval_dir.display().to_string()),
+            ("ASKDB_PROVIDER", "scripted"),
+            ("ASKDB_SCRIPT", script_text.as_str()),
+            ("ASKDB_EVAL_DIR", eval_text.as_str()),
         ],
     );
     drive_page(
@@ -327,6 +235,10 @@ fn the_local_model_answers_a_question_asked_through_the_page() {
     // A small model on two shared cores: minutes, not seconds.
     env.push(("ASKDB_MODEL_TIMEOUT_SECS", "600".to_string()));
     env.push(("ASKDB_MODEL_MAX_ATTEMPTS", "2".to_string()));
+    let env: Vec<(&str, &str)> = env
+        .iter()
+        .map(|(name, value)| (*name, value.as_str()))
+        .collect();
     let server = Server::start(&["--ask-timeout-secs", "1500"], &env);
     drive_page(
         &server,

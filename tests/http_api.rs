@@ -5,11 +5,9 @@
 //! test hook, in-process) or unreachable (PostgreSQL behind a relay this test cuts) or
 //! when no model is configured.
 
-use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use askdb::gate::{DatabaseUrl, Gate, GateOptions};
@@ -18,104 +16,9 @@ use askdb::server::{AppState, ServerConfig};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
-/// `askdb serve` on a free port with its own data directory; killed on drop.
-struct Server {
-    child: Child,
-    url: String,
-    stderr: Arc<Mutex<String>>,
-    _home: tempfile::TempDir,
-}
-
-impl Server {
-    /// Starts the binary with only the given askdb/model variables: the developer's
-    /// own ASKDB_*, OPENAI_* and ANTHROPIC_* settings are removed.
-    fn start(args: &[&str], env: &[(&str, &str)]) -> Server {
-        let home = tempfile::tempdir().expect("temp dir");
-        let mut command = Command::new(env!("CARGO_BIN_EXE_askdb"));
-        for (name, _) in std::env::vars_os() {
-            let Some(name) = name.to_str() else { continue };
-            if ["ASKDB_", "OPENAI_", "ANTHROPIC_"]
-                .iter()
-                .any(|prefix| name.starts_with(prefix))
-            {
-                command.env_remove(name);
-            }
-        }
-        command
-            .env("ASKDB_HOME", home.path())
-            .arg("serve")
-            .args(["--addr", "127.0.0.1:0"])
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        for (name, value) in env {
-            command.env(name, value);
-        }
-        let mut child = command.spawn().expect("askdb starts");
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let mut err = child.stderr.take().expect("stderr");
-        let sink = Arc::clone(&stderr);
-        std::thread::spawn(move || {
-            let mut buffer = [0u8; 4096];
-            while let Ok(read) = err.read(&mut buffer) {
-                if read == 0 {
-                    break;
-                }
-                if let Ok(mut text) = sink.lock() {
-                    text.push_str(&String::from_utf8_lossy(&buffer[..read]));
-                }
-            }
-        });
-        let stdout = child.stdout.take().expect("stdout");
-        let (sender, receiver) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                let _ = sender.send(line);
-            }
-        });
-        let url = loop {
-            match receiver.recv_timeout(Duration::from_secs(60)) {
-                Ok(line) => {
-                    if let Some(url) = line.strip_prefix("askdb serve: listening on ") {
-                        break url.trim().trim_end_matches('/').to_string();
-                    }
-                }
-                Err(_) => {
-                    let _ = child.kill();
-                    panic!(
-                        "askdb serve printed no address; stderr: {}",
-                        stderr.lock().map(|text| text.clone()).unwrap_or_default()
-                    );
-                }
-            }
-        };
-        Server {
-            child,
-            url,
-            stderr,
-            _home: home,
-        }
-    }
-
-    fn at(&self, path: &str) -> String {
-        format!("{}{path}", self.url)
-    }
-
-    fn log(&self) -> String {
-        self.stderr
-            .lock()
-            .map(|text| text.clone())
-            .unwrap_or_default()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+#[path = "support/serve.rs"]
+mod serve;
+use serve::Server;
 
 fn client() -> reqwest::Client {
     askdb::llm::install_tls_provider();

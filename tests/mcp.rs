@@ -1090,35 +1090,10 @@ impl Scratch {
 
 impl Drop for Scratch {
     fn drop(&mut self) {
-        let admin_url = self.admin_url.clone();
-        let database = self.database.clone();
-        let roles = self.roles.clone();
-        // A fresh thread and runtime: Drop may run while a failed test unwinds.
-        let cleaned = thread::spawn(move || {
-            runtime().block_on(async move {
-                let admin = pg_connect(&admin_url).await.map_err(|e| e.to_string())?;
-                // FORCE ends sessions still open on it.
-                admin
-                    .execute(
-                        format!("DROP DATABASE IF EXISTS \"{database}\" WITH (FORCE)").as_str(),
-                        &[],
-                    )
-                    .await
-                    .map_err(|error| format!("drop database {database}: {error}"))?;
-                for role in roles {
-                    admin
-                        .execute(format!("DROP ROLE IF EXISTS \"{role}\"").as_str(), &[])
-                        .await
-                        .map_err(|error| format!("drop role {role}: {error}"))?;
-                }
-                Ok::<_, String>(())
-            })
-        })
-        .join();
-        match cleaned {
-            Ok(Ok(())) => {}
-            Ok(Err(error)) => eprintln!("WARNING: scratch cleanup failed: {error}"),
-            Err(_) => eprintln!("WARNING: scratch cleanup panicked"),
+        if let Err(error) =
+            askdb::db_setup::drop_scratch_with_roles(&self.admin_url, &self.database, &self.roles)
+        {
+            eprintln!("WARNING: scratch cleanup failed: {error}");
         }
     }
 }

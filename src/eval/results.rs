@@ -83,7 +83,7 @@ pub fn results_block(summaries: &[RunSummary]) -> String {
         return "No evaluation run has been published yet.\n".to_string();
     }
     let mut out = String::from(
-        "| set | questions asked (of the set) | model | agent accuracy [Wilson 95%] | baseline accuracy | agent − baseline [bootstrap 95%] | rescued / broken | agent gave up | run (UTC) |\n|---|---:|---|---|---|---|---|---:|---|\n",
+        "| set | questions asked | model | agent accuracy [Wilson 95%] | baseline accuracy | agent − baseline [bootstrap 95%] | rescued / broken | agent gave up | run (UTC) |\n|---|---:|---|---|---|---|---|---:|---|\n",
     );
     for summary in summaries {
         let agent = summary.modes.get("agent");
@@ -104,11 +104,17 @@ pub fn results_block(summaries: &[RunSummary]) -> String {
                 ))
             })
             .unwrap_or_else(|| "-".to_string());
+        let asked = match summary.settings.sample {
+            Some(_) => format!(
+                "{questions} (random sample, seed {})",
+                summary.settings.seed
+            ),
+            None => format!("{questions} of {}", summary.items),
+        };
         out.push_str(&format!(
-            "| {} | {} of {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             summary.set,
-            questions,
-            summary.items,
+            asked,
             summary.model.model,
             agent
                 .map(|s| rate_text(&s.accuracy))

@@ -150,40 +150,11 @@ impl Scratch {
 
 impl Drop for Scratch {
     fn drop(&mut self) {
-        let admin_url = self.admin_url.clone();
-        let database = self.database.clone();
         let roles = [self.read_only_role.clone(), self.log_role.clone()];
-        let cleaned = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .map_err(|error| error.to_string())?;
-            runtime.block_on(async move {
-                let admin = pg_connect(&admin_url)
-                    .await
-                    .map_err(|error| error.to_string())?;
-                // FORCE ends the gate's pooled sessions still open on it.
-                admin
-                    .execute(
-                        format!("DROP DATABASE IF EXISTS \"{database}\" WITH (FORCE)").as_str(),
-                        &[],
-                    )
-                    .await
-                    .map_err(|error| format!("drop database {database}: {error:?}"))?;
-                for role in roles {
-                    admin
-                        .execute(format!("DROP ROLE IF EXISTS \"{role}\"").as_str(), &[])
-                        .await
-                        .map_err(|error| format!("drop role {role}: {error:?}"))?;
-                }
-                Ok::<_, String>(())
-            })
-        })
-        .join();
-        match cleaned {
-            Ok(Ok(())) => {}
-            Ok(Err(error)) => eprintln!("WARNING: scratch cleanup failed: {error}"),
-            Err(_) => eprintln!("WARNING: scratch cleanup panicked"),
+        if let Err(error) =
+            crate::db_setup::drop_scratch_with_roles(&self.admin_url, &self.database, &roles)
+        {
+            eprintln!("WARNING: scratch cleanup failed: {error}");
         }
     }
 }

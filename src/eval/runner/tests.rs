@@ -43,6 +43,37 @@ fn item(id: &str, question: &str, expected: Expected, gold: Option<&str>, db: &s
     .expect("serialises")
 }
 
+/// A client whose replies come from `script` (JSONL), with no cache of its own.
+fn scripted_client(script: &str) -> ModelClient {
+    let provider = ScriptedProvider::parse(script, "scripted").expect("script");
+    ModelClient::new(
+        Arc::new(provider),
+        &PriceTable::built_in().expect("prices"),
+        Arc::new(SpendLedger::in_memory(None)),
+        None,
+    )
+    .expect("client")
+}
+
+/// Settings for a run of the items in `items_path` in both modes, agent first.
+fn both_modes(items_path: &Path, shared_first_reply: bool) -> RunSettings {
+    RunSettings {
+        set: format!("file:{}", items_path.display()),
+        modes: vec![Mode::Agent, Mode::Baseline],
+        limit: None,
+        sample: None,
+        seed: 1,
+        db: None,
+        row_cap: EVAL_ROW_CAP,
+        budget_tokens: crate::linking::DEFAULT_BUDGET_TOKENS,
+        k: crate::linking::DEFAULT_K,
+        temperature: 0.0,
+        explain: false,
+        max_attempts: crate::agent::MAX_ATTEMPTS,
+        shared_first_reply,
+    }
+}
+
 #[tokio::test]
 async fn the_harness_reports_exactly_the_counts_the_script_implies() {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -132,29 +163,8 @@ async fn the_harness_reports_exactly_the_counts_the_script_implies() {
             sql("UPDATE bills SET status = 'PAID' WHERE status = 'UNPAID'"),
         ),
     ];
-    let provider = ScriptedProvider::parse(&script.join("\n"), "scripted").expect("script");
-    let client = ModelClient::new(
-        Arc::new(provider),
-        &PriceTable::built_in().expect("prices"),
-        Arc::new(SpendLedger::in_memory(None)),
-        None,
-    )
-    .expect("client");
-    let settings = RunSettings {
-        set: format!("file:{}", items_path.display()),
-        modes: vec![Mode::Agent, Mode::Baseline],
-        limit: None,
-        sample: None,
-        seed: 1,
-        db: None,
-        row_cap: EVAL_ROW_CAP,
-        budget_tokens: crate::linking::DEFAULT_BUDGET_TOKENS,
-        k: crate::linking::DEFAULT_K,
-        temperature: 0.0,
-        explain: false,
-        max_attempts: crate::agent::MAX_ATTEMPTS,
-        shared_first_reply: false,
-    };
+    let client = scripted_client(&script.join("\n"));
+    let settings = both_modes(&items_path, false);
     let run_dir = run(settings, client, &dir.path().join("runs"), None)
         .await
         .expect("the run completes");
@@ -198,14 +208,7 @@ async fn the_harness_reports_exactly_the_counts_the_script_implies() {
     assert_eq!(regraded.modes["baseline"].accuracy, baseline.accuracy);
 
     // Resuming a finished run asks nothing more and changes nothing.
-    let provider = ScriptedProvider::parse("", "scripted").expect("empty script");
-    let client = ModelClient::new(
-        Arc::new(provider),
-        &PriceTable::built_in().expect("prices"),
-        Arc::new(SpendLedger::in_memory(None)),
-        None,
-    )
-    .expect("client");
+    let client = scripted_client("");
     let manifest = read_manifest(&run_dir).expect("manifest");
     let resumed = run(
         manifest.settings,
@@ -246,29 +249,8 @@ async fn with_a_shared_first_reply_the_baseline_replays_the_agents_first_call() 
             sql("SELECT count(*) FROM customers"),
         ),
     ];
-    let provider = ScriptedProvider::parse(&script.join("\n"), "scripted").expect("script");
-    let client = ModelClient::new(
-        Arc::new(provider),
-        &PriceTable::built_in().expect("prices"),
-        Arc::new(SpendLedger::in_memory(None)),
-        None,
-    )
-    .expect("client");
-    let settings = RunSettings {
-        set: format!("file:{}", items_path.display()),
-        modes: vec![Mode::Agent, Mode::Baseline],
-        limit: None,
-        sample: None,
-        seed: 1,
-        db: None,
-        row_cap: EVAL_ROW_CAP,
-        budget_tokens: crate::linking::DEFAULT_BUDGET_TOKENS,
-        k: crate::linking::DEFAULT_K,
-        temperature: 0.0,
-        explain: false,
-        max_attempts: crate::agent::MAX_ATTEMPTS,
-        shared_first_reply: true,
-    };
+    let client = scripted_client(&script.join("\n"));
+    let settings = both_modes(&items_path, true);
     let run_dir = run(settings, client, &dir.path().join("runs"), None)
         .await
         .expect("the run completes");
