@@ -1015,6 +1015,12 @@ pub async fn drop_scratch_database(admin_url: &str, database: &str) -> Result<()
     check_name("database", database)?;
     let config = parse_admin_url(admin_url)?;
     let admin = connect(&config, admin_url).await?;
+    drop_database_on(&admin, database).await
+}
+
+/// Ends a database's sessions and drops it, over an admin connection already open;
+/// the caller has checked the name.
+async fn drop_database_on(admin: &Client, database: &str) -> Result<(), SetupError> {
     admin
         .execute(
             "SELECT pg_catalog.pg_terminate_backend(pid) FROM pg_catalog.pg_stat_activity \
@@ -1024,7 +1030,7 @@ pub async fn drop_scratch_database(admin_url: &str, database: &str) -> Result<()
         .await
         .map_err(|error| step_error("end the scratch database's sessions", &error))?;
     run(
-        &admin,
+        admin,
         "drop the scratch database",
         &format!("DROP DATABASE IF EXISTS {}", quote_ident(database)),
     )
@@ -1054,9 +1060,10 @@ pub fn drop_scratch_with_roles(
                 message: error.to_string(),
             })?;
         runtime.block_on(async move {
-            drop_scratch_database(&admin_url, &database).await?;
+            check_name("database", &database)?;
             let config = parse_admin_url(&admin_url)?;
             let admin = connect(&config, &admin_url).await?;
+            drop_database_on(&admin, &database).await?;
             for role in &roles {
                 check_name("role", role)?;
                 run(

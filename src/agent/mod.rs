@@ -487,16 +487,10 @@ impl Agent {
         let decision = ambiguity::check(&state.question, self.gate.notes());
         if let Some(column) = decision.restricted_column {
             state.note("check_ambiguity", format!("asks for restricted {column}"));
-            self.finish(
+            return self.decline(
                 state,
-                Decision::Decline,
-                None,
-                Some(format!(
-                    "{column} is restricted on this database: askdb never reads or shows it"
-                )),
-                None,
+                format!("{column} is restricted on this database: askdb never reads or shows it"),
             );
-            return Node::Done;
         }
 
         state
@@ -578,8 +572,7 @@ impl Agent {
             }
             Reply::Decline(reason) => {
                 state.note("generate", "the model declines");
-                self.finish(state, Decision::Decline, None, Some(reason), None);
-                Node::Done
+                self.decline(state, reason)
             }
             Reply::Sql { sql, assumptions } => {
                 for assumption in assumptions {
@@ -693,17 +686,13 @@ impl Agent {
                         | RefusalReason::LockingClause
                 );
                 if writes {
-                    self.finish(
+                    return self.decline(
                         state,
-                        Decision::Decline,
-                        None,
-                        Some(format!(
+                        format!(
                             "askdb only reads data; the statement was refused ({})",
                             refusal.reason.as_str()
-                        )),
-                        None,
+                        ),
                     );
-                    return Node::Done;
                 }
                 if !refusal.repairable {
                     return Node::GiveUp(format!("the guard refused the query: {refusal}"));
@@ -752,27 +741,6 @@ impl Agent {
                 match prompts::repair_instruction(error.error_type) {
                     Some(instruction) if error.repairable => {
                         let details = self.repair_details(state, &error);
-                        if state.mode == Mode::Agent
-                            && state.absent_columns.len() >= ABSENT_COLUMNS_TO_DECLINE
-                        {
-                            let missing = state.absent_columns.join(", ");
-                            state.note(
-                                "inspect",
-                                format!("asked twice for columns no table has: {missing}"),
-                            );
-                            self.finish(
-                                state,
-                                Decision::Decline,
-                                None,
-                                Some(format!(
-                                    "the question needs data this database does not hold \
-                                     (no table has {missing}); askdb declines rather than \
-                                     invent it"
-                                )),
-                                None,
-                            );
-                            return Node::Done;
-                        }
                         self.after_failure(
                             state,
                             Feedback {
@@ -1024,6 +992,20 @@ impl Agent {
         if !repairable {
             return Node::GiveUp(feedback.message);
         }
+        if state.absent_columns.len() >= ABSENT_COLUMNS_TO_DECLINE {
+            let missing = state.absent_columns.join(", ");
+            state.note(
+                "inspect",
+                format!("asked twice for columns no table has: {missing}"),
+            );
+            return self.decline(
+                state,
+                format!(
+                    "the question needs data this database does not hold (no table has \
+                     {missing}); askdb declines rather than invent it"
+                ),
+            );
+        }
         if state.attempts >= MAX_ATTEMPTS {
             return Node::GiveUp(format!(
                 "{MAX_ATTEMPTS} attempts failed; the last: {}",
@@ -1146,6 +1128,12 @@ impl Agent {
             first_attempt_ok: state.first_attempt_ok,
             first_sql: state.first_sql.clone(),
         }
+    }
+
+    /// Ends the question with a decline and its reason; nothing more runs.
+    fn decline(&self, state: &mut State, reason: String) -> Node {
+        self.finish(state, Decision::Decline, None, Some(reason), None);
+        Node::Done
     }
 
     fn finish(
