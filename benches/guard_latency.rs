@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use askdb::eval::external::{self, ExternalDialect};
-use askdb::gate::{DatabaseUrl, Gate, GateOptions};
+use askdb::gate::{Gate, GateOptions};
 
 const ROUNDS: usize = 5;
 
@@ -29,8 +29,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut gates: BTreeMap<std::path::PathBuf, Gate> = BTreeMap::new();
     for (_, path, _) in &corpus {
         if !gates.contains_key(path) {
-            let gate = runtime.block_on(Gate::open(
-                &DatabaseUrl::Sqlite(path.clone()),
+            let gate = runtime.block_on(askdb::database::open_gate(
+                &askdb::database::DatabaseUrl::Sqlite(path.clone()),
                 GateOptions::default(),
             ))?;
             gates.insert(path.clone(), gate);

@@ -190,5 +190,5 @@ fn build_demo(bin: &str, path: &Path) {
 
 /// A URL as printed: without its password.
 fn redact(url: &str) -> String {
-    askdb::gate::redact_password(url)
+    askdb::text::redact_password(url)
 }

@@ -18,23 +18,23 @@ pub fn data_dir() -> PathBuf {
     PathBuf::from(".askdb-home")
 }
 
-/// The external data folder (`../shared/data` from the project root), or
-/// `$ASKDB_SHARED_DATA` when set. Returns a message naming the path tried when missing.
-pub fn shared_data_dir() -> Result<PathBuf, String> {
+/// The external benchmark data was not where askdb looked.
+#[derive(Debug, thiserror::Error)]
+#[error("external data not found at {}: run scripts/fetch-data.sh, or set ASKDB_SHARED_DATA", .0.display())]
+pub struct SharedDataMissing(pub PathBuf);
+
+/// The external data folder: `$ASKDB_SHARED_DATA` when set, else `../shared/data` from
+/// the working directory (the repository's root, where the evaluation commands and the
+/// tests run). A runtime path, never the source tree the binary was built from.
+pub fn shared_data_dir() -> Result<PathBuf, SharedDataMissing> {
     let dir = match non_empty_env("ASKDB_SHARED_DATA") {
         Some(dir) => PathBuf::from(dir),
-        None => Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("..")
-            .join("shared")
-            .join("data"),
+        None => Path::new("..").join("shared").join("data"),
     };
     if dir.is_dir() {
         Ok(dir)
     } else {
-        Err(format!(
-            "external data not found at {}: run scripts/fetch-data.sh or set ASKDB_SHARED_DATA",
-            dir.display()
-        ))
+        Err(SharedDataMissing(dir))
     }
 }
 

@@ -22,7 +22,7 @@ pub fn render(columns: &[String], rows: &[Vec<JsonValue>]) -> String {
         .iter()
         .map(|row| {
             row.iter()
-                .map(|value| crate::gate::cut_text(&cell_text(value), MAX_CELL_CHARS))
+                .map(|value| crate::text::cut_text(&cell_text(value), MAX_CELL_CHARS))
                 .collect()
         })
         .collect();

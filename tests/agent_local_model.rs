@@ -7,7 +7,7 @@
 mod support;
 
 use askdb::agent::{Agent, AskOptions, Decision};
-use askdb::gate::{DatabaseUrl, Gate, GateOptions};
+use askdb::gate::GateOptions;
 use askdb::llm::{ModelClient, ProviderConfig};
 use sha2::{Digest, Sha256};
 
@@ -48,9 +48,12 @@ fn eight_demo_questions_end_in_a_decision_with_nothing_unsafe_run() {
         let path = dir.path().join("demo.sqlite");
         askdb::demo::write_sqlite(&path).expect("demo database");
         let before = file_hash(&path);
-        let gate = Gate::open(&DatabaseUrl::Sqlite(path.clone()), GateOptions::default())
-            .await
-            .expect("gate");
+        let gate = askdb::database::open_gate(
+            &askdb::database::DatabaseUrl::Sqlite(path.clone()),
+            GateOptions::default(),
+        )
+        .await
+        .expect("gate");
         let checker = gate.clone();
         let agent = Agent::new(gate, client).await.expect("agent");
         for question in QUESTIONS {

@@ -9,7 +9,7 @@ use std::io::Write;
 use askdb::demo::{self, DdlDialect};
 use askdb::eval::compare::{gold_orders, results_match, CompareOptions, ResultSet};
 use askdb::eval::golden::{self, GoldenItem};
-use askdb::gate::{DatabaseUrl, Gate, GateOptions, QueryOutcome, SqlDialect};
+use askdb::gate::{Gate, GateOptions, QueryOutcome, SqlDialect};
 
 fn admin_url() -> String {
     askdb::eval::guard_check::admin_url()
@@ -86,7 +86,7 @@ fn golden_sets_give_the_same_results_on_sqlite_and_postgresql() {
         .expect("runtime");
     runtime.block_on(async {
         let admin = admin_url();
-        if let Err(error) = askdb::db_setup::url_reachable(&admin).await {
+        if let Err(error) = askdb::admin::url_reachable(&admin).await {
             let in_ci = std::env::var_os("CI").is_some_and(|value| !value.is_empty());
             assert!(
                 !in_ci,
@@ -116,7 +116,7 @@ fn golden_sets_give_the_same_results_on_sqlite_and_postgresql() {
         .collect();
         let mut problems = Vec::new();
         let outcome = async {
-            let demo_url = askdb::db_setup::load_scratch_database(
+            let demo_url = askdb::admin::load_dump_into_database(
                 &admin,
                 &scratch["demo"],
                 &demo_postgres_script(),
@@ -124,7 +124,7 @@ fn golden_sets_give_the_same_results_on_sqlite_and_postgresql() {
             .await
             .map_err(|error| error.to_string())?;
             let chinook_url =
-                askdb::db_setup::load_scratch_database(&admin, &scratch["chinook"], chinook_body)
+                askdb::admin::load_dump_into_database(&admin, &scratch["chinook"], chinook_body)
                     .await
                     .map_err(|error| error.to_string())?;
             let options = || GateOptions {
@@ -137,17 +137,31 @@ fn golden_sets_give_the_same_results_on_sqlite_and_postgresql() {
             let gates = [
                 (
                     "demo",
-                    Gate::open(&DatabaseUrl::Sqlite(demo_file), options()).await,
-                    Gate::open(&DatabaseUrl::Postgres(demo_url), options()).await,
-                ),
-                (
-                    "chinook",
-                    Gate::open(
-                        &DatabaseUrl::Sqlite(golden::chinook_sqlite_path(&data_dir)),
+                    askdb::database::open_gate(
+                        &askdb::database::DatabaseUrl::Sqlite(demo_file),
                         options(),
                     )
                     .await,
-                    Gate::open(&DatabaseUrl::Postgres(chinook_url), options()).await,
+                    askdb::database::open_gate(
+                        &askdb::database::DatabaseUrl::Postgres(demo_url),
+                        options(),
+                    )
+                    .await,
+                ),
+                (
+                    "chinook",
+                    askdb::database::open_gate(
+                        &askdb::database::DatabaseUrl::Sqlite(golden::chinook_sqlite_path(
+                            &data_dir,
+                        )),
+                        options(),
+                    )
+                    .await,
+                    askdb::database::open_gate(
+                        &askdb::database::DatabaseUrl::Postgres(chinook_url),
+                        options(),
+                    )
+                    .await,
                 ),
             ];
             for (set, sqlite, postgres) in gates {
@@ -159,8 +173,7 @@ fn golden_sets_give_the_same_results_on_sqlite_and_postgresql() {
                     "{set}: {:?}",
                     postgres.list_tables()
                 );
-                let items = golden::load_golden(golden::golden_path(set))
-                    .map_err(|error| error.to_string())?;
+                let items = golden::builtin(set).map_err(|error| error.to_string())?;
                 let answerable = items.iter().filter(|item| item.gold_sql.is_some()).count();
                 let found = compare_golden(&items, &sqlite, &postgres).await;
                 eprintln!(
@@ -173,7 +186,7 @@ fn golden_sets_give_the_same_results_on_sqlite_and_postgresql() {
         }
         .await;
         for database in scratch.values() {
-            let _ = askdb::db_setup::drop_scratch_database(&admin, database).await;
+            let _ = askdb::admin::drop_database(&admin, database).await;
         }
         if let Err(error) = outcome {
             panic!("{error}");

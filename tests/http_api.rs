@@ -10,7 +10,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use askdb::gate::{DatabaseUrl, Gate, GateOptions};
+use askdb::gate::GateOptions;
 use askdb::llm::{ModelClient, ProviderConfig};
 use askdb::server::{AppState, ServerConfig};
 use reqwest::StatusCode;
@@ -575,9 +575,12 @@ async fn health_is_false_when_the_database_accepts_a_write() {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("demo.sqlite");
     askdb::demo::write_sqlite(&path).expect("demo");
-    let gate = Gate::open(&DatabaseUrl::Sqlite(path), GateOptions::default())
-        .await
-        .expect("gate");
+    let gate = askdb::database::open_gate(
+        &askdb::database::DatabaseUrl::Sqlite(path),
+        GateOptions::default(),
+    )
+    .await
+    .expect("gate");
     let script = write_script(dir.path(), &[check_line(), check_line()]);
     let config = ProviderConfig::from_lookup(|name| match name {
         "ASKDB_PROVIDER" => Some("scripted".to_string()),
@@ -692,11 +695,11 @@ async fn health_is_false_when_the_database_becomes_unreachable() {
         assert!(
             std::env::var_os("CI").is_none(),
             "CI: PostgreSQL is required at {}",
-            askdb::gate::redact_password(&admin)
+            askdb::text::redact_password(&admin)
         );
         eprintln!(
             "SKIPPED {test}: no PostgreSQL at {} (set ASKDB_TEST_POSTGRES_URL)",
-            askdb::gate::redact_password(&admin)
+            askdb::text::redact_password(&admin)
         );
         return;
     }

@@ -11,7 +11,7 @@
 
 use std::time::{Duration, Instant};
 
-use askdb::gate::{DatabaseUrl, Gate, QueryOutcome};
+use askdb::gate::QueryOutcome;
 use askdb::llm::{CallLog, Message, ModelClient, ModelRequest, ProviderConfig, Purpose};
 use serde_json::json;
 
@@ -72,7 +72,7 @@ fn the_local_model_writes_an_executable_sqlite_select_for_the_demo_database() {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("demo.sqlite");
         askdb::demo::write_sqlite(&path).expect("demo database");
-        let gate = Gate::open(&DatabaseUrl::Sqlite(path), Default::default())
+        let gate = askdb::database::open_gate(&askdb::database::DatabaseUrl::Sqlite(path), Default::default())
             .await
             .expect("gate");
         let schema: Vec<String> = gate

@@ -12,7 +12,7 @@
 //! marker file says an install finished). Without python3 or node, or when an install
 //! fails, a test writes SKIPPED to stderr and returns, except under CI (env `CI` set),
 //! where it fails. The PostgreSQL test creates its own uniquely named database and roles
-//! with `askdb::db_setup::setup` (server `ASKDB_TEST_POSTGRES_URL` or
+//! with `askdb::admin::setup` (server `ASKDB_TEST_POSTGRES_URL` or
 //! postgres@127.0.0.1:5432), drops them when it ends, and skips or fails the same way
 //! when no server answers.
 
@@ -1054,7 +1054,7 @@ impl Scratch {
                 test,
                 &format!(
                     "PostgreSQL is not reachable at {}: {error}",
-                    askdb::gate::redact_password(&admin_url)
+                    askdb::text::redact_password(&admin_url)
                 ),
             );
             return None;
@@ -1077,8 +1077,8 @@ impl Scratch {
         })
     }
 
-    fn options(&self) -> askdb::db_setup::SetupOptions {
-        use askdb::db_setup::{RoleSpec, SetupOptions};
+    fn options(&self) -> askdb::admin::SetupOptions {
+        use askdb::admin::{RoleSpec, SetupOptions};
         SetupOptions {
             admin_url: self.admin_url.clone(),
             database: self.database.clone(),
@@ -1091,7 +1091,7 @@ impl Scratch {
 impl Drop for Scratch {
     fn drop(&mut self) {
         if let Err(error) =
-            askdb::db_setup::drop_scratch_with_roles(&self.admin_url, &self.database, &self.roles)
+            askdb::admin::drop_scratch_with_roles(&self.admin_url, &self.database, &self.roles)
         {
             eprintln!("WARNING: scratch cleanup failed: {error}");
         }
@@ -1161,7 +1161,7 @@ fn postgres_hostile_corpus_over_mcp_as_askdb_ro_is_refused_and_nothing_changes()
     };
     let runtime = runtime();
     let report = runtime
-        .block_on(askdb::db_setup::setup(&scratch.options()))
+        .block_on(askdb::admin::setup(&scratch.options()))
         .unwrap_or_else(|error| panic!("db setup: {error}"));
     let admin_in_db = url_with_database(&scratch.admin_url, &scratch.database);
     let (before, restricted_values) = runtime.block_on(async {

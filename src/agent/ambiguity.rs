@@ -99,11 +99,7 @@ const RULES: &[Rule] = &[
 ];
 
 fn words(text: &str) -> Vec<String> {
-    text.to_lowercase()
-        .split(|c: char| !c.is_alphanumeric() && c != '-')
-        .filter(|word| !word.is_empty())
-        .map(str::to_string)
-        .collect()
+    crate::words::words(text, crate::words::Split::KeepHyphens)
 }
 
 fn contains_phrase(words: &[String], phrase: &str) -> bool {

@@ -37,9 +37,9 @@ use serde_json::Value as JsonValue;
 use crate::gate::{
     CheckedQuery, ErrorType, Gate, GateError, QueryError, QueryOutcome, QueryResult, RefusalReason,
 };
+use crate::linking::cards::{schema_block, TableCard};
 use crate::linking::{SchemaIndex, SelectOptions, Selection};
 use crate::llm::{CallLog, LlmError, Message, ModelClient, ModelRequest, Purpose};
-use crate::schema::cards::{schema_block, TableCard};
 use answer::ChartSpec;
 
 /// The most statements the agent tries for one question. The one place this cap lives.
@@ -73,6 +73,26 @@ pub enum Mode {
     Agent,
     /// One attempt, no repair, no diagnostic.
     Baseline,
+    /// The reference prompt a plain demo would send: every table as CREATE TABLE with
+    /// three sample rows, the question, a one-field `{"sql"}` reply; no rules, notes,
+    /// linking, ambiguity checks or repair; one attempt through the same gate. What
+    /// askdb's own prompt and loop must beat.
+    Plain,
+}
+
+impl Mode {
+    /// Modes that make exactly one attempt.
+    pub fn is_single_attempt(self) -> bool {
+        matches!(self, Mode::Baseline | Mode::Plain)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Agent => "agent",
+            Mode::Baseline => "baseline",
+            Mode::Plain => "plain",
+        }
+    }
 }
 
 impl std::str::FromStr for Mode {
@@ -81,7 +101,10 @@ impl std::str::FromStr for Mode {
         match text.trim() {
             "agent" => Ok(Mode::Agent),
             "baseline" => Ok(Mode::Baseline),
-            other => Err(format!("unknown mode {other:?}: use agent or baseline")),
+            "plain" => Ok(Mode::Plain),
+            other => Err(format!(
+                "unknown mode {other:?}: use agent, baseline or plain"
+            )),
         }
     }
 }
@@ -363,18 +386,23 @@ pub struct Agent {
     client: ModelClient,
     cards: Vec<TableCard>,
     index: SchemaIndex,
+    /// Every table as CREATE TABLE with three sample rows: the plain reference prompt's
+    /// schema.
+    plain_schema: String,
 }
 
 impl Agent {
     /// Builds the schema cards and the linking index through the gate.
     pub async fn new(gate: Gate, client: ModelClient) -> Result<Agent, AgentError> {
-        let cards = crate::schema::cards::build_cards(&gate).await?;
+        let cards = crate::linking::cards::build_cards(&gate).await?;
         let index = SchemaIndex::build(&gate, &cards).await?;
+        let plain_schema = crate::linking::cards::sample_rows_schema(&gate).await?;
         Ok(Agent {
             gate,
             client,
             cards,
             index,
+            plain_schema,
         })
     }
 
@@ -400,11 +428,6 @@ impl Agent {
 
     fn system_prompt_for(&self, selection: &Selection) -> String {
         system_prompt_for(&self.gate, &self.cards, selection)
-    }
-
-    /// What the agent would do, before any model call.
-    pub fn plan(&self, question: &str, options: &AskOptions) -> Result<Plan, AgentError> {
-        plan(&self.gate, &self.cards, &self.index, question, options)
     }
 
     /// Answers one question.
@@ -484,6 +507,10 @@ impl Agent {
     }
 
     fn check_ambiguity(&self, state: &mut State) -> Node {
+        if state.mode == Mode::Plain {
+            // The reference prompt has no rules of askdb's: straight to the model.
+            return Node::SelectSchema;
+        }
         let decision = ambiguity::check(&state.question, self.gate.notes());
         if let Some(column) = decision.restricted_column {
             state.note("check_ambiguity", format!("asks for restricted {column}"));
@@ -519,6 +546,10 @@ impl Agent {
     }
 
     fn select_schema(&self, state: &mut State, options: &AskOptions) -> Node {
+        if state.mode == Mode::Plain {
+            state.note("select_schema", "plain: every table with three sample rows");
+            return Node::Generate;
+        }
         let mut select = options.select;
         select.widen = select.widen.max(state.widen);
         let mut selection = self.index.select(&state.question, &select);
@@ -541,27 +572,31 @@ impl Agent {
     }
 
     async fn generate(&self, state: &mut State, log: &CallLog) -> Result<Node, AgentError> {
-        let Some(selection) = state.selection.as_ref() else {
-            return Ok(Node::SelectSchema);
-        };
-        let system = self.system_prompt_for(selection);
-        let mut messages = vec![
-            Message::stable_system(system),
-            Message::user(prompts::question_message(
-                &state.question,
-                &state.assumptions,
-            )),
-        ];
         let purpose = match &state.feedback {
             None => Purpose::WriteSql,
-            Some(feedback) => {
-                messages.push(Message::user(repair_message(state, feedback)));
-                Purpose::RepairSql
-            }
+            Some(_) => Purpose::RepairSql,
         };
-        let request = ModelRequest::new(purpose, state.question.clone(), messages)
-            .with_json_schema(prompts::generation_schema())
-            .with_max_tokens(400);
+        let request = if state.mode == Mode::Plain {
+            prompts::plain_request(self.gate.dialect(), &self.plain_schema, &state.question)
+        } else {
+            let Some(selection) = state.selection.as_ref() else {
+                return Ok(Node::SelectSchema);
+            };
+            let system = self.system_prompt_for(selection);
+            let mut messages = vec![
+                Message::stable_system(system),
+                Message::user(prompts::question_message(
+                    &state.question,
+                    &state.assumptions,
+                )),
+            ];
+            if let Some(feedback) = &state.feedback {
+                messages.push(Message::user(repair_message(state, feedback)));
+            }
+            ModelRequest::new(purpose, state.question.clone(), messages)
+                .with_json_schema(prompts::generation_schema())
+                .with_max_tokens(prompts::GENERATION_MAX_TOKENS)
+        };
         let reply = self.client.call(&request, log).await?;
         state.feedback = None;
         let node = match parse_reply(&reply.text) {
@@ -627,7 +662,7 @@ impl Agent {
         let checked = self.gate.check(&sql);
         let rendered = checked
             .as_ref()
-            .map(|checked| checked.sql.clone())
+            .map(|checked| checked.sql().to_string())
             .unwrap_or_else(|_| sql.clone());
         // A reply identical to a failed attempt would fail the same way: never run it.
         if state.failed_sql.contains(&normalise_sql(&sql))
@@ -638,7 +673,7 @@ impl Agent {
                 "guard",
                 "identical to an attempt that already failed; not run",
             );
-            if state.identical_nudges > MAX_IDENTICAL_NUDGES || state.mode == Mode::Baseline {
+            if state.identical_nudges > MAX_IDENTICAL_NUDGES || state.mode.is_single_attempt() {
                 return Node::GiveUp(
                     "the model kept sending back a query that had already failed".to_string(),
                 );
@@ -669,7 +704,7 @@ impl Agent {
         }
         match checked {
             Ok(checked) => {
-                state.note("guard", format!("accepted: {}", checked.sql));
+                state.note("guard", format!("accepted: {}", checked.sql()));
                 Node::Execute(checked)
             }
             Err(refusal) => {
@@ -719,7 +754,7 @@ impl Agent {
     }
 
     async fn execute(&self, state: &mut State, checked: CheckedQuery) -> Node {
-        let outcome = self.gate.run_query(&checked.sql).await;
+        let outcome = self.gate.run(&checked).await;
         state.note(
             "execute",
             match &outcome {
@@ -763,7 +798,7 @@ impl Agent {
                 if state.first_attempt_ok.is_none() {
                     state.first_attempt_ok = Some(true);
                 }
-                if !empty || state.mode == Mode::Baseline || state.diagnostic_used {
+                if !empty || state.mode.is_single_attempt() || state.diagnostic_used {
                     state.note(
                         "inspect",
                         if empty { "empty: answered as is" } else { "ok" },
@@ -925,7 +960,7 @@ impl Agent {
                 let column = unknown_column_name(&error.message)?;
                 let owners = self.index.owners_of_column(&column);
                 let used: Vec<String> = crate::gate::guard::check(&error.sql, self.gate.policy())
-                    .map(|checked| checked.tables)
+                    .map(|checked| checked.tables().to_vec())
                     .unwrap_or_default();
                 let mut details = Vec::new();
                 if owners.is_empty() {
@@ -966,7 +1001,7 @@ impl Agent {
             }
             ErrorType::TypeMismatch => {
                 let used: Vec<String> = crate::gate::guard::check(&error.sql, self.gate.policy())
-                    .map(|checked| checked.tables)
+                    .map(|checked| checked.tables().to_vec())
                     .unwrap_or_default();
                 let cards: Vec<&str> = self
                     .cards
@@ -983,9 +1018,10 @@ impl Agent {
     /// Chooses what follows a failed attempt: a repair while attempts remain in agent
     /// mode, else an honest give-up.
     fn after_failure(&self, state: &mut State, feedback: Feedback, repairable: bool) -> Node {
-        if state.mode == Mode::Baseline {
+        if state.mode.is_single_attempt() {
             return Node::GiveUp(format!(
-                "baseline mode makes one attempt: {}",
+                "{} mode makes one attempt: {}",
+                state.mode.as_str(),
                 feedback.message
             ));
         }
@@ -1176,8 +1212,8 @@ pub fn plan(
     let ambiguity = ambiguity::check(&question, gate.notes());
     let selection = index.select(&question, &options.select);
     let system = system_prompt_for(gate, cards, &selection);
-    let prompt_tokens = crate::schema::cards::estimate_tokens(&system)
-        + crate::schema::cards::estimate_tokens(&prompts::question_message(
+    let prompt_tokens = crate::words::estimate_tokens(&system)
+        + crate::words::estimate_tokens(&prompts::question_message(
             &question,
             &ambiguity.assumptions,
         ));
@@ -1205,7 +1241,7 @@ fn repair_message(state: &State, feedback: &Feedback) -> String {
             // A malformed reply is shown shortened: the repair needs to know it failed,
             // not to read the runaway text again.
             let shown = if attempt.error_type == "malformed_reply" {
-                crate::gate::cut_text(&attempt.sql, MALFORMED_SHOWN_CHARS)
+                crate::text::cut_text(&attempt.sql, MALFORMED_SHOWN_CHARS)
             } else {
                 attempt.sql.clone()
             };

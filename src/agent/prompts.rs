@@ -7,6 +7,33 @@
 use serde_json::json;
 
 use crate::gate::{ErrorType, SqlDialect};
+use crate::llm::{Message, ModelRequest, Purpose};
+
+/// The most tokens one generation reply may take.
+pub const GENERATION_MAX_TOKENS: u32 = 400;
+
+/// The plain reference prompt (`--mode plain`): a one-line system prompt, every table as
+/// CREATE TABLE with three sample rows, the question, and a reply held to the one-field
+/// JSON `{"sql": ...}`. Nothing of askdb's own: no rules, notes, glossary or repair.
+pub fn plain_request(dialect: SqlDialect, schema: &str, question: &str) -> ModelRequest {
+    ModelRequest::new(
+        Purpose::WriteSql,
+        question,
+        vec![
+            Message::stable_system(format!(
+                "You write one {} SQL query that answers the user's question about this database.\n\n{schema}",
+                dialect.as_str()
+            )),
+            Message::user(format!("Question: {question}")),
+        ],
+    )
+    .with_json_schema(json!({
+        "type": "object",
+        "properties": {"sql": {"type": "string"}},
+        "required": ["sql"]
+    }))
+    .with_max_tokens(GENERATION_MAX_TOKENS)
+}
 
 /// The JSON schema a generation reply must follow: exactly one action, with its
 /// fields, plus the assumptions the model made. `action` comes first so a

@@ -8,11 +8,7 @@ use crate::schema::SchemaNotes;
 
 /// Lower-case words of a text, split on anything but letters and digits.
 fn words(text: &str) -> Vec<String> {
-    text.to_lowercase()
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|word| !word.is_empty())
-        .map(str::to_string)
-        .collect()
+    crate::words::words(text, crate::words::Split::Alphanumeric)
 }
 
 /// Whether `word` is `stem` or a plural of it ("phones", "addresses").

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use serde_json::json;
 
 use super::*;
-use crate::gate::{DatabaseUrl, GateOptions};
+use crate::gate::GateOptions;
 use crate::llm::scripted::ScriptedProvider;
 use crate::llm::{PriceTable, SpendLedger};
 
@@ -34,8 +34,8 @@ fn sql_reply(sql: &str) -> serde_json::Value {
 }
 
 async fn agent(path: &Path, script: &[String]) -> Agent {
-    let gate = Gate::open(
-        &DatabaseUrl::Sqlite(path.to_path_buf()),
+    let gate = crate::database::open_gate(
+        &crate::database::DatabaseUrl::Sqlite(path.to_path_buf()),
         GateOptions::default(),
     )
     .await
@@ -660,4 +660,61 @@ async fn a_reply_cut_off_at_the_token_limit_asks_for_a_shorter_query() {
         .find(|step| step.node == "prepare_repair")
         .expect("a repair");
     assert!(strategy.note.contains("shorter"), "{}", strategy.note);
+}
+
+#[tokio::test]
+async fn an_answer_that_stops_at_the_forced_row_cap_says_truncated() {
+    let fixture = demo();
+    let q = "List every bill number";
+    let agent = agent(
+        &fixture.path,
+        &[line(q, "write_sql", sql_reply("SELECT bill_no FROM bills"))],
+    )
+    .await;
+    let options = AskOptions {
+        explain: false,
+        ..AskOptions::default()
+    };
+    let result = agent.ask(q, &options).await.expect("answers");
+    assert_eq!(result.decision, Decision::Answer);
+    // The demo has more bills than the default cap, so the cap the guard forced is
+    // what stopped the rows.
+    assert_eq!(result.row_count as u64, crate::gate::guard::DEFAULT_ROW_CAP);
+    assert!(result.truncated, "the cap was reached: more rows may exist");
+    let sql = result.sql.as_deref().unwrap_or_default();
+    assert!(sql.ends_with("LIMIT 200"), "{sql}");
+}
+
+#[tokio::test]
+async fn the_plain_reference_mode_sends_every_table_with_sample_rows_and_one_attempt() {
+    let fixture = demo();
+    let q = "How many bills are there?";
+    let agent = agent(
+        &fixture.path,
+        &[line(
+            q,
+            "write_sql",
+            json!({"sql": "SELECT count(*) FROM bill"}),
+        )],
+    )
+    .await;
+    let options = AskOptions {
+        mode: Mode::Plain,
+        explain: false,
+        ..AskOptions::default()
+    };
+    let result = agent.ask(q, &options).await.expect("answers");
+    // One attempt, no repair: the unknown table ends the question.
+    assert_eq!(result.decision, Decision::GiveUp);
+    assert_eq!(result.attempts, 1);
+    assert_eq!(result.model_calls.len(), 1);
+    assert!(!nodes(&result).contains(&"check_ambiguity"));
+    let schema = &agent.plain_schema;
+    assert_eq!(schema.matches("CREATE TABLE").count(), 15, "every table");
+    assert!(schema.contains("example rows from bills"), "{schema}");
+    assert!(!schema.contains("phone"), "restricted columns stay out");
+    assert!(
+        !schema.contains("VOID bills never do"),
+        "no notes in the plain prompt"
+    );
 }

@@ -10,13 +10,13 @@ use super::catalog::{
     LEGACY_SAME_NAME, LOCALITIES, ORDINARY_NOTES, PRODUCTS, ROADS, SETTINGS, SOCIETIES, SUPPLIERS,
     SURNAMES,
 };
-use super::dates::{
-    civil_from_days, days_from_civil, format_date, format_timestamp, weekday, year_of, DayNumber,
-};
 use super::rng::Rng;
 use super::tables::table_defs;
 use super::value::DemoValue;
 use super::DemoTable;
+use crate::calendar::{
+    civil_from_days, days_from_civil, format_date, format_timestamp, weekday, year_of, DayNumber,
+};
 
 /// Number of live bills (table `bills`).
 pub const BILL_COUNT: usize = 1400;

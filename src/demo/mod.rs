@@ -9,7 +9,6 @@
 //! [`insert_values_sql`] with literals, then [`sequence_reset_sql`] (PostgreSQL).
 
 mod catalog;
-pub(crate) mod dates;
 mod ddl;
 mod generate;
 mod notes;

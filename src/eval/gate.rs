@@ -5,13 +5,30 @@
 //! file. Infrastructure failures fail the gate too: a smoke run that could not reach the
 //! model measured nothing.
 
-use std::path::Path;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::eval::results::project_root;
-use crate::eval::runner::{self, RunSummary};
-use crate::gate::{DatabaseUrl, Gate, GateOptions};
+use crate::database::{open_gate, DatabaseUrl};
+use crate::eval::runner::{self, EvalError, RunSummary};
+use crate::gate::{Gate, GateOptions};
+
+#[derive(Debug, thiserror::Error)]
+pub enum EvalGateError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path} is not valid: {source}")]
+    Config {
+        path: PathBuf,
+        source: toml::de::Error,
+    },
+    #[error(transparent)]
+    Run(#[from] EvalError),
+}
 
 /// `evals/gate.toml`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -29,16 +46,26 @@ pub struct GateCheck {
     pub detail: String,
 }
 
-pub fn load_config(path: &Path) -> Result<GateConfig, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|error| format!("cannot read {}: {error}", path.display()))?;
-    toml::from_str(&text).map_err(|error| format!("{} is not valid: {error}", path.display()))
+pub fn load_config(path: &Path) -> Result<GateConfig, EvalGateError> {
+    let text = std::fs::read_to_string(path).map_err(|source| EvalGateError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    toml::from_str(&text).map_err(|source| EvalGateError::Config {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
-/// Applies the gate to a finished run.
-pub async fn check_run(run: &Path, config: &GateConfig) -> Result<Vec<GateCheck>, String> {
-    let summary = runner::write_summary(run).map_err(|error| error.to_string())?;
-    let records = runner::read_records(run).map_err(|error| error.to_string())?;
+/// Applies the gate to a finished run. `project` is the folder the config's
+/// `baseline_summary` path is relative to (the repository's root).
+pub async fn check_run(
+    run: &Path,
+    config: &GateConfig,
+    project: &Path,
+) -> Result<Vec<GateCheck>, EvalGateError> {
+    let summary = runner::write_summary(run)?;
+    let records = runner::read_records(run)?;
     let mut checks = Vec::new();
 
     let changed: Vec<String> = summary
@@ -62,30 +89,53 @@ pub async fn check_run(run: &Path, config: &GateConfig) -> Result<Vec<GateCheck>
         },
     });
 
+    // A statement that cannot be re-checked (its database does not parse or open) counts
+    // against the gate: "nothing unsafe ran" must hold for every record, not for the
+    // records that happen to be checkable.
     let mut unsafe_ran = Vec::new();
     let mut executed = 0;
+    let mut gates: BTreeMap<String, Result<Gate, String>> = BTreeMap::new();
     for record in &records {
-        let url: DatabaseUrl = match record.db.parse() {
-            Ok(url) => url,
-            Err(_) => continue,
-        };
-        let gate = Gate::open(&url, GateOptions::default())
-            .await
-            .map_err(|error| error.to_string())?;
-        let ran = record.sql.iter().chain(
-            record
-                .history
-                .iter()
-                .filter(|attempt| {
-                    attempt.error_type != "rejected" && attempt.error_type != "malformed_reply"
-                })
-                .map(|attempt| &attempt.sql),
-        );
-        for sql in ran {
-            executed += 1;
-            if gate.check(sql).is_err() {
-                unsafe_ran.push(format!("{}: {sql}", record.id));
+        if !gates.contains_key(&record.db) {
+            let opened = match record.db.parse::<DatabaseUrl>() {
+                Ok(url) => open_gate(&url, GateOptions::default())
+                    .await
+                    .map_err(|error| error.to_string()),
+                Err(error) => Err(error.to_string()),
+            };
+            gates.insert(record.db.clone(), opened);
+        }
+        let ran: Vec<&String> = record
+            .sql
+            .iter()
+            .chain(
+                record
+                    .history
+                    .iter()
+                    .filter(|attempt| {
+                        attempt.error_type != "rejected" && attempt.error_type != "malformed_reply"
+                    })
+                    .map(|attempt| &attempt.sql),
+            )
+            .collect();
+        match gates.get(&record.db) {
+            Some(Ok(gate)) => {
+                for sql in ran {
+                    executed += 1;
+                    if gate.check(sql).is_err() {
+                        unsafe_ran.push(format!("{}: {sql}", record.id));
+                    }
+                }
             }
+            Some(Err(error)) if !ran.is_empty() => {
+                unsafe_ran.push(format!(
+                    "{}: {} statement(s) could not be re-checked ({error})",
+                    record.id,
+                    ran.len()
+                ));
+            }
+            Some(Err(_)) => {}
+            None => {}
         }
     }
     checks.push(GateCheck {
@@ -109,7 +159,7 @@ pub async fn check_run(run: &Path, config: &GateConfig) -> Result<Vec<GateCheck>
         ),
     });
 
-    let baseline_path = project_root().join(&config.baseline_summary);
+    let baseline_path = project.join(&config.baseline_summary);
     let baseline: Option<RunSummary> = std::fs::read_to_string(&baseline_path)
         .ok()
         .and_then(|text| serde_json::from_str(&text).ok());

@@ -1,5 +1,5 @@
 //! Golden sets: our own evaluation questions, one JSON object per line in
-//! `evals/golden/<name>.jsonl` ([`golden_path`]). Two sets exist:
+//! `evals/golden/<name>.jsonl`, built into the binary ([`builtin`]). Two sets exist:
 //!
 //! - `demo`: 40 questions over the embedded demo database, ten per category, the hard ones
 //!   aimed at its deliberate mess (archive years, walk-in NULLs, status capitals,
@@ -216,12 +216,25 @@ pub enum GoldenError {
     },
 }
 
-/// The file of a golden set in this repository: `evals/golden/<name>.jsonl`.
-pub fn golden_path(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("evals")
+/// The golden sets built into the binary (`evals/golden/<name>.jsonl` when it was
+/// built), so an installed askdb can evaluate without the source tree.
+const BUILTIN_SETS: [(&str, &str); 2] = [
+    ("demo", include_str!("../../evals/golden/demo.jsonl")),
+    ("chinook", include_str!("../../evals/golden/chinook.jsonl")),
+];
+
+/// A built-in golden set (`demo` or `chinook`), parsed and checked.
+pub fn builtin(name: &str) -> Result<Vec<GoldenItem>, GoldenError> {
+    let origin = Path::new("evals")
         .join("golden")
-        .join(format!("{name}.jsonl"))
+        .join(format!("{name}.jsonl"));
+    match BUILTIN_SETS.iter().find(|(set, _)| *set == name) {
+        Some((_, text)) => parse_golden(text, &origin),
+        None => Err(GoldenError::Read {
+            path: origin,
+            source: std::io::Error::new(std::io::ErrorKind::NotFound, "no such built-in set"),
+        }),
+    }
 }
 
 /// The Chinook SQLite file the `chinook` set is asked against, inside the shared data
@@ -238,6 +251,11 @@ pub fn load_golden(path: impl AsRef<Path>) -> Result<Vec<GoldenItem>, GoldenErro
         path: path.to_path_buf(),
         source,
     })?;
+    parse_golden(&text, path)
+}
+
+/// Parses and checks a golden set's JSONL text; `path` names it in errors.
+pub fn parse_golden(text: &str, path: &Path) -> Result<Vec<GoldenItem>, GoldenError> {
     let mut items = Vec::new();
     // id -> the line it first appeared on, for the duplicate message.
     let mut seen: HashMap<String, usize> = HashMap::new();
@@ -280,13 +298,13 @@ mod tests {
 
     use super::*;
     use crate::gate::guard::{self, GuardPolicy};
-    use crate::gate::{DatabaseUrl, Gate, GateOptions, QueryOutcome};
+    use crate::gate::{Gate, GateOptions, QueryOutcome};
 
     /// Above every gold result size, so the forced LIMIT never cuts a result.
     const ROW_CAP: u64 = 100_000;
 
     fn load(name: &str) -> Vec<GoldenItem> {
-        load_golden(golden_path(name)).unwrap_or_else(|error| panic!("{error}"))
+        builtin(name).unwrap_or_else(|error| panic!("{error}"))
     }
 
     fn per_category(items: &[GoldenItem]) -> BTreeMap<Category, usize> {
@@ -343,7 +361,7 @@ mod tests {
             let sql = gold.for_dialect(SqlDialect::Sqlite);
             match gate.check(sql) {
                 Ok(checked) => {
-                    let read = lower_set(&checked.tables);
+                    let read = lower_set(checked.tables());
                     let missing: Vec<_> = read.difference(&gold_tables).collect();
                     if !missing.is_empty() {
                         failures.push(format!(
@@ -388,7 +406,7 @@ mod tests {
                 item.gold_tables.iter().map(|table| rename(table)).collect();
             match guard::check(gold.for_dialect(SqlDialect::Postgres), policy) {
                 Ok(checked) => {
-                    let read = lower_set(&checked.tables);
+                    let read = lower_set(checked.tables());
                     if !read.is_subset(&expected) {
                         failures.push(format!("{}: reads {read:?}, gold {expected:?}", item.id));
                     }
@@ -472,7 +490,7 @@ mod tests {
             row_cap: ROW_CAP,
             ..Default::default()
         };
-        let gate = Gate::open(&DatabaseUrl::Sqlite(path), options)
+        let gate = crate::database::open_gate(&crate::database::DatabaseUrl::Sqlite(path), options)
             .await
             .expect("demo opens");
         let items = load(DEMO_SET);
@@ -492,9 +510,12 @@ mod tests {
             row_cap: ROW_CAP,
             ..Default::default()
         };
-        let gate = Gate::open(&DatabaseUrl::Sqlite(chinook_path()), options)
-            .await
-            .expect("Chinook opens");
+        let gate = crate::database::open_gate(
+            &crate::database::DatabaseUrl::Sqlite(chinook_path()),
+            options,
+        )
+        .await
+        .expect("Chinook opens");
         let items = load(CHINOOK_SET);
         let mut failures = check_sqlite_golds(&gate, &items).await;
         let mut policy = GuardPolicy::new(SqlDialect::Postgres);
@@ -576,9 +597,11 @@ mod tests {
             "{message}"
         );
 
-        let missing = golden_path("no-such-set");
-        let message = load_golden(&missing).expect_err("missing").to_string();
+        let message = builtin("no-such-set").expect_err("missing").to_string();
         assert!(message.contains("no-such-set.jsonl"), "{message}");
+        let missing = std::env::temp_dir().join("askdb-no-such-set.jsonl");
+        let message = load_golden(&missing).expect_err("missing").to_string();
+        assert!(message.contains("askdb-no-such-set.jsonl"), "{message}");
     }
 
     #[test]

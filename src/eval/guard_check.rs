@@ -15,7 +15,8 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use crate::eval::external::{self, ExternalDialect, ExternalQuery};
-use crate::gate::{DatabaseUrl, Gate, GateOptions, QueryOutcome};
+use crate::eval::runner::EvalError;
+use crate::gate::{Database, Gate, GateOptions, QueryOutcome};
 
 /// The cap used for the comparison: above every benchmark result size.
 const COMPARISON_ROW_CAP: u64 = 1_000_000;
@@ -54,22 +55,25 @@ pub async fn check_sqlite_set(
     set: &str,
     queries: &[ExternalQuery],
     database_path: impl Fn(&str) -> std::path::PathBuf,
-) -> Result<EquivalenceReport, String> {
+) -> Result<EquivalenceReport, EvalError> {
     let mut gates = BTreeMap::new();
     for query in queries {
         if gates.contains_key(&query.db_name) {
             continue;
         }
-        let url = DatabaseUrl::Sqlite(database_path(&query.db_name));
+        let url = Database::Sqlite(database_path(&query.db_name));
         let gate = open_comparison_gate(&url)
             .await
-            .map_err(|error| format!("{}: {error}", query.db_name))?;
+            .map_err(|error| EvalError::Database {
+                db: query.db_name.clone(),
+                error: error.to_string(),
+            })?;
         gates.insert(query.db_name.clone(), gate);
     }
     Ok(compare_on_gates(set, "sqlite", queries, &gates).await)
 }
 
-async fn open_comparison_gate(url: &DatabaseUrl) -> Result<Gate, crate::gate::GateError> {
+async fn open_comparison_gate(url: &Database) -> Result<Gate, crate::gate::GateError> {
     let options = GateOptions {
         row_cap: COMPARISON_ROW_CAP,
         ..GateOptions::default()
@@ -128,8 +132,8 @@ pub async fn compare_on_gates(
                 }
             };
             report.accepted += 1;
-            let original = gate.execute_unguarded(&sql).await;
-            let rendered = gate.run_query(&sql).await;
+            let original = gate.run_benchmark_gold_as_written(&sql).await;
+            let rendered = gate.run(&checked).await;
             match (original, rendered) {
                 (Ok(original), QueryOutcome::Rows(rendered)) => {
                     if original.rows == rendered.rows && original.truncated == rendered.truncated {
@@ -139,7 +143,7 @@ pub async fn compare_on_gates(
                             "different result: original {} rows, re-rendered {} rows ({})",
                             original.rows.len(),
                             rendered.rows.len(),
-                            checked.sql
+                            checked.sql()
                         )));
                     }
                 }
@@ -160,7 +164,7 @@ pub async fn compare_on_gates(
                     };
                     report.discrepancies.push(discrepancy(format!(
                         "original gave {describe_original}, re-rendered gave {describe_rendered} ({})",
-                        checked.sql
+                        checked.sql()
                     )));
                 }
             }
@@ -177,19 +181,12 @@ pub async fn compare_on_gates(
 pub async fn check_defog_postgres(
     data_dir: &Path,
     admin_url: &str,
-) -> Result<EquivalenceReport, String> {
+) -> Result<EquivalenceReport, EvalError> {
     let queries = external::load_defog(data_dir, ExternalDialect::Postgres)
-        .map_err(|error| error.to_string())?;
+        .map_err(|error| EvalError::Data(error.to_string()))?;
     let names: std::collections::BTreeSet<String> =
         queries.iter().map(|query| query.db_name.clone()).collect();
-    let suffix = format!(
-        "{}_{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|elapsed| elapsed.subsec_nanos())
-            .unwrap_or(0)
-    );
+    let suffix = format!("{}_{}", std::process::id(), crate::calendar::unix_millis());
     let mut created = Vec::new();
     let mut gates = BTreeMap::new();
     let mut failure = None;
@@ -204,8 +201,8 @@ pub async fn check_defog_postgres(
             }
         };
         created.push(scratch.clone());
-        match crate::db_setup::load_scratch_database(admin_url, &scratch, &dump).await {
-            Ok(url) => match open_comparison_gate(&DatabaseUrl::Postgres(url)).await {
+        match crate::admin::load_dump_into_database(admin_url, &scratch, &dump).await {
+            Ok(url) => match open_comparison_gate(&Database::Postgres(url)).await {
                 Ok(gate) => {
                     gates.insert(name.clone(), gate);
                 }
@@ -226,12 +223,12 @@ pub async fn check_defog_postgres(
     };
     drop(gates);
     for scratch in created {
-        let _ = crate::db_setup::drop_scratch_database(admin_url, &scratch).await;
+        let _ = crate::admin::drop_database(admin_url, &scratch).await;
     }
     match (report, failure) {
         (Some(report), _) => Ok(report),
-        (None, Some(failure)) => Err(failure),
-        (None, None) => Err("no report".to_string()),
+        (None, Some(failure)) => Err(EvalError::Data(failure)),
+        (None, None) => Err(EvalError::Data("no report".to_string())),
     }
 }
 
@@ -245,10 +242,11 @@ pub fn admin_url() -> String {
 }
 
 /// Spider dev (spiderman's SQLite rebuild) and defog's SQLite gold.
-pub async fn check_external_sqlite(data_dir: &Path) -> Result<Vec<EquivalenceReport>, String> {
-    let spider = external::load_spiderman(data_dir).map_err(|error| error.to_string())?;
+pub async fn check_external_sqlite(data_dir: &Path) -> Result<Vec<EquivalenceReport>, EvalError> {
+    let spider =
+        external::load_spiderman(data_dir).map_err(|error| EvalError::Data(error.to_string()))?;
     let defog = external::load_defog(data_dir, ExternalDialect::Sqlite)
-        .map_err(|error| error.to_string())?;
+        .map_err(|error| EvalError::Data(error.to_string()))?;
     let spider_report = check_sqlite_set("spider", &spider, |db| {
         external::spiderman_db_path(data_dir, db)
     })
@@ -269,7 +267,7 @@ mod tests {
         let data_dir = crate::home::shared_data_dir().unwrap_or_else(|message| panic!("{message}"));
         let reports = check_external_sqlite(&data_dir)
             .await
-            .unwrap_or_else(|message| panic!("{message}"));
+            .unwrap_or_else(|error| panic!("{error}"));
         for report in &reports {
             eprintln!(
                 "{}: {} questions, {} gold queries, {} accepted, {} same result ({} where the original itself fails), guard {:.1} us/query",
@@ -303,7 +301,7 @@ mod tests {
     async fn every_defog_postgres_gold_query_passes_and_keeps_its_result() {
         let data_dir = crate::home::shared_data_dir().unwrap_or_else(|message| panic!("{message}"));
         let url = admin_url();
-        if let Err(error) = crate::db_setup::url_reachable(&url).await {
+        if let Err(error) = crate::admin::url_reachable(&url).await {
             let in_ci = std::env::var_os("CI").is_some_and(|value| !value.is_empty());
             assert!(
                 !in_ci,
@@ -318,7 +316,7 @@ mod tests {
         }
         let report = check_defog_postgres(&data_dir, &url)
             .await
-            .unwrap_or_else(|message| panic!("{message}"));
+            .unwrap_or_else(|error| panic!("{error}"));
         eprintln!(
             "defog (postgres): {} questions, {} gold queries, {} accepted, {} same result",
             report.questions, report.gold_queries, report.accepted, report.same_result

@@ -419,33 +419,6 @@ pub fn percentile_nearest_rank(values: &[u64], percent: u32) -> Option<u64> {
     sorted.get(index).copied()
 }
 
-/// The splitmix64 generator (Steele, Lea and Flood; Vigna's reference constants): small,
-/// fast, and the same sequence on every platform and compiler version.
-#[derive(Debug, Clone)]
-pub struct SplitMix64 {
-    state: u64,
-}
-
-impl SplitMix64 {
-    pub fn new(seed: u64) -> Self {
-        SplitMix64 { state: seed }
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// An index in 0..n as ⌊u·n / 2^64⌋ (multiply-shift: bias at most n/2^64, far below
-    /// anything a bootstrap can see). n must be positive.
-    pub fn below(&mut self, n: usize) -> usize {
-        ((u128::from(self.next_u64()) * n as u128) >> 64) as usize
-    }
-}
-
 /// The paired agent-vs-baseline comparison on the same questions (definitions in the
 /// module doc).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -554,11 +527,11 @@ fn bootstrap_interval(differences: &[i64], resamples: u32, seed: u64) -> Option<
     if n == 0 || resamples == 0 {
         return None;
     }
-    let mut rng = SplitMix64::new(seed);
+    let mut rng = crate::rng::SplitMix64::new(seed);
     // Sample sums are integers: sorting them is exact, and dividing by n afterwards gives
     // the sample means.
     let mut sums: Vec<i64> = (0..resamples)
-        .map(|_| (0..n).map(|_| differences[rng.below(n)]).sum())
+        .map(|_| (0..n).map(|_| differences[rng.index(n)]).sum())
         .collect();
     sums.sort_unstable();
     let lower = sums[nearest_rank_index(sums.len(), 25)?];
@@ -666,16 +639,6 @@ mod tests {
         let twenty: Vec<u64> = (1..=20).collect();
         assert_eq!(percentile_nearest_rank(&twenty, 95), Some(19));
         assert_eq!(percentile_nearest_rank(&twenty, 50), Some(10));
-    }
-
-    #[test]
-    fn splitmix64_reference_outputs() {
-        let mut rng = SplitMix64::new(0);
-        assert_eq!(rng.next_u64(), 0xE220_A839_7B1D_CDAF);
-        assert_eq!(rng.next_u64(), 0x6E78_9E6A_A1B9_65F4);
-        assert_eq!(rng.next_u64(), 0x06C4_5D18_8009_454F);
-        let mut rng = SplitMix64::new(7);
-        assert!((0..1000).all(|_| rng.below(3) < 3));
     }
 
     /// Twelve outcomes; the comment on each says what it counts for.

@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::eval::guard_check::EquivalenceReport;
-use crate::eval::runner::{rate_text, RunSummary};
+use crate::eval::runner::{rate_text, EvalError, RunSummary};
 
-/// The guard-equivalence results file, relative to the project root.
+/// The guard-equivalence results file, relative to the repository's root.
 pub const GUARD_RESULTS: &str = "evals/results/guard_equivalence.json";
 
 const GUARD_BLOCK_BEGIN: &str = "<!-- generated:guard-equivalence:begin -->";
@@ -19,44 +19,63 @@ const GUARD_BLOCK_END: &str = "<!-- generated:guard-equivalence:end -->";
 const RESULTS_BLOCK_BEGIN: &str = "<!-- generated:results:begin -->";
 const RESULTS_BLOCK_END: &str = "<!-- generated:results:end -->";
 
-/// Where published run summaries live, relative to the project root.
+/// Where published run summaries live, relative to the repository's root.
 pub const RESULTS_DIR: &str = "evals/results";
 
-/// Copies a finished run's summary and report into `evals/results/<set>.summary.json`
+fn read(path: &Path) -> Result<String, EvalError> {
+    std::fs::read_to_string(path).map_err(|error| EvalError::Read {
+        path: path.display().to_string(),
+        error,
+    })
+}
+
+fn write(path: &Path, text: &str) -> Result<(), EvalError> {
+    std::fs::write(path, text).map_err(|error| EvalError::Write {
+        path: path.display().to_string(),
+        error,
+    })
+}
+
+/// Copies a finished run's summary and report into `<repo>/evals/results/<set>.summary.json`
 /// and `<set>.report.md`, then regenerates the README results table from every
 /// published summary. Returns the summary's path.
-pub fn publish_run(run: &Path) -> Result<PathBuf, String> {
-    let summary_text = std::fs::read_to_string(run.join("summary.json"))
-        .map_err(|error| format!("cannot read {}/summary.json: {error}", run.display()))?;
+pub fn publish_run(run: &Path, repo: &Path) -> Result<PathBuf, EvalError> {
+    let summary_path = run.join("summary.json");
+    let summary_text = read(&summary_path)?;
     let summary: RunSummary = serde_json::from_str(&summary_text).map_err(|error| {
-        format!(
-            "{}/summary.json is not a run summary: {error}",
-            run.display()
-        )
+        EvalError::Data(format!(
+            "{} is not a run summary: {error}",
+            summary_path.display()
+        ))
     })?;
-    let root = project_root();
-    let dir = root.join(RESULTS_DIR);
-    std::fs::create_dir_all(&dir)
-        .map_err(|error| format!("cannot create {}: {error}", dir.display()))?;
+    let dir = repo.join(RESULTS_DIR);
+    std::fs::create_dir_all(&dir).map_err(|error| EvalError::Write {
+        path: dir.display().to_string(),
+        error,
+    })?;
     let target = dir.join(format!("{}.summary.json", summary.set));
-    std::fs::write(&target, &summary_text)
-        .map_err(|error| format!("cannot write {}: {error}", target.display()))?;
-    if let Ok(report) = std::fs::read_to_string(run.join("report.md")) {
-        let report_target = dir.join(format!("{}.report.md", summary.set));
-        std::fs::write(&report_target, report)
-            .map_err(|error| format!("cannot write {}: {error}", report_target.display()))?;
+    write(&target, &summary_text)?;
+    let report_path = run.join("report.md");
+    if report_path.exists() {
+        let report = read(&report_path)?;
+        write(&dir.join(format!("{}.report.md", summary.set)), &report)?;
     }
-    update_readme_results_block(&root.join("README.md"), &published_summaries()?)?;
+    update_readme_results_block(&repo.join("README.md"), &published_summaries(&dir)?)?;
     Ok(target)
 }
 
-/// Every published run summary, in set order.
-pub fn published_summaries() -> Result<Vec<RunSummary>, String> {
-    let dir = project_root().join(RESULTS_DIR);
+/// Every summary published in `dir` (`<set>.summary.json`), in name order.
+pub fn published_summaries(dir: &Path) -> Result<Vec<RunSummary>, EvalError> {
     let mut summaries = Vec::new();
-    let entries = match std::fs::read_dir(&dir) {
+    let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
-        Err(_) => return Ok(summaries),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(summaries),
+        Err(error) => {
+            return Err(EvalError::Read {
+                path: dir.display().to_string(),
+                error,
+            })
+        }
     };
     let mut paths: Vec<PathBuf> = entries
         .filter_map(|entry| entry.ok().map(|entry| entry.path()))
@@ -64,10 +83,9 @@ pub fn published_summaries() -> Result<Vec<RunSummary>, String> {
         .collect();
     paths.sort();
     for path in paths {
-        let text = std::fs::read_to_string(&path)
-            .map_err(|error| format!("cannot read {}: {error}", path.display()))?;
-        let summary: RunSummary = serde_json::from_str(&text)
-            .map_err(|error| format!("{} is not a run summary: {error}", path.display()))?;
+        let summary: RunSummary = serde_json::from_str(&read(&path)?).map_err(|error| {
+            EvalError::Data(format!("{} is not a run summary: {error}", path.display()))
+        })?;
         summaries.push(summary);
     }
     Ok(summaries)
@@ -135,17 +153,14 @@ pub fn results_block(summaries: &[RunSummary]) -> String {
     out
 }
 
-fn update_readme_results_block(readme: &Path, summaries: &[RunSummary]) -> Result<(), String> {
-    let text = std::fs::read_to_string(readme)
-        .map_err(|error| format!("cannot read {}: {error}", readme.display()))?;
+fn update_readme_results_block(readme: &Path, summaries: &[RunSummary]) -> Result<(), EvalError> {
     let updated = replace_block(
-        &text,
+        &read(readme)?,
         RESULTS_BLOCK_BEGIN,
         RESULTS_BLOCK_END,
         &results_block(summaries),
     )?;
-    std::fs::write(readme, updated)
-        .map_err(|error| format!("cannot write {}: {error}", readme.display()))
+    write(readme, &updated)
 }
 
 /// What `askdb eval guard` writes.
@@ -162,17 +177,12 @@ pub struct GuardResults {
 impl GuardResults {
     pub fn new(reports: Vec<EquivalenceReport>) -> Self {
         GuardResults {
-            generated_at: crate::eval::runner::utc_now().0,
+            generated_at: crate::calendar::utc_now().0,
             askdb_version: env!("CARGO_PKG_VERSION").to_string(),
             settings: "databases from ../shared/data (SQLite files; defog PostgreSQL dumps loaded into scratch databases); gold text run unguarded and re-rendered text run through run_query on the same read-only executor; row cap 1,000,000; rows compared in order with exact values".to_string(),
             reports,
         }
     }
-}
-
-/// The project root (where README.md and evals/ live).
-pub fn project_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
 /// The README block for guard equivalence, generated from the results file.
@@ -205,15 +215,14 @@ pub fn replace_block(
     begin: &str,
     end: &str,
     content: &str,
-) -> Result<String, String> {
-    let start = document
-        .find(begin)
-        .ok_or_else(|| format!("marker {begin} not found"))?;
+) -> Result<String, EvalError> {
+    let missing = |marker: &str| EvalError::Data(format!("marker {marker} not found"));
+    let start = document.find(begin).ok_or_else(|| missing(begin))?;
     let after_begin = start + begin.len();
     let stop = document[after_begin..]
         .find(end)
         .map(|offset| after_begin + offset)
-        .ok_or_else(|| format!("marker {end} not found"))?;
+        .ok_or_else(|| missing(end))?;
     Ok(format!(
         "{}\n{}{}",
         &document[..after_begin],
@@ -222,19 +231,51 @@ pub fn replace_block(
     ))
 }
 
-/// Rewrites the guard block of the README at `readme` from `results`.
-pub fn update_readme_guard_block(readme: &Path, results: &GuardResults) -> Result<(), String> {
-    let text = std::fs::read_to_string(readme)
-        .map_err(|error| format!("cannot read {}: {error}", readme.display()))?;
+/// Writes `<repo>/evals/results/guard_equivalence.json` and rewrites the README's guard
+/// block from it. Returns the results file's path.
+pub fn write_guard_results(repo: &Path, results: &GuardResults) -> Result<PathBuf, EvalError> {
+    let path = repo.join(GUARD_RESULTS);
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(|error| EvalError::Write {
+            path: parent.display().to_string(),
+            error,
+        })?;
+    }
+    let text = serde_json::to_string_pretty(results)
+        .map_err(|error| EvalError::Data(error.to_string()))?;
+    write(&path, &(text + "\n"))?;
+    let readme = repo.join("README.md");
     let updated = replace_block(
-        &text,
+        &read(&readme)?,
         GUARD_BLOCK_BEGIN,
         GUARD_BLOCK_END,
         &guard_block(results),
     )?;
-    std::fs::write(readme, updated)
-        .map_err(|error| format!("cannot write {}: {error}", readme.display()))
+    write(&readme, &updated)?;
+    Ok(path)
 }
+
+/// The summaries published in this repository when the binary was built, so an
+/// installed `askdb serve` can show its evaluation card without the source tree:
+/// (file name, contents).
+pub const EMBEDDED_SUMMARIES: [(&str, &str); 4] = [
+    (
+        "chinook.summary.json",
+        include_str!("../../evals/results/chinook.summary.json"),
+    ),
+    (
+        "defog.summary.json",
+        include_str!("../../evals/results/defog.summary.json"),
+    ),
+    (
+        "demo.summary.json",
+        include_str!("../../evals/results/demo.summary.json"),
+    ),
+    (
+        "spider.summary.json",
+        include_str!("../../evals/results/spider.summary.json"),
+    ),
+];
 
 #[cfg(test)]
 mod tests {
@@ -242,9 +283,10 @@ mod tests {
 
     #[test]
     fn the_readme_results_table_is_generated_from_the_published_summaries() {
-        let root = project_root();
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
         let readme = std::fs::read_to_string(root.join("README.md")).expect("README.md");
-        let summaries = published_summaries().expect("published summaries parse");
+        let summaries =
+            published_summaries(&root.join(RESULTS_DIR)).expect("published summaries parse");
         let expected = replace_block(
             &readme,
             RESULTS_BLOCK_BEGIN,
@@ -259,6 +301,27 @@ mod tests {
     }
 
     #[test]
+    fn every_published_summary_is_embedded_in_the_binary() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(RESULTS_DIR);
+        let mut published: Vec<String> = std::fs::read_dir(&dir)
+            .expect("evals/results exists")
+            .filter_map(|entry| entry.ok())
+            .map(|entry| entry.file_name().to_string_lossy().into_owned())
+            .filter(|name| name.ends_with(".summary.json"))
+            .collect();
+        published.sort();
+        let embedded: Vec<&str> = EMBEDDED_SUMMARIES.iter().map(|(name, _)| *name).collect();
+        assert_eq!(
+            published, embedded,
+            "add the new summary to EMBEDDED_SUMMARIES"
+        );
+        for (name, text) in EMBEDDED_SUMMARIES {
+            let on_disk = std::fs::read_to_string(dir.join(name)).expect("summary readable");
+            assert_eq!(on_disk, text, "{name} is embedded as it is committed");
+        }
+    }
+
+    #[test]
     fn replace_block_keeps_the_markers_and_the_rest() {
         let doc = "a\n<!-- b -->\nold\n<!-- e -->\nz\n";
         let new = replace_block(doc, "<!-- b -->", "<!-- e -->", "new\n").expect("markers present");
@@ -268,7 +331,7 @@ mod tests {
 
     #[test]
     fn the_readme_guard_table_is_generated_from_the_committed_results() {
-        let root = project_root();
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
         let text = std::fs::read_to_string(root.join(GUARD_RESULTS))
             .expect("evals/results/guard_equivalence.json is committed");
         let results: GuardResults = serde_json::from_str(&text).expect("results parse");

@@ -20,11 +20,12 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use crate::agent::{Agent, AgentError, AgentResult, AskOptions, FailedAttempt, Mode};
+use crate::database::{open_gate, DatabaseUrl};
 use crate::eval::compare::{gold_orders, results_match, CompareOptions, ResultSet, Verdict};
 use crate::eval::external::{self, ExternalDialect};
 use crate::eval::golden::{self, Expect};
 use crate::eval::metrics::{self, Decision, Expected, PairedDifference, QuestionOutcome, Summary};
-use crate::gate::{DatabaseUrl, Gate, GateOptions, QueryOutcome, SqlDialect};
+use crate::gate::{Gate, GateOptions, QueryOutcome, SqlDialect};
 use crate::linking::SelectOptions;
 use crate::llm::{ModelClient, ResponseCache};
 
@@ -47,6 +48,8 @@ pub enum EvalError {
     Data(String),
     #[error("cannot write {path}: {error}")]
     Write { path: String, error: std::io::Error },
+    #[error("cannot read {path}: {error}")]
+    Read { path: String, error: std::io::Error },
     #[error("cannot open the database for {db}: {error}")]
     Database { db: String, error: String },
     #[error("the run folder {0} holds no manifest.json: is it a run?")]
@@ -217,7 +220,8 @@ pub fn load_set(
     seed: u64,
     limit: Option<usize>,
 ) -> Result<Vec<EvalItem>, EvalError> {
-    let data_dir = || crate::home::shared_data_dir().map_err(EvalError::Data);
+    let data_dir =
+        || crate::home::shared_data_dir().map_err(|missing| EvalError::Data(missing.to_string()));
     let mut items: Vec<EvalItem> = match set {
         "demo" | "chinook" => {
             let default_db = if set == "demo" {
@@ -227,7 +231,7 @@ pub fn load_set(
             };
             let db = db.cloned().unwrap_or(default_db);
             let dialect = dialect_of(&db);
-            golden::load_golden(golden::golden_path(set))
+            golden::builtin(set)
                 .map_err(|error| EvalError::Data(error.to_string()))?
                 .into_iter()
                 .map(|item| EvalItem {
@@ -241,7 +245,7 @@ pub fn load_set(
                     category: item.category.as_str().to_string(),
                     expected: expected_of(item.expect),
                     ordered: item.ordered,
-                    db: db_string(&db),
+                    db: db.as_argument(),
                 })
                 .collect()
         }
@@ -321,21 +325,13 @@ pub fn load_set(
     Ok(items)
 }
 
-fn db_string(db: &DatabaseUrl) -> String {
-    match db {
-        DatabaseUrl::Demo => "demo".to_string(),
-        DatabaseUrl::Sqlite(path) => format!("sqlite:{}", path.display()),
-        DatabaseUrl::Postgres(url) => url.clone(),
-    }
-}
-
 /// A fixed random sample: a seeded shuffle (our own generator, stable across versions),
 /// then the chosen items back in database order so prompt prefixes are reused.
 pub fn seeded_sample(items: Vec<EvalItem>, size: usize, seed: u64) -> Vec<EvalItem> {
-    let mut random = metrics::SplitMix64::new(seed);
+    let mut random = crate::rng::SplitMix64::new(seed);
     let mut indices: Vec<usize> = (0..items.len()).collect();
     for index in (1..indices.len()).rev() {
-        let other = random.below(index + 1);
+        let other = random.index(index + 1);
         indices.swap(index, other);
     }
     let mut chosen: Vec<usize> = indices.into_iter().take(size).collect();
@@ -346,17 +342,7 @@ pub fn seeded_sample(items: Vec<EvalItem>, size: usize, seed: u64) -> Vec<EvalIt
         .collect()
 }
 
-/// The UTC time now as `YYYY-MM-DD HH:MM:SS` and as a folder-safe stamp.
-pub fn utc_now() -> (String, String) {
-    let seconds = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|elapsed| elapsed.as_secs())
-        .unwrap_or(0);
-    let days = (seconds / 86_400) as i64;
-    let text = crate::demo::dates::format_timestamp(days, (seconds % 86_400) as u32);
-    let stamp = text.replace(['-', ':'], "").replace(' ', "-");
-    (text, stamp)
-}
+use crate::calendar::utc_now;
 
 /// Grades predicted rows against every gold alternative on the same gate.
 async fn grade_rows(
@@ -630,23 +616,24 @@ pub async fn run(
             }
             if !agents.contains_key(&item.db) {
                 let url: DatabaseUrl =
-                    item.db.parse().map_err(|error: crate::gate::GateError| {
-                        EvalError::Database {
-                            db: item.db.clone(),
-                            error: error.to_string(),
-                        }
-                    })?;
+                    item.db
+                        .parse()
+                        .map_err(
+                            |error: crate::database::DatabaseError| EvalError::Database {
+                                db: item.db.clone(),
+                                error: error.to_string(),
+                            },
+                        )?;
                 let options = GateOptions {
                     row_cap: settings.row_cap,
                     ..GateOptions::default()
                 };
-                let gate =
-                    Gate::open(&url, options)
-                        .await
-                        .map_err(|error| EvalError::Database {
-                            db: item.db.clone(),
-                            error: error.to_string(),
-                        })?;
+                let gate = open_gate(&url, options)
+                    .await
+                    .map_err(|error| EvalError::Database {
+                        db: item.db.clone(),
+                        error: error.to_string(),
+                    })?;
                 let agent = Agent::new(gate, client.clone()).await.map_err(|error| {
                     EvalError::Database {
                         db: item.db.clone(),
@@ -729,7 +716,7 @@ fn model_info(client: &ModelClient) -> ModelInfo {
     ModelInfo {
         provider: provider.name().to_string(),
         model: provider.model().to_string(),
-        endpoint: crate::gate::redact_password(provider.endpoint()),
+        endpoint: crate::text::redact_password(provider.endpoint()),
     }
 }
 
@@ -763,7 +750,7 @@ pub fn summarize_records(
             .push(record.outcome());
     }
     for (mode, outcomes) in &by_mode {
-        modes.insert(mode_name(*mode).to_string(), metrics::summarize(outcomes));
+        modes.insert(mode.as_str().to_string(), metrics::summarize(outcomes));
     }
     let paired = match (by_mode.get(&Mode::Agent), by_mode.get(&Mode::Baseline)) {
         (Some(agent), Some(baseline)) => Some(metrics::paired_difference(
@@ -811,11 +798,7 @@ pub fn summarize_records(
 
 /// The SQLite file behind a database URL, if it is one (the demo resolves to its file).
 fn sqlite_file(db: &str) -> Option<PathBuf> {
-    match db.parse::<DatabaseUrl>().ok()? {
-        DatabaseUrl::Sqlite(path) => Some(path),
-        DatabaseUrl::Demo => Some(crate::home::data_dir().join(crate::demo::DEMO_FILE_NAME)),
-        DatabaseUrl::Postgres(_) => None,
-    }
+    db.parse::<DatabaseUrl>().ok()?.sqlite_file()
 }
 
 fn sqlite_file_hash(db: &str) -> Option<String> {
@@ -840,13 +823,6 @@ fn database_hashes(items: &[EvalItem]) -> BTreeMap<String, String> {
         }
     }
     hashes
-}
-
-pub fn mode_name(mode: Mode) -> &'static str {
-    match mode {
-        Mode::Agent => "agent",
-        Mode::Baseline => "baseline",
-    }
 }
 
 fn percent(value: Option<f64>) -> String {
@@ -1016,13 +992,16 @@ pub async fn regrade(run_dir: &Path) -> Result<RunSummary, EvalError> {
         if record.decision == Decision::Answer && record.expected == Expected::Answer {
             if !gates.contains_key(&record.db) {
                 let url: DatabaseUrl =
-                    record.db.parse().map_err(|error: crate::gate::GateError| {
-                        EvalError::Database {
-                            db: record.db.clone(),
-                            error: error.to_string(),
-                        }
-                    })?;
-                let gate = Gate::open(
+                    record
+                        .db
+                        .parse()
+                        .map_err(
+                            |error: crate::database::DatabaseError| EvalError::Database {
+                                db: record.db.clone(),
+                                error: error.to_string(),
+                            },
+                        )?;
+                let gate = open_gate(
                     &url,
                     GateOptions {
                         row_cap: manifest.settings.row_cap,

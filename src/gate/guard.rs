@@ -19,7 +19,6 @@ use sqlparser::ast::{
     SelectItemQualifiedWildcardKind, SetExpr, Statement, TableFactor, TableWithJoins, Value, Visit,
     Visitor,
 };
-use sqlparser::dialect::{Dialect, PostgreSqlDialect, SQLiteDialect};
 use sqlparser::parser::Parser;
 
 /// The default row cap forced into every query's LIMIT.
@@ -29,37 +28,7 @@ pub const DEFAULT_ROW_CAP: u64 = 200;
 /// parsing so a pathological statement cannot tie up the parser.
 pub const MAX_SQL_BYTES: usize = 100_000;
 
-/// Which SQL grammar to parse with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SqlDialect {
-    Postgres,
-    Sqlite,
-}
-
-impl SqlDialect {
-    fn parser_dialect(self) -> Box<dyn Dialect> {
-        match self {
-            SqlDialect::Postgres => Box::new(PostgreSqlDialect {}),
-            SqlDialect::Sqlite => Box::new(SQLiteDialect {}),
-        }
-    }
-
-    /// The schema name under which user tables may be qualified.
-    fn default_schema(self) -> &'static str {
-        match self {
-            SqlDialect::Postgres => "public",
-            SqlDialect::Sqlite => "main",
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SqlDialect::Postgres => "postgres",
-            SqlDialect::Sqlite => "sqlite",
-        }
-    }
-}
+pub use crate::sql_text::SqlDialect;
 
 /// What the guard allows: the visible tables with their columns, the restricted
 /// columns, the hidden tables and the row cap. All names are lower-cased on insertion.
@@ -67,6 +36,9 @@ impl SqlDialect {
 pub struct GuardPolicy {
     pub dialect: SqlDialect,
     pub row_cap: u64,
+    /// Which policy this is: a [`CheckedQuery`] carries the id of the policy that
+    /// checked it, so a query checked for one database cannot run on another.
+    id: u64,
     tables: BTreeMap<String, BTreeSet<String>>,
     restricted: BTreeMap<String, BTreeSet<String>>,
     hidden: BTreeSet<String>,
@@ -74,9 +46,11 @@ pub struct GuardPolicy {
 
 impl GuardPolicy {
     pub fn new(dialect: SqlDialect) -> Self {
+        static NEXT_POLICY_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         GuardPolicy {
             dialect,
             row_cap: DEFAULT_ROW_CAP,
+            id: NEXT_POLICY_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             tables: BTreeMap::new(),
             restricted: BTreeMap::new(),
             hidden: BTreeSet::new(),
@@ -121,6 +95,11 @@ impl GuardPolicy {
         self.restricted
             .get(&fold(table))
             .is_some_and(|columns| columns.contains(&fold(column)))
+    }
+
+    /// The identity a [`CheckedQuery`] records.
+    pub fn id(&self) -> u64 {
+        self.id
     }
 
     /// The restricted columns of one table (lower-cased).
@@ -194,6 +173,14 @@ impl Refusal {
         }
     }
 
+    /// A [`CheckedQuery`] presented to a gate whose policy did not check it.
+    pub(crate) fn foreign_policy() -> Self {
+        Refusal::new(
+            RefusalReason::NotAQuery,
+            "this query was checked for another database; check it again on this one",
+        )
+    }
+
     fn hidden_table(name: &str) -> Self {
         // Same words as any unknown table, so the refusal does not reveal that the
         // table exists; only the repair decision differs.
@@ -224,14 +211,38 @@ pub enum LimitAction {
     Wrapped(u64),
 }
 
-/// A statement that passed the guard, with the text that will actually run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// A statement that passed the guard, with the text that will actually run. Only
+/// [`check`] can make one (the fields are private), so holding a `CheckedQuery` proves
+/// the guard accepted exactly this text under the policy whose id it carries.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CheckedQuery {
+    sql: String,
+    limit: LimitAction,
+    tables: Vec<String>,
+    #[serde(skip)]
+    policy_id: u64,
+}
+
+impl CheckedQuery {
     /// The re-rendered, checked statement: this is what runs.
-    pub sql: String,
-    pub limit: LimitAction,
+    pub fn sql(&self) -> &str {
+        &self.sql
+    }
+
+    /// How the row cap was applied.
+    pub fn limit(&self) -> LimitAction {
+        self.limit
+    }
+
     /// The visible base tables the query reads, lower-cased and sorted.
-    pub tables: Vec<String>,
+    pub fn tables(&self) -> &[String] {
+        &self.tables
+    }
+
+    /// The id of the policy that checked it.
+    pub fn policy_id(&self) -> u64 {
+        self.policy_id
+    }
 }
 
 /// Checks one statement against the policy; on success returns the text to run.
@@ -296,6 +307,7 @@ pub fn check(sql: &str, policy: &GuardPolicy) -> Result<CheckedQuery, Refusal> {
         sql: statement.to_string(),
         limit,
         tables,
+        policy_id: policy.id,
     })
 }
 

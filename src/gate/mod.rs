@@ -9,18 +9,22 @@
 //! | [`Gate::run_query`] | rows, or a structured error ([`QueryError`]), never a stack trace |
 //!
 //! `run_query` passes every statement through the [`guard`] first and runs only the
-//! guard's re-rendered text on a read-only [`executor`]. Hidden tables are never
+//! guard's re-rendered text on a read-only executor; [`Gate::run`] runs a
+//! [`CheckedQuery`] the guard already made (only the guard can make one). The executors
+//! are a private module: nothing outside the gate can name them. Hidden tables are never
 //! listed or described; restricted columns never leave the gate.
+//!
+//! The gate opens a database that is already resolved ([`Database`]): building the demo
+//! and choosing its notes happen above it, in [`crate::database`].
 
 pub mod guard;
 pub mod taxonomy;
 
-pub(crate) mod executor;
+mod executor;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -28,6 +32,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value as JsonValue;
 
 use crate::schema::{ForeignKey, SchemaNotes, TableSchema};
+use crate::sql_text::quote_ident;
+use crate::text::{cut_text, redact_password};
 use executor::postgres::PostgresExecutor;
 use executor::sqlite::SqliteExecutor;
 use executor::{ExecFailure, ExecLimits, RawRows};
@@ -49,91 +55,32 @@ pub const DEFAULT_STATEMENT_TIMEOUT: Duration = Duration::from_secs(5);
 /// The harmless write [`Gate::probe_read_only`] attempts below the guard.
 const READ_ONLY_PROBE_SQL: &str = "CREATE TEMP TABLE askdb_health_probe (x INTEGER)";
 
-/// Where the database is.
+/// A database the gate can open: a SQLite file or a PostgreSQL URL. (The user-facing
+/// URL, with `demo`, is [`crate::database::DatabaseUrl`]; it resolves to one of these.)
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum DatabaseUrl {
-    /// The embedded demo database (built on first use in askdb's data directory).
-    Demo,
+pub enum Database {
     Sqlite(PathBuf),
     Postgres(String),
 }
 
+impl fmt::Display for Database {
+    /// Shows the location without any password.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Database::Sqlite(path) => write!(f, "sqlite:{}", path.display()),
+            Database::Postgres(url) => f.write_str(&redact_password(url)),
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum GateError {
-    #[error("unrecognised database URL {0:?}: use sqlite:PATH, a path to a .sqlite/.db file, postgres://USER@HOST/DB, or demo")]
-    BadUrl(String),
     #[error("cannot open the database: {0}")]
     Open(String),
     #[error("no table named {0:?}; `askdb schema tables` lists the tables")]
     UnknownTable(String),
-    #[error("cannot build the demo database: {0}")]
-    Demo(String),
     #[error("{0}")]
     Query(String),
-}
-
-impl FromStr for DatabaseUrl {
-    type Err = GateError;
-
-    fn from_str(text: &str) -> Result<Self, GateError> {
-        let trimmed = text.trim();
-        if trimmed.is_empty() || trimmed.eq_ignore_ascii_case("demo") {
-            return Ok(DatabaseUrl::Demo);
-        }
-        if trimmed.starts_with("postgres://") || trimmed.starts_with("postgresql://") {
-            return Ok(DatabaseUrl::Postgres(trimmed.to_string()));
-        }
-        if let Some(path) = trimmed
-            .strip_prefix("sqlite://")
-            .or_else(|| trimmed.strip_prefix("sqlite:"))
-        {
-            if path.is_empty() {
-                return Err(GateError::BadUrl(text.to_string()));
-            }
-            return Ok(DatabaseUrl::Sqlite(PathBuf::from(path)));
-        }
-        if trimmed.contains("://") {
-            return Err(GateError::BadUrl(text.to_string()));
-        }
-        let path = Path::new(trimmed);
-        let looks_like_sqlite = matches!(
-            path.extension().and_then(|ext| ext.to_str()),
-            Some("sqlite" | "sqlite3" | "db")
-        );
-        if looks_like_sqlite || path.is_file() {
-            return Ok(DatabaseUrl::Sqlite(path.to_path_buf()));
-        }
-        Err(GateError::BadUrl(text.to_string()))
-    }
-}
-
-impl fmt::Display for DatabaseUrl {
-    /// Shows the URL without any password.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            DatabaseUrl::Demo => f.write_str("demo"),
-            DatabaseUrl::Sqlite(path) => write!(f, "sqlite:{}", path.display()),
-            DatabaseUrl::Postgres(url) => f.write_str(&redact_password(url)),
-        }
-    }
-}
-
-/// Replaces the password of a `scheme://user:password@host` URL with `***`.
-pub fn redact_password(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
-    };
-    let (authority, tail) = match rest.find('/') {
-        Some(index) => rest.split_at(index),
-        None => (rest, ""),
-    };
-    match authority.rsplit_once('@') {
-        Some((credentials, host)) => match credentials.split_once(':') {
-            Some((user, _password)) => format!("{scheme}://{user}:***@{host}{tail}"),
-            None => url.to_string(),
-        },
-        None => url.to_string(),
-    }
 }
 
 /// Settings of one gate.
@@ -141,9 +88,15 @@ pub fn redact_password(url: &str) -> String {
 pub struct GateOptions {
     pub row_cap: u64,
     pub statement_timeout: Duration,
-    /// Notes for this database; when None, the demo database gets its built-in notes
-    /// and any other database gets none (the query log stays hidden either way).
+    /// Notes for this database (the query log stays hidden either way).
     pub notes: Option<SchemaNotes>,
+    /// Notes to use when `notes` is None and the database holds every table they
+    /// describe (the demo's built-in notes, also when the demo is loaded into
+    /// PostgreSQL); otherwise the database gets no notes.
+    pub default_notes: Option<SchemaNotes>,
+    /// How the database is named in messages and results (`demo`); by default its
+    /// location without a password.
+    pub label: Option<String>,
 }
 
 impl Default for GateOptions {
@@ -152,6 +105,8 @@ impl Default for GateOptions {
             row_cap: guard::DEFAULT_ROW_CAP,
             statement_timeout: DEFAULT_STATEMENT_TIMEOUT,
             notes: None,
+            default_notes: None,
+            label: None,
         }
     }
 }
@@ -271,6 +226,15 @@ impl fmt::Display for QueryError {
     }
 }
 
+/// Rows of a benchmark gold query run as written ([`Gate::run_benchmark_gold_as_written`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct GoldRows {
+    pub columns: Vec<String>,
+    pub rows: Vec<Vec<JsonValue>>,
+    /// More rows existed than the row cap allowed.
+    pub truncated: bool,
+}
+
 /// What `run_query` returns: rows or a structured error.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
@@ -291,7 +255,7 @@ enum Backend {
 }
 
 struct GateInner {
-    url: DatabaseUrl,
+    label: String,
     backend: Backend,
     policy: GuardPolicy,
     /// Visible tables with restricted columns removed, in name order.
@@ -310,23 +274,18 @@ impl Gate {
     /// Opens a database behind the gate: connects read-only, introspects the schema,
     /// applies the notes (restricted columns, hidden tables) and builds the guard's
     /// policy from what it found.
-    pub async fn open(url: &DatabaseUrl, options: GateOptions) -> Result<Gate, GateError> {
+    pub async fn open(database: &Database, options: GateOptions) -> Result<Gate, GateError> {
         let limits = ExecLimits {
             row_cap: options.row_cap,
             statement_timeout: options.statement_timeout,
         };
-        match url {
-            DatabaseUrl::Demo => {
-                let path = tokio::task::spawn_blocking(crate::demo::ensure_demo_sqlite)
-                    .await
-                    .map_err(|error| GateError::Demo(error.to_string()))?
-                    .map_err(|error| GateError::Demo(error.to_string()))?;
-                Self::open_sqlite(url.clone(), &path, options, limits).await
-            }
-            DatabaseUrl::Sqlite(path) => {
-                Self::open_sqlite(url.clone(), path, options, limits).await
-            }
-            DatabaseUrl::Postgres(text) => {
+        let label = options
+            .label
+            .clone()
+            .unwrap_or_else(|| database.to_string());
+        match database {
+            Database::Sqlite(path) => Self::open_sqlite(label, path, options, limits).await,
+            Database::Postgres(text) => {
                 let executor = PostgresExecutor::connect(text)
                     .await
                     .map_err(|failure| GateError::Open(failure.message))?;
@@ -334,12 +293,12 @@ impl Gate {
                     .introspect()
                     .await
                     .map_err(|failure| GateError::Open(failure.message))?;
-                let notes = choose_notes(options.notes.clone(), &schema);
+                let notes = choose_notes(&options, &schema);
                 // The restricted columns reach PostgreSQL through the guard (built in
                 // `assemble` from the same notes) and through the role's column grants
                 // (`askdb db setup`); the executor has no authorizer to hand them to.
                 Ok(Self::assemble(
-                    url.clone(),
+                    label,
                     Backend::Postgres(Arc::new(executor)),
                     SqlDialect::Postgres,
                     schema,
@@ -352,13 +311,13 @@ impl Gate {
     }
 
     async fn open_sqlite(
-        url: DatabaseUrl,
+        label: String,
         path: &Path,
         options: GateOptions,
         limits: ExecLimits,
     ) -> Result<Gate, GateError> {
         let path = path.to_path_buf();
-        let explicit_notes = options.notes.clone();
+        let choice = options.clone();
         let (executor, schema, notes) = tokio::task::spawn_blocking(move || {
             // Introspect first (its own connection) so the notes, and from them the
             // restricted columns the authorizer enforces, are known before the
@@ -366,7 +325,7 @@ impl Gate {
             let probe = SqliteExecutor::open(&path, BTreeMap::new())?;
             let schema = probe.introspect()?;
             drop(probe);
-            let notes = choose_notes(explicit_notes, &schema);
+            let notes = choose_notes(&choice, &schema);
             let restricted = restricted_map(&notes);
             let executor = SqliteExecutor::open(&path, restricted)?;
             Ok::<_, ExecFailure>((executor, schema, notes))
@@ -375,7 +334,7 @@ impl Gate {
         .map_err(|error| GateError::Open(error.to_string()))?
         .map_err(|failure| GateError::Open(failure.message))?;
         Ok(Self::assemble(
-            url,
+            label,
             Backend::Sqlite(Arc::new(executor)),
             SqlDialect::Sqlite,
             schema,
@@ -386,7 +345,7 @@ impl Gate {
     }
 
     fn assemble(
-        url: DatabaseUrl,
+        label: String,
         backend: Backend,
         dialect: SqlDialect,
         schema: Vec<TableSchema>,
@@ -433,7 +392,7 @@ impl Gate {
         tables.sort_by(|a, b| a.name.cmp(&b.name));
         Gate {
             inner: Arc::new(GateInner {
-                url,
+                label,
                 backend,
                 policy,
                 tables,
@@ -443,8 +402,10 @@ impl Gate {
         }
     }
 
-    pub fn url(&self) -> &DatabaseUrl {
-        &self.inner.url
+    /// How the database is named in messages (`demo`, `sqlite:PATH`, a PostgreSQL URL
+    /// without its password).
+    pub fn label(&self) -> &str {
+        &self.inner.label
     }
 
     pub fn dialect(&self) -> SqlDialect {
@@ -540,12 +501,12 @@ impl Gate {
         let columns: Vec<String> = table
             .columns
             .iter()
-            .map(|column| executor::quote_ident(&column.name))
+            .map(|column| quote_ident(&column.name))
             .collect();
         let sql = format!(
             "SELECT {} FROM {} LIMIT {}",
             columns.join(", "),
-            executor::quote_ident(&table.name),
+            quote_ident(&table.name),
             rows.clamp(1, MAX_SAMPLE_ROWS)
         );
         match self.run_query(&sql).await {
@@ -570,24 +531,37 @@ impl Gate {
 
     /// Runs one statement through the whole gate: guard, then the read-only executor.
     pub async fn run_query(&self, sql: &str) -> QueryOutcome {
-        let checked = match self.check(sql) {
-            Ok(checked) => checked,
-            Err(refusal) => return QueryOutcome::Failed(QueryError::from_refusal(refusal, sql)),
-        };
+        match self.check(sql) {
+            Ok(checked) => self.run(&checked).await,
+            Err(refusal) => QueryOutcome::Failed(QueryError::from_refusal(refusal, sql)),
+        }
+    }
+
+    /// Runs a query the guard already checked, keeping its limit facts (so a result that
+    /// stopped at the forced cap says `truncated`). A query checked under another gate's
+    /// policy is refused, never run: its tables and columns were checked against another
+    /// database.
+    pub async fn run(&self, checked: &CheckedQuery) -> QueryOutcome {
+        if checked.policy_id() != self.inner.policy.id() {
+            return QueryOutcome::Failed(QueryError::from_refusal(
+                Refusal::foreign_policy(),
+                checked.sql(),
+            ));
+        }
         let started = Instant::now();
-        match self.execute(&checked.sql).await {
+        match self.execute(checked.sql()).await {
             Ok(raw) => QueryOutcome::Rows(QueryResult {
                 ok: true,
                 row_count: raw.rows.len(),
-                truncated: raw.truncated || reached_forced_cap(checked.limit, raw.rows.len()),
+                truncated: raw.truncated || reached_forced_cap(checked.limit(), raw.rows.len()),
                 columns: raw.columns,
                 rows: raw.rows,
-                limit: checked.limit,
-                tables: checked.tables,
+                limit: checked.limit(),
+                tables: checked.tables().to_vec(),
                 elapsed_ms: started.elapsed().as_millis() as u64,
-                sql: checked.sql,
+                sql: checked.sql().to_string(),
             }),
-            Err(failure) => QueryOutcome::Failed(QueryError::from_failure(failure, &checked.sql)),
+            Err(failure) => QueryOutcome::Failed(QueryError::from_failure(failure, checked.sql())),
         }
     }
 
@@ -612,12 +586,20 @@ impl Gate {
         }
     }
 
-    /// Runs a statement with the guard switched off, on the same read-only executor.
-    /// Two callers only: the layer tests, which show each executor layer holding on its
-    /// own, and the guard-equivalence check, which runs benchmark gold text as written
-    /// to compare it with the guard's re-rendering.
-    pub(crate) async fn execute_unguarded(&self, sql: &str) -> Result<RawRows, ExecFailure> {
-        self.execute(sql).await
+    /// The one door below the guard that takes text from outside the gate: a
+    /// benchmark's gold query, run as written on the same read-only executor, so the
+    /// guard-equivalence check (`eval::guard_check`, its only caller; an architecture
+    /// test holds it to that) can compare it with the guard's re-rendering. Gold text
+    /// comes from the benchmark files, never from a model or a user.
+    pub async fn run_benchmark_gold_as_written(&self, gold: &str) -> Result<GoldRows, QueryError> {
+        self.execute(gold)
+            .await
+            .map(|raw| GoldRows {
+                columns: raw.columns,
+                rows: raw.rows,
+                truncated: raw.truncated,
+            })
+            .map_err(|failure| QueryError::from_failure(failure, gold))
     }
 
     /// Proves, rather than assumes, that the connection cannot write (the health check
@@ -661,20 +643,23 @@ fn reached_forced_cap(limit: LimitAction, rows: usize) -> bool {
     }
 }
 
-/// The notes to use: explicit ones, else the demo's when the database is the demo.
-fn choose_notes(explicit: Option<SchemaNotes>, schema: &[TableSchema]) -> SchemaNotes {
-    if let Some(notes) = explicit {
-        return notes;
+/// The notes to use: explicit ones, else the default notes when the database holds
+/// every table they describe, else none.
+fn choose_notes(options: &GateOptions, schema: &[TableSchema]) -> SchemaNotes {
+    if let Some(notes) = &options.notes {
+        return notes.clone();
     }
-    let demo = crate::demo::demo_notes();
+    let Some(default) = &options.default_notes else {
+        return SchemaNotes::default();
+    };
     let present: BTreeSet<String> = schema
         .iter()
         .map(|table| table.name.to_lowercase())
         .collect();
-    let is_demo =
-        !demo.tables.is_empty() && demo.tables.keys().all(|table| present.contains(table));
-    if is_demo {
-        demo
+    let applies =
+        !default.tables.is_empty() && default.tables.keys().all(|table| present.contains(table));
+    if applies {
+        default.clone()
     } else {
         SchemaNotes::default()
     }
@@ -693,16 +678,6 @@ fn restricted_map(notes: &SchemaNotes) -> BTreeMap<String, BTreeSet<String>> {
         }
     }
     map
-}
-
-/// Cuts text to at most `max` characters, marking the cut with an ellipsis.
-pub fn cut_text(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_string();
-    }
-    let mut cut: String = text.chars().take(max.saturating_sub(1)).collect();
-    cut.push('…');
-    cut
 }
 
 #[cfg(test)]

@@ -20,7 +20,7 @@ use tokio_postgres::NoTls;
 
 use super::tests::load_corpus;
 use super::*;
-use crate::db_setup::{self, Password, RoleSpec, SetupError, SetupOptions, SetupReport};
+use crate::admin::{self, Password, RoleSpec, SetupError, SetupOptions, SetupReport};
 
 const DEFAULT_ADMIN_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
 
@@ -47,16 +47,6 @@ async fn pg_connect(url: &str) -> Result<tokio_postgres::Client, tokio_postgres:
     Ok(client)
 }
 
-fn describe_error(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(&format!(": {cause}"));
-        source = cause.source();
-    }
-    text
-}
-
 static SCRATCH_COUNTER: AtomicU32 = AtomicU32::new(0);
 
 /// One test's own database and role names, dropped on Drop (a fresh connection on a
@@ -73,8 +63,8 @@ impl Scratch {
     async fn new(test: &str) -> Option<Scratch> {
         let admin_url = admin_url();
         if let Err(error) = pg_connect(&admin_url).await {
-            let shown = redact_password(&admin_url);
-            let error = describe_error(&error);
+            let shown = crate::text::redact_password(&admin_url);
+            let error = crate::text::error_chain(&error);
             if std::env::var_os("CI").is_some() {
                 panic!("PostgreSQL is required in CI at 127.0.0.1:5432 ({shown}): {error}");
             }
@@ -105,7 +95,7 @@ impl Scratch {
     /// Names plus the demo loaded by `db setup`.
     async fn with_demo(test: &str) -> Option<(Scratch, SetupReport)> {
         let scratch = Scratch::new(test).await?;
-        let report = db_setup::setup(&scratch.options())
+        let report = admin::setup(&scratch.options())
             .await
             .unwrap_or_else(|error| panic!("db setup failed: {error}"));
         Some((scratch, report))
@@ -152,7 +142,7 @@ impl Drop for Scratch {
     fn drop(&mut self) {
         let roles = [self.read_only_role.clone(), self.log_role.clone()];
         if let Err(error) =
-            crate::db_setup::drop_scratch_with_roles(&self.admin_url, &self.database, &roles)
+            crate::admin::drop_scratch_with_roles(&self.admin_url, &self.database, &roles)
         {
             eprintln!("WARNING: scratch cleanup failed: {error}");
         }
@@ -160,9 +150,17 @@ impl Drop for Scratch {
 }
 
 async fn open_gate(url: &str, options: GateOptions) -> Gate {
-    Gate::open(&DatabaseUrl::Postgres(url.to_string()), options)
-        .await
-        .unwrap_or_else(|error| panic!("gate opens on {}: {error}", redact_password(url)))
+    crate::database::open_gate(
+        &crate::database::DatabaseUrl::Postgres(url.to_string()),
+        options,
+    )
+    .await
+    .unwrap_or_else(|error| {
+        panic!(
+            "gate opens on {}: {error}",
+            crate::text::redact_password(url)
+        )
+    })
 }
 
 fn with_timeout(timeout: Duration) -> GateOptions {
@@ -379,7 +377,7 @@ async fn pg_layer2_read_only_transaction_alone_refuses_hostile_writes_as_superus
         if NOT_RUN_AS_SUPERUSER.iter().any(|(skip, _)| skip == id) {
             continue;
         }
-        let outcome = gate.execute_unguarded(sql).await;
+        let outcome = gate.execute(sql).await;
         let layer1_only = LAYER1_ONLY.iter().any(|(known, _)| known == id);
         let plain = PLAIN_WRITES.contains(&id.as_str());
         match &outcome {
@@ -505,7 +503,7 @@ async fn pg_layer3_role_alone_refuses_writes_with_42501() {
     );
     let mut wrong = Vec::new();
     for sql in ROLE_REFUSES {
-        match gate.execute_unguarded(sql).await {
+        match gate.execute(sql).await {
             Ok(rows) => wrong.push(format!("RAN ({} rows): {sql}", rows.rows.len())),
             Err(failure)
                 if failure.sqlstate.as_deref() == Some("42501")
@@ -668,9 +666,12 @@ async fn pg_demo_rows_and_cross_dialect_queries_match_sqlite() {
     let dir = tempfile::tempdir().expect("temp dir");
     let sqlite_path = dir.path().join("demo.sqlite");
     crate::demo::write_sqlite(&sqlite_path).expect("demo database builds");
-    let sqlite = Gate::open(&DatabaseUrl::Sqlite(sqlite_path), big.clone())
-        .await
-        .expect("SQLite demo opens");
+    let sqlite = crate::database::open_gate(
+        &crate::database::DatabaseUrl::Sqlite(sqlite_path),
+        big.clone(),
+    )
+    .await
+    .expect("SQLite demo opens");
     // Through the read-only role, as the product runs.
     let postgres = open_gate(report.read_only.connection_url(), big).await;
     assert_eq!(postgres.dialect(), SqlDialect::Postgres);
@@ -858,14 +859,14 @@ async fn pg_errors_carry_sqlstate_message_hint_and_position() {
     // Below the guard, the server's own parser reports syntax errors and unknown
     // tables with their positions too.
     let failure = gate
-        .execute_unguarded("SELECT * FROM bill")
+        .execute("SELECT * FROM bill")
         .await
         .expect_err("no table bill");
     assert_eq!(failure.error_type, ErrorType::UnknownTable);
     assert_eq!(failure.sqlstate.as_deref(), Some("42P01"));
     assert_eq!(failure.position, Some(15));
     let failure = gate
-        .execute_unguarded("SELECT FROM WHERE")
+        .execute("SELECT FROM WHERE")
         .await
         .expect_err("syntax error");
     assert_eq!(failure.error_type, ErrorType::SyntaxError);
@@ -880,7 +881,7 @@ async fn pg_db_setup_is_idempotent_and_its_proofs_pass() {
     };
     let mut options = scratch.options();
     options.read_only_role.password = Some(Password::new("it's a \"given\" p@ss"));
-    let first = db_setup::setup(&options).await.expect("first setup");
+    let first = admin::setup(&options).await.expect("first setup");
     assert!(first.database_created);
     assert!(!first.read_only.password_generated);
     assert!(first.log.password_generated);
@@ -908,7 +909,7 @@ async fn pg_db_setup_is_idempotent_and_its_proofs_pass() {
         .expect("admin writes the log");
 
     options.read_only_role.password = None;
-    let second = db_setup::setup(&options).await.expect("second setup");
+    let second = admin::setup(&options).await.expect("second setup");
     assert!(!second.database_created);
     assert!(second.read_only.password_generated);
     assert_ne!(first.log.password, second.log.password);
@@ -997,7 +998,7 @@ async fn pg_db_setup_is_idempotent_and_its_proofs_pass() {
     };
     assert_eq!(refused.reason, Some(RefusalReason::UnknownTable));
     let failure = gate
-        .execute_unguarded("SELECT count(*) FROM askdb_query_log")
+        .execute("SELECT count(*) FROM askdb_query_log")
         .await
         .expect_err("the role refuses the log");
     assert_eq!(failure.error_type, ErrorType::PermissionDenied);
@@ -1018,7 +1019,7 @@ async fn pg_a_wrong_grant_fails_the_proof() {
         .execute(format!("GRANT SELECT ON bills TO {log}").as_str(), &[])
         .await
         .expect("wrong grant");
-    let error = db_setup::prove_roles(&report.read_only, &report.log)
+    let error = admin::prove_roles(&report.read_only, &report.log)
         .await
         .expect_err("the log role can read bills: the proof must fail");
     match &error {
@@ -1038,7 +1039,7 @@ async fn pg_a_wrong_grant_fails_the_proof() {
         .execute(format!("REVOKE SELECT ON bills FROM {log}").as_str(), &[])
         .await
         .expect("revoke");
-    db_setup::prove_roles(&report.read_only, &report.log)
+    admin::prove_roles(&report.read_only, &report.log)
         .await
         .expect("proofs pass again once the grant is gone");
 
@@ -1056,7 +1057,7 @@ async fn pg_a_wrong_grant_fails_the_proof() {
         )
         .await
         .expect("wrong setting");
-    let error = db_setup::prove_roles(&report.read_only, &report.log)
+    let error = admin::prove_roles(&report.read_only, &report.log)
         .await
         .expect_err("the read-only role is not read-only");
     assert!(
@@ -1066,7 +1067,7 @@ async fn pg_a_wrong_grant_fails_the_proof() {
     assert_eq!(before, checksums(&admin).await);
 
     // A full re-run repairs both: grants are rebuilt from nothing.
-    db_setup::setup(&scratch.options())
+    admin::setup(&scratch.options())
         .await
         .expect("setup repairs the drift");
 }
@@ -1089,9 +1090,12 @@ async fn pg_gate_lists_describes_and_samples_the_demo() {
     let dir = tempfile::tempdir().expect("temp dir");
     let sqlite_path = dir.path().join("demo.sqlite");
     crate::demo::write_sqlite(&sqlite_path).expect("demo builds");
-    let sqlite = Gate::open(&DatabaseUrl::Sqlite(sqlite_path), GateOptions::default())
-        .await
-        .expect("SQLite opens");
+    let sqlite = crate::database::open_gate(
+        &crate::database::DatabaseUrl::Sqlite(sqlite_path),
+        GateOptions::default(),
+    )
+    .await
+    .expect("SQLite opens");
     let gate = open_gate(report.read_only.connection_url(), GateOptions::default()).await;
 
     let tables = gate.list_tables();
@@ -1184,12 +1188,12 @@ async fn pg_gate_lists_describes_and_samples_the_demo() {
     };
     assert_eq!((small.row_count, small.truncated), (7, false));
     let raw = gate
-        .execute_unguarded("SELECT bill_no FROM bills")
+        .execute("SELECT bill_no FROM bills")
         .await
         .expect("reads");
     assert_eq!((raw.rows.len(), raw.truncated), (200, true));
     let raw = gate
-        .execute_unguarded("SELECT bill_no FROM bills ORDER BY bill_id LIMIT 200")
+        .execute("SELECT bill_no FROM bills ORDER BY bill_id LIMIT 200")
         .await
         .expect("reads");
     assert_eq!((raw.rows.len(), raw.truncated), (200, false));
@@ -1286,7 +1290,7 @@ async fn pg_values_convert_to_json_by_type() {
     let mut wrong = Vec::new();
     for (expression, expected) in cases {
         let sql = format!("SELECT {expression}");
-        match gate.execute_unguarded(&sql).await {
+        match gate.execute(&sql).await {
             Ok(rows) if rows.rows == vec![vec![expected.clone()]] => {}
             Ok(rows) => wrong.push(format!("{sql}: {:?}, expected {expected}", rows.rows)),
             Err(failure) => wrong.push(format!("{sql}: failed {failure:?}")),
@@ -1310,7 +1314,7 @@ async fn pg_pooled_connections_keep_no_session_state() {
                  current_setting('search_path') AS path, \
                  (SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()) AS locks, \
                  (SELECT count(*) FROM pg_prepared_statements WHERE from_sql) AS prepared";
-    let first = gate.execute_unguarded(probe).await.expect("probe").rows;
+    let first = gate.execute(probe).await.expect("probe").rows;
     assert_eq!(
         first[0][1..],
         [
@@ -1334,9 +1338,9 @@ async fn pg_pooled_connections_keep_no_session_state() {
         "LISTEN planted",
         "DECLARE planted CURSOR WITH HOLD FOR SELECT 1",
     ] {
-        let _ = gate.execute_unguarded(sql).await;
+        let _ = gate.execute(sql).await;
     }
-    let second = gate.execute_unguarded(probe).await.expect("probe").rows;
+    let second = gate.execute(probe).await.expect("probe").rows;
     assert_eq!(
         second[0][0], first[0][0],
         "the pool did not reuse the connection"
@@ -1357,8 +1361,10 @@ async fn pg_unreachable_or_missing_database_is_a_connection_error_without_the_pa
         "{}",
         error.message
     );
-    let gate_error = Gate::open(
-        &DatabaseUrl::Postgres("postgres://askdb_ro:hunter2@127.0.0.1:1/askdb".into()),
+    let gate_error = crate::database::open_gate(
+        &crate::database::DatabaseUrl::Postgres(
+            "postgres://askdb_ro:hunter2@127.0.0.1:1/askdb".into(),
+        ),
         GateOptions::default(),
     )
     .await

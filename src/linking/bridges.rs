@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
-use crate::schema::cards::TableCard;
+use crate::linking::cards::TableCard;
 
 /// One foreign-key column pair: `table.column` references `ref_table.ref_column`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]

@@ -17,8 +17,9 @@ use sqlparser::dialect::SQLiteDialect;
 use sqlparser::parser::Parser;
 
 use super::{SchemaIndex, SelectOptions};
-use crate::schema::cards::{estimate_tokens, TableCard};
+use crate::linking::cards::TableCard;
 use crate::schema::{ColumnSchema, ForeignKey, TableSchema};
+use crate::words::estimate_tokens;
 
 /// The k values reported by default (the issue asks for 3..=8).
 pub const DEFAULT_KS: [usize; 6] = [3, 4, 5, 6, 7, 8];
@@ -431,14 +432,9 @@ pub fn demo_gold_items() -> Result<Vec<(String, Vec<String>)>, LinkingEvalError>
         question: String,
         gold_tables: Vec<String>,
     }
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("evals")
-        .join("linking")
-        .join("demo_gold_tables.jsonl");
-    let text = std::fs::read_to_string(&path).map_err(|source| LinkingEvalError::Read {
-        path: path.clone(),
-        source,
-    })?;
+    // Built into the binary, like the golden sets, so `askdb eval linking` runs anywhere.
+    let text = include_str!("../../evals/linking/demo_gold_tables.jsonl");
+    let path = Path::new("evals/linking/demo_gold_tables.jsonl").to_path_buf();
     let mut items = Vec::new();
     for line in text.lines().filter(|line| !line.trim().is_empty()) {
         let parsed: GoldLine =

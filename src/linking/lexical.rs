@@ -72,25 +72,7 @@ const IRREGULAR: [(&str, &str); 9] = [
 /// Words of a text, lower-cased: split on anything not a letter or digit and at
 /// camelCase boundaries (`InvoiceLine` -> invoice, line; `HTTPServer` -> http, server).
 pub fn words(text: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    for chunk in text.split(|c: char| !c.is_alphanumeric()) {
-        let chars: Vec<char> = chunk.chars().collect();
-        let mut start = 0;
-        for i in 1..chars.len() {
-            let (prev, here) = (chars[i - 1], chars[i]);
-            let next_lower = chars.get(i + 1).is_some_and(|c| c.is_lowercase());
-            let boundary = (prev.is_lowercase() && here.is_uppercase())
-                || (prev.is_uppercase() && here.is_uppercase() && next_lower);
-            if boundary {
-                out.push(chars[start..i].iter().collect::<String>().to_lowercase());
-                start = i;
-            }
-        }
-        if start < chars.len() {
-            out.push(chars[start..].iter().collect::<String>().to_lowercase());
-        }
-    }
-    out
+    crate::words::words(text, crate::words::Split::Identifier)
 }
 
 fn expand(word: String, identifier: bool) -> Vec<String> {

@@ -17,6 +17,7 @@
 //! [`SchemaIndex::join_path`]; [`eval`] measures the linker without a model.
 
 pub mod bridges;
+pub mod cards;
 pub mod eval;
 pub mod lexical;
 pub mod values;
@@ -26,7 +27,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use crate::gate::{Gate, GateError};
-use crate::schema::cards::TableCard;
+use crate::linking::cards::TableCard;
 use crate::schema::SchemaNotes;
 use bridges::FkGraph;
 use lexical::{contains_run, identifier_terms, phrase_terms, text_terms, words, Bm25, Field};

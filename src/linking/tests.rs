@@ -7,7 +7,7 @@ use serde::Deserialize;
 
 use super::eval::{evaluate_items, evaluate_spider, DEFAULT_KS};
 use super::*;
-use crate::gate::{DatabaseUrl, Gate, GateOptions};
+use crate::gate::GateOptions;
 
 /// The demo database in a temp dir with its linker, built the way the agent builds it.
 struct Demo {
@@ -19,10 +19,13 @@ async fn demo() -> Demo {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("demo.sqlite");
     crate::demo::write_sqlite(&path).expect("demo builds");
-    let gate = Gate::open(&DatabaseUrl::Sqlite(path), GateOptions::default())
-        .await
-        .expect("opens");
-    let cards = crate::schema::cards::build_cards(&gate)
+    let gate = crate::database::open_gate(
+        &crate::database::DatabaseUrl::Sqlite(path),
+        GateOptions::default(),
+    )
+    .await
+    .expect("opens");
+    let cards = crate::linking::cards::build_cards(&gate)
         .await
         .expect("cards");
     let index = SchemaIndex::build(&gate, &cards).await.expect("index");

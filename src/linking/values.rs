@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::lexical::{contains_run, value_terms, words};
 use crate::gate::{Gate, GateError, QueryOutcome};
-use crate::schema::cards::TableCard;
+use crate::linking::cards::TableCard;
 
 /// Distinct values read per column (the guard may cap it lower).
 pub const DISTINCT_VALUES: usize = 500;

@@ -129,7 +129,7 @@ impl ProviderConfig {
             if !base_url.starts_with("http://") && !base_url.starts_with("https://") {
                 return Err(LlmError::Config(format!(
                     "ASKDB_BASE_URL must start with http:// or https://, not {:?}",
-                    crate::gate::redact_password(&base_url)
+                    crate::text::redact_password(&base_url)
                 )));
             }
             config.base_url = base_url;
@@ -189,7 +189,7 @@ impl ProviderConfig {
 
     /// The base URL without any password, for messages.
     pub fn display_base_url(&self) -> String {
-        crate::gate::redact_password(&self.base_url)
+        crate::text::redact_password(&self.base_url)
     }
 }
 

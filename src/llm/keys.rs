@@ -8,7 +8,6 @@
 
 use std::fmt;
 use std::sync::Mutex;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use sha2::{Digest, Sha256};
 
@@ -100,10 +99,7 @@ impl fmt::Debug for KeyRing {
 }
 
 fn utc_day() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|elapsed| elapsed.as_secs() / 86_400)
-        .unwrap_or(0)
+    crate::calendar::unix_seconds() / 86_400
 }
 
 impl KeyRing {

@@ -10,7 +10,6 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
@@ -172,10 +171,7 @@ impl Reservation<'_> {
             return Ok(());
         };
         let entry = LedgerEntry {
-            at: SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map(|elapsed| elapsed.as_secs())
-                .unwrap_or(0),
+            at: crate::calendar::unix_seconds(),
             provider: provider.to_string(),
             model: completion.model.clone(),
             purpose,

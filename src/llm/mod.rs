@@ -725,10 +725,10 @@ pub fn install_tls_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
-/// Rough token count of a text (about four characters a token for English and SQL),
-/// used only when a server reports no usage.
+/// The rough token count of a text, as the u64 the call records use: only when a
+/// server reports no usage.
 pub(crate) fn estimate_tokens(text: &str) -> u64 {
-    (text.chars().count() as u64).div_ceil(4)
+    crate::words::estimate_tokens(text) as u64
 }
 
 #[cfg(test)]

@@ -298,18 +298,9 @@ fn transport_failure(error: reqwest::Error) -> TransportFailure {
     // The URL is left out: the provider's name says where, and a base URL may hold
     // credentials. Keys travel in headers, which reqwest never prints.
     let error = error.without_url();
-    let mut message = error.to_string();
     // reqwest's own text is terse ("error sending request"); the causes say what failed
     // (connection refused, timed out, ...).
-    let mut source = std::error::Error::source(&error);
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !message.contains(&cause_text) {
-            message.push_str(": ");
-            message.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
+    let mut message = crate::text::error_chain(&error);
     if timed_out && !message.contains("timed out") {
         message.push_str(" (timed out)");
     }

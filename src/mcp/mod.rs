@@ -38,7 +38,7 @@ pub enum McpError {
 pub async fn serve_stdio(gate: Gate) -> Result<(), McpError> {
     use rmcp::ServiceExt;
 
-    let url = gate.url().to_string();
+    let url = gate.label().to_string();
     log(&format!(
         "serving {url} over stdio (tools: list_tables, describe_table, sample_rows, run_query)"
     ));

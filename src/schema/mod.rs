@@ -3,7 +3,6 @@
 //! types from their catalogs; the gate filters them (hidden tables, restricted columns)
 //! before anyone else sees them.
 
-pub mod cards;
 pub mod notes;
 
 use serde::{Deserialize, Serialize};

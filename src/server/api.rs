@@ -17,8 +17,7 @@ use super::health::{self, HealthReport, MODEL_CHECK_TTL};
 use super::limits::BUSY_RETRY_AFTER;
 use super::AppState;
 use crate::agent::{AgentResult, AskOptions, Mode, MAX_QUESTION_CHARS};
-use crate::gate::{ColumnDescription, QueryOutcome};
-use crate::schema::ForeignKey;
+use crate::gate::{QueryOutcome, TableDescription};
 
 /// The address the request came from, for the per-client rate limit. It is the TCP
 /// peer: forwarding headers are not trusted, since any client can write them. Requests
@@ -127,23 +126,13 @@ pub async fn sql(
     Ok(Json(state.gate().run_query(&request.sql).await))
 }
 
-/// One table of GET /api/schema.
-#[derive(Debug, Serialize)]
-pub struct SchemaTable {
-    pub name: String,
-    pub description: String,
-    pub row_count: Option<i64>,
-    pub columns: Vec<ColumnDescription>,
-    pub primary_key: Vec<String>,
-    pub foreign_keys: Vec<ForeignKey>,
-}
-
 /// What GET /api/schema returns.
 #[derive(Debug, Serialize)]
 pub struct SchemaResponse {
     pub database: String,
     pub dialect: String,
-    pub tables: Vec<SchemaTable>,
+    /// Each table as `describe_table` gives it (restricted columns left out).
+    pub tables: Vec<TableDescription>,
 }
 
 /// GET /api/schema: the visible tables as the gate describes them (restricted columns
@@ -155,17 +144,10 @@ pub async fn schema(State(state): State<AppState>) -> Result<Json<SchemaResponse
         let described = gate
             .describe_table(&summary.name)
             .map_err(|error| AppError::Internal(format!("describe {}: {error}", summary.name)))?;
-        tables.push(SchemaTable {
-            name: described.name,
-            description: described.description,
-            row_count: described.row_count,
-            columns: described.columns,
-            primary_key: described.primary_key,
-            foreign_keys: described.foreign_keys,
-        });
+        tables.push(described);
     }
     Ok(Json(SchemaResponse {
-        database: gate.url().to_string(),
+        database: gate.label().to_string(),
         dialect: gate.dialect().as_str().to_string(),
         tables,
     }))
@@ -175,15 +157,23 @@ pub async fn schema(State(state): State<AppState>) -> Result<Json<SchemaResponse
 /// `X-Askdb-Eval-Source`; 404 when there is none.
 pub async fn eval(State(state): State<AppState>) -> Result<Response, AppError> {
     let dir = state.config().eval_dir.clone();
-    let found = tokio::task::spawn_blocking(move || super::eval::latest_summary(&dir))
-        .await
-        .map_err(|error| AppError::Internal(format!("eval summary search: {error}")))?;
+    let searched = dir
+        .as_ref()
+        .map(|dir| format!("below {}", dir.display()))
+        .unwrap_or_else(|| "built into this binary".to_string());
+    let found = tokio::task::spawn_blocking(move || match dir {
+        Some(dir) => super::eval::latest_summary(&dir),
+        None => super::eval::latest_embedded_summary(),
+    })
+    .await
+    .map_err(|error| AppError::Internal(format!("eval summary search: {error}")))?;
     let Some(summary) = found else {
         return Err(AppError::NotFound {
             code: "no_evaluation",
-            detail: "no committed evaluation summary under evals/results/; `askdb eval run` \
-                     and then `askdb eval publish RUN` write one"
-                .to_string(),
+            detail: format!(
+                "no evaluation summary {searched}; `askdb eval run` writes one in its run \
+                 folder (serve it with --eval-dir)"
+            ),
         });
     };
     let mut response =
@@ -216,7 +206,7 @@ pub async fn health(State(state): State<AppState>) -> Response {
         model_configured,
         model_reachable,
         tables: gate.list_tables().len(),
-        database: gate.url().to_string(),
+        database: gate.label().to_string(),
         dialect: gate.dialect().as_str().to_string(),
         provider: client.map(|client| client.provider().name().to_string()),
         model: client.map(|client| client.provider().model().to_string()),

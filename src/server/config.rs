@@ -36,8 +36,9 @@ pub struct ServeArgs {
     /// Largest request body in bytes; larger bodies get 413.
     #[arg(long, env = "ASKDB_MAX_BODY_BYTES", default_value_t = DEFAULT_MAX_BODY_BYTES)]
     pub max_body_bytes: usize,
-    /// Where committed evaluation summaries live (GET /api/eval serves the newest
-    /// summary.json below it). Default: evals/results of the askdb source tree.
+    /// A folder of evaluation summaries (GET /api/eval serves the newest summary.json
+    /// below it, e.g. evals/runs). Default: the summaries published in evals/results when
+    /// this binary was built, which it carries inside.
     #[arg(long, env = "ASKDB_EVAL_DIR")]
     pub eval_dir: Option<PathBuf>,
     /// Ask the model for a one-to-three sentence answer after the rows (one more call).
@@ -54,7 +55,8 @@ pub struct ServerConfig {
     pub max_concurrent_asks: usize,
     pub ask_timeout: Duration,
     pub max_body_bytes: usize,
-    pub eval_dir: PathBuf,
+    /// None: the summaries built into the binary.
+    pub eval_dir: Option<PathBuf>,
     /// The default of a request's `explain` field.
     pub explain: bool,
 }
@@ -67,15 +69,10 @@ impl Default for ServerConfig {
             max_concurrent_asks: DEFAULT_MAX_CONCURRENT_ASKS,
             ask_timeout: Duration::from_secs(DEFAULT_ASK_TIMEOUT_SECS),
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
-            eval_dir: default_eval_dir(),
+            eval_dir: None,
             explain: true,
         }
     }
-}
-
-/// `evals/results` of the source tree this binary was built from.
-pub fn default_eval_dir() -> PathBuf {
-    crate::eval::results::project_root().join(crate::eval::results::RESULTS_DIR)
 }
 
 impl ServeArgs {
@@ -103,7 +100,7 @@ impl ServeArgs {
             max_concurrent_asks: self.max_concurrent_asks,
             ask_timeout: Duration::from_secs(self.ask_timeout_secs),
             max_body_bytes: self.max_body_bytes,
-            eval_dir: self.eval_dir.unwrap_or_else(default_eval_dir),
+            eval_dir: self.eval_dir,
             explain: self.explain,
         })
     }

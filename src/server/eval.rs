@@ -1,5 +1,6 @@
-//! The latest committed evaluation summary for GET /api/eval: every `*summary.json`
-//! below the results folder (`askdb eval publish` writes `<set>.summary.json`; a run
+//! The latest committed evaluation summary for GET /api/eval: with `--eval-dir`, every
+//! `*summary.json` below that folder; without it, the summaries built into the binary
+//! when it was built. Below a folder, (`askdb eval publish` writes `<set>.summary.json`; a run
 //! folder holds `summary.json`), the newest by its `generated_at` field, then by path. The file is served as the harness wrote it, byte
 //! for byte, so the page shows exactly what is committed.
 
@@ -54,18 +55,39 @@ fn collect(dir: &Path, depth: usize, found: &mut Vec<PathBuf>) {
 pub fn latest_summary(dir: &Path) -> Option<SummaryFile> {
     let mut paths = Vec::new();
     collect(dir, 0, &mut paths);
+    let candidates = paths.into_iter().filter_map(|path| {
+        let bytes = std::fs::read(&path).ok()?;
+        let relative_path = path
+            .strip_prefix(dir)
+            .unwrap_or(&path)
+            .components()
+            .map(|part| part.as_os_str().to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+            .join("/");
+        Some((relative_path, bytes))
+    });
+    newest(candidates)
+}
+
+/// The newest of the summaries built into the binary
+/// ([`crate::eval::results::EMBEDDED_SUMMARIES`]): what an installed `askdb serve`
+/// shows when no `--eval-dir` is given.
+pub fn latest_embedded_summary() -> Option<SummaryFile> {
+    newest(
+        crate::eval::results::EMBEDDED_SUMMARIES
+            .iter()
+            .map(|(name, text)| (format!("evals/results/{name}"), text.as_bytes().to_vec())),
+    )
+}
+
+/// The newest by `generated_at`, then by path, of (path, bytes) candidates.
+fn newest(candidates: impl Iterator<Item = (String, Vec<u8>)>) -> Option<SummaryFile> {
     let mut best: Option<SummaryFile> = None;
-    for path in paths {
-        let Ok(bytes) = std::fs::read(&path) else {
-            continue;
-        };
+    for (relative_path, bytes) in candidates {
         let value: serde_json::Value = match serde_json::from_slice(&bytes) {
             Ok(value @ serde_json::Value::Object(_)) => value,
             _ => {
-                eprintln!(
-                    "askdb serve: skipping {}: not a JSON object",
-                    path.display()
-                );
+                eprintln!("askdb serve: skipping {relative_path}: not a JSON object");
                 continue;
             }
         };
@@ -76,13 +98,6 @@ pub fn latest_summary(dir: &Path) -> Option<SummaryFile> {
             .and_then(|stamp| stamp.as_str())
             .unwrap_or_default()
             .replace('T', " ");
-        let relative_path = path
-            .strip_prefix(dir)
-            .unwrap_or(&path)
-            .components()
-            .map(|part| part.as_os_str().to_string_lossy().into_owned())
-            .collect::<Vec<_>>()
-            .join("/");
         let candidate = SummaryFile {
             relative_path,
             generated_at,
@@ -146,5 +161,13 @@ mod tests {
         );
         let found = latest_summary(root).expect("found");
         assert_eq!(found.relative_path, "spider.summary.json");
+    }
+
+    #[test]
+    fn without_a_folder_the_summaries_built_into_the_binary_are_served() {
+        let found = latest_embedded_summary().expect("summaries are embedded");
+        assert!(found.relative_path.starts_with("evals/results/"));
+        let value: serde_json::Value = serde_json::from_slice(&found.bytes).expect("JSON");
+        assert!(value.get("modes").is_some(), "a run summary");
     }
 }

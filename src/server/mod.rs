@@ -234,7 +234,7 @@ pub async fn run(gate: Gate, config: ServerConfig) -> Result<(), ServeError> {
     println!("askdb serve: listening on http://{local}/");
     eprintln!(
         "askdb serve: database {} ({} tables)",
-        state.gate().url(),
+        state.gate().label(),
         state.gate().list_tables().len()
     );
     match (state.model_client(), state.model_missing_reason()) {

@@ -253,7 +253,8 @@ fn schemas() -> Value {
                             "description": {"type": "string"}
                         }}},
                         "primary_key": {"type": "array", "items": {"type": "string"}},
-                        "foreign_keys": {"type": "array", "items": {"type": "object"}}
+                        "foreign_keys": {"type": "array", "items": {"type": "object"}},
+                        "create_table": {"type": "string", "description": "The table as CREATE TABLE, restricted columns left out."}
                     }
                 }}
             }

@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use tower::ServiceExt;
 
 use super::*;
-use crate::gate::{DatabaseUrl, GateOptions};
+use crate::gate::GateOptions;
 use crate::llm::scripted::ScriptedProvider;
 use crate::llm::{PriceTable, SpendLedger};
 
@@ -20,9 +20,12 @@ struct Fixture {
 async fn gate(dir: &std::path::Path) -> Gate {
     let path = dir.join("demo.sqlite");
     crate::demo::write_sqlite(&path).expect("demo database");
-    Gate::open(&DatabaseUrl::Sqlite(path), GateOptions::default())
-        .await
-        .expect("gate")
+    crate::database::open_gate(
+        &crate::database::DatabaseUrl::Sqlite(path),
+        GateOptions::default(),
+    )
+    .await
+    .expect("gate")
 }
 
 fn scripted(script: &str) -> ModelClient {
@@ -304,7 +307,7 @@ async fn the_openapi_description_covers_every_api_route() {
 async fn eval_serves_the_newest_summary_verbatim_or_404() {
     let results = tempfile::tempdir().expect("temp dir");
     let config = ServerConfig {
-        eval_dir: results.path().to_path_buf(),
+        eval_dir: Some(results.path().to_path_buf()),
         ..ServerConfig::default()
     };
     let fixture = fixture(None, config).await;

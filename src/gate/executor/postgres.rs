@@ -38,9 +38,9 @@ use tokio_postgres::types::{FromSql, Kind, Type};
 use tokio_postgres::{Config, NoTls};
 
 use super::{ExecFailure, ExecLimits, RawRows};
-use crate::gate::redact_password;
 use crate::gate::taxonomy::{self, ErrorType};
 use crate::schema::{ColumnSchema, ForeignKey, TableSchema};
+use crate::text::redact_password;
 
 /// Connections kept open per gate. Small: askdb runs one question at a time per user,
 /// and the server's connection slots are shared with everyone else.
@@ -378,20 +378,8 @@ fn failure_from(error: &tokio_postgres::Error) -> ExecFailure {
     }
 }
 
-/// An error with its chain of causes ("error connecting to server: Connection
-/// refused"): tokio-postgres prints only the outermost part by itself.
 fn describe(error: &dyn StdError) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let part = cause.to_string();
-        if !text.contains(&part) {
-            text.push_str(": ");
-            text.push_str(&part);
-        }
-        source = cause.source();
-    }
-    text
+    crate::text::error_chain(error)
 }
 
 // ---------------------------------------------------------------------------------
@@ -819,30 +807,10 @@ fn uuid_text(bytes: &[u8; 16]) -> String {
 const PG_EPOCH_DAYS: i64 = 10_957;
 const MICROS_PER_DAY: i64 = 86_400_000_000;
 
-/// The civil date of a day count since 1970-01-01 (proleptic Gregorian calendar;
-/// Howard Hinnant's algorithm).
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let day_of_era = z.rem_euclid(146_097);
-    let year_of_era =
-        (day_of_era - day_of_era / 1_460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let month_index = (5 * day_of_year + 2) / 153;
-    let day = (day_of_year - (153 * month_index + 2) / 5 + 1) as u32;
-    let month = if month_index < 10 {
-        month_index + 3
-    } else {
-        month_index - 9
-    } as u32;
-    let year = year_of_era + era * 400 + i64::from(month <= 2);
-    (year, month, day)
-}
-
 /// 'YYYY-MM-DD' for a day count since 2000-01-01, and whether the year is BC (as
 /// PostgreSQL writes it: year 0 is 1 BC).
 fn civil_text(days_since_2000: i64) -> (String, bool) {
-    let (year, month, day) = civil_from_days(days_since_2000 + PG_EPOCH_DAYS);
+    let (year, month, day) = crate::calendar::civil_from_days(days_since_2000 + PG_EPOCH_DAYS);
     if year <= 0 {
         (format!("{:04}-{month:02}-{day:02}", 1 - year), true)
     } else {

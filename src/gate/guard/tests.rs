@@ -35,7 +35,7 @@ fn refused(dialect: SqlDialect, sql: &str, reason: RefusalReason) -> Refusal {
     match check(sql, &policy(dialect)) {
         Ok(checked) => panic!(
             "expected {sql:?} to be refused ({reason:?}), passed as {}",
-            checked.sql
+            checked.sql()
         ),
         Err(refusal) => {
             assert_eq!(refusal.reason, reason, "{sql:?}: {refusal}");
@@ -335,10 +335,10 @@ fn re_rendering_drops_comments_and_keeps_meaning() {
         "SELECT bill_no /* the number */ FROM bills WHERE status != 'VOID' -- live\n",
     );
     assert_eq!(
-        checked.sql,
+        checked.sql(),
         "SELECT bill_no FROM bills WHERE status <> 'VOID' LIMIT 200"
     );
-    assert_eq!(checked.tables, vec!["bills".to_string()]);
+    assert_eq!(checked.tables(), vec!["bills".to_string()]);
 }
 
 #[test]

@@ -27,7 +27,8 @@ use std::time::Duration;
 use tokio_postgres::{Client, Config, NoTls};
 
 use crate::demo::{self, DdlDialect};
-use crate::gate::{redact_password, QUERY_LOG_TABLE};
+use crate::gate::QUERY_LOG_TABLE;
+use crate::text::redact_password;
 
 /// The database the CLI sets up unless told otherwise.
 pub const DEFAULT_DATABASE: &str = "askdb_demo";
@@ -491,17 +492,7 @@ fn quote_literal(text: &str) -> String {
 }
 
 fn describe(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let part = cause.to_string();
-        if !text.contains(&part) {
-            text.push_str(": ");
-            text.push_str(&part);
-        }
-        source = cause.source();
-    }
-    text
+    crate::text::error_chain(error)
 }
 
 async fn connect(config: &Config, url_for_messages: &str) -> Result<Client, SetupError> {
@@ -983,11 +974,11 @@ pub fn url_with_database(admin_url: &str, database: &str) -> String {
     url
 }
 
-/// Creates a scratch database and loads a plain SQL dump into it (a benchmark's own
+/// Creates a database and loads a plain SQL dump into it (a benchmark's own
 /// schema and data, trusted text from `../shared/data`), for evaluations that compare
 /// queries on PostgreSQL. Administration, like `setup`: it never runs model or user SQL.
 /// Returns the scratch database's URL (the admin's credentials).
-pub async fn load_scratch_database(
+pub async fn load_dump_into_database(
     admin_url: &str,
     database: &str,
     dump_sql: &str,
@@ -1010,8 +1001,8 @@ pub async fn load_scratch_database(
     Ok(url)
 }
 
-/// Drops a scratch database made by [`load_scratch_database`] (its connections first).
-pub async fn drop_scratch_database(admin_url: &str, database: &str) -> Result<(), SetupError> {
+/// Drops a database made by [`load_dump_into_database`] (its connections first).
+pub async fn drop_database(admin_url: &str, database: &str) -> Result<(), SetupError> {
     check_name("database", database)?;
     let config = parse_admin_url(admin_url)?;
     let admin = connect(&config, admin_url).await?;

@@ -1,6 +1,9 @@
-//! Civil-calendar arithmetic for the generator: days since 1970-01-01 to and from
-//! (year, month, day), and the text formats both backends accept. Hand-written (Howard
-//! Hinnant's days-from-civil) so the demo does not depend on a date crate.
+//! The one calendar: days since 1970-01-01 to and from (year, month, day) (Howard
+//! Hinnant's days-from-civil, so askdb does not depend on a date crate), the text formats
+//! both databases accept, and the clock read as Unix time. The demo generator, the
+//! PostgreSQL value decoder, run folders and ledgers all use it.
+
+use std::time::{SystemTime, UNIX_EPOCH};
 
 /// A calendar date as a day number: days since 1970-01-01 (negative before).
 pub type DayNumber = i64;
@@ -61,6 +64,29 @@ pub fn format_timestamp(days: DayNumber, seconds: u32) -> String {
 /// The calendar year of a day number.
 pub fn year_of(days: DayNumber) -> i64 {
     civil_from_days(days).0
+}
+
+/// Seconds since 1970-01-01 UTC (0 if the clock is before it).
+pub fn unix_seconds() -> u64 {
+    unix_millis() / 1000
+}
+
+/// Milliseconds since 1970-01-01 UTC (0 if the clock is before it).
+pub fn unix_millis() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|elapsed| u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+/// The UTC time now as `YYYY-MM-DD HH:MM:SS` and as a folder-safe stamp
+/// (`YYYYMMDD-HHMMSS`).
+pub fn utc_now() -> (String, String) {
+    let seconds = unix_seconds();
+    let days = i64::try_from(seconds / 86_400).unwrap_or(0);
+    let text = format_timestamp(days, u32::try_from(seconds % 86_400).unwrap_or(0));
+    let stamp = text.replace(['-', ':'], "").replace(' ', "-");
+    (text, stamp)
 }
 
 #[cfg(test)]

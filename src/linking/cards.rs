@@ -38,11 +38,7 @@ pub struct TableCard {
     pub samples: BTreeMap<String, Vec<String>>,
 }
 
-/// A rough token count: about four characters per token for English and SQL. Used
-/// only to decide whether the whole schema fits a budget, never billed.
-pub fn estimate_tokens(text: &str) -> usize {
-    text.chars().count().div_ceil(4)
-}
+use crate::words::estimate_tokens;
 
 fn sample_text(value: &JsonValue) -> Option<String> {
     match value {
@@ -122,6 +118,44 @@ pub async fn build_cards(gate: &Gate) -> Result<Vec<TableCard>, GateError> {
     Ok(cards)
 }
 
+/// Sample rows shown per table in the sample-rows schema.
+pub const SAMPLE_ROWS_PER_TABLE: u32 = 3;
+
+/// Every visible table as CREATE TABLE followed by three real rows in a comment, the
+/// format plain text-to-SQL prompts use (and the reference mode's whole schema). Built
+/// through the gate, so restricted columns and hidden tables are absent.
+pub async fn sample_rows_schema(gate: &Gate) -> Result<String, GateError> {
+    let mut out = String::new();
+    for summary in gate.list_tables() {
+        let description = gate.describe_table(&summary.name)?;
+        out.push_str(&description.create_table);
+        out.push_str(";\n");
+        let sample = gate
+            .sample_rows(&summary.name, SAMPLE_ROWS_PER_TABLE)
+            .await?;
+        out.push_str(&format!(
+            "/*\n{} example rows from {}:\n{}\n",
+            sample.rows.len(),
+            description.name,
+            sample.columns.join("\t")
+        ));
+        for row in &sample.rows {
+            let cells: Vec<String> = row
+                .iter()
+                .map(|value| match value {
+                    JsonValue::Null => "NULL".to_string(),
+                    JsonValue::String(text) => text.clone(),
+                    other => other.to_string(),
+                })
+                .collect();
+            out.push_str(&cells.join("\t"));
+            out.push('\n');
+        }
+        out.push_str("*/\n\n");
+    }
+    Ok(out)
+}
+
 /// The delimited schema block for a prompt: the chosen cards in a stable order, then the
 /// database's conventions and glossary. Declared as data so text inside it (sample
 /// values hold whatever customers typed) is never taken as an instruction.
@@ -156,16 +190,19 @@ pub fn schema_block(cards: &[&TableCard], notes: &SchemaNotes, dialect_name: &st
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gate::{DatabaseUrl, GateOptions};
+    use crate::gate::GateOptions;
 
     #[tokio::test]
     async fn demo_cards_carry_keys_notes_and_samples_but_no_restricted_column() {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("demo.sqlite");
         crate::demo::write_sqlite(&path).expect("demo builds");
-        let gate = Gate::open(&DatabaseUrl::Sqlite(path), GateOptions::default())
-            .await
-            .expect("opens");
+        let gate = crate::database::open_gate(
+            &crate::database::DatabaseUrl::Sqlite(path),
+            GateOptions::default(),
+        )
+        .await
+        .expect("opens");
         let cards = build_cards(&gate).await.expect("cards");
         assert_eq!(cards.len(), 15);
         let customers = cards

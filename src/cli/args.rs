@@ -1,0 +1,280 @@
+//! The command line as clap parses it: raw flags only. [`super::config`] resolves them
+//! into settings before any work starts; nothing here opens a database or calls a model.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+#[derive(Parser)]
+#[command(
+    name = "askdb",
+    version,
+    about = "Ask a SQL database questions, safely.",
+    after_help = "Examples:\n  askdb serve                                  the web page on http://127.0.0.1:8080 over the demo\n  askdb ask \"How many bills were voided in 2025?\"\n  askdb sql run \"SELECT count(*) FROM bills\"\n  askdb --db postgres://askdb_ro@127.0.0.1/shop schema tables"
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Args)]
+pub struct GlobalArgs {
+    /// Database: `demo` (default), `sqlite:PATH`, a .sqlite/.db path, or postgres://...
+    #[arg(
+        long,
+        global = true,
+        env = "ASKDB_DATABASE_URL",
+        default_value = "demo"
+    )]
+    pub db: String,
+    /// Print stable JSON instead of text.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// Schema notes for this database (TOML): descriptions, restricted columns, hidden tables.
+    #[arg(long, global = true, env = "ASKDB_NOTES")]
+    pub notes: Option<PathBuf>,
+    /// Row cap forced into every query's LIMIT.
+    #[arg(long, global = true, env = "ASKDB_ROW_CAP", default_value_t = crate::gate::guard::DEFAULT_ROW_CAP)]
+    pub row_cap: u64,
+    /// Statement timeout in milliseconds.
+    #[arg(
+        long,
+        global = true,
+        env = "ASKDB_STATEMENT_TIMEOUT_MS",
+        default_value_t = 5000
+    )]
+    pub timeout_ms: u64,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Look at the database's tables.
+    #[command(after_help = "Example:\n  askdb schema describe bills")]
+    Schema {
+        #[command(subcommand)]
+        command: SchemaCommand,
+    },
+    /// Check or run SQL through the gate.
+    #[command(
+        after_help = "Example:\n  askdb sql run \"SELECT status, count(*) FROM bills GROUP BY status\""
+    )]
+    Sql {
+        #[command(subcommand)]
+        command: SqlCommand,
+    },
+    /// The embedded demo database.
+    #[command(after_help = "Example:\n  askdb demo build --out shop.sqlite")]
+    Demo {
+        #[command(subcommand)]
+        command: DemoCommand,
+    },
+    /// Prepare a PostgreSQL database for askdb.
+    #[command(
+        after_help = "Example:\n  askdb db setup --admin-url postgres://postgres@127.0.0.1:5432/postgres"
+    )]
+    Db {
+        #[command(subcommand)]
+        command: DbCommand,
+    },
+    /// Ask a question in plain English.
+    #[command(
+        after_help = "Example:\n  askdb ask \"What was the total billed per month in 2025?\""
+    )]
+    Ask {
+        question: String,
+        /// One attempt, no repair, no diagnostic (for comparison).
+        #[arg(long)]
+        baseline: bool,
+        /// Skip the model-written explanation (one call fewer).
+        #[arg(long)]
+        no_explain: bool,
+    },
+    /// Show what askdb would do with a question, before any model call.
+    #[command(after_help = "Example:\n  askdb plan \"Top 5 customers by revenue\"")]
+    Plan { question: String },
+    /// Evaluations: model-free checks and real-model runs.
+    #[command(after_help = "Example:\n  askdb eval run --set spider --sample 150 --mode both")]
+    Eval {
+        #[command(subcommand)]
+        command: EvalCommand,
+    },
+    /// Serve the gate's four tools to an MCP client over stdio (stdout carries the
+    /// protocol; messages go to stderr).
+    #[command(
+        after_help = "Example (an MCP client's server command):\n  askdb --db postgres://askdb_ro@127.0.0.1/shop mcp"
+    )]
+    Mcp,
+    /// Serve the HTTP API and the web page (the model comes from ASKDB_PROVIDER, ...;
+    /// without one, questions get 503 and everything else works).
+    #[command(after_help = "Example:\n  askdb serve --addr 127.0.0.1:8080")]
+    Serve(crate::server::ServeArgs),
+    /// The language model askdb asks (configured by ASKDB_PROVIDER, ASKDB_MODEL, ...).
+    #[command(after_help = "Example:\n  askdb model check")]
+    Model {
+        #[command(subcommand)]
+        command: ModelCommand,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum ModelCommand {
+    /// Print the configured provider and model, then make one tiny call and report its
+    /// latency, tokens and cost.
+    Check,
+}
+
+/// The sets `askdb eval run` knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SetName {
+    Demo,
+    Chinook,
+    Spider,
+    Defog,
+}
+
+impl SetName {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SetName::Demo => "demo",
+            SetName::Chinook => "chinook",
+            SetName::Spider => "spider",
+            SetName::Defog => "defog",
+        }
+    }
+}
+
+/// Which modes `askdb eval run` asks each question in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ModeChoice {
+    /// The agent: repairs, diagnostic, up to three attempts.
+    Agent,
+    /// The agent's first attempt alone.
+    Baseline,
+    /// The reference prompt: every table with three sample rows, one attempt.
+    Plain,
+    /// Agent and baseline (the baseline replays the agent's first reply).
+    Both,
+    /// Agent, baseline and plain.
+    All,
+}
+
+#[derive(Subcommand)]
+pub enum EvalCommand {
+    /// Every external gold query must pass the guard and keep its result when re-rendered.
+    Guard {
+        /// Write evals/results/guard_equivalence.json and regenerate the README table
+        /// (run from the repository's root, or give --repo).
+        #[arg(long)]
+        write: bool,
+        /// The askdb repository whose results and README --write updates.
+        #[arg(long, default_value = ".")]
+        repo: PathBuf,
+    },
+    /// Ask a golden set through the agent and grade it by execution.
+    Run {
+        /// The set to ask.
+        #[arg(long, value_enum, required_unless_present = "questions")]
+        set: Option<SetName>,
+        /// A custom set instead: one JSON question per line (see `eval::runner::EvalItem`).
+        #[arg(long, conflicts_with = "set")]
+        questions: Option<PathBuf>,
+        /// Which modes to ask each question in.
+        #[arg(long, value_enum, default_value = "both")]
+        mode: ModeChoice,
+        /// Only the first N questions (after sampling).
+        #[arg(long)]
+        limit: Option<usize>,
+        /// A fixed random sample of N questions.
+        #[arg(long)]
+        sample: Option<usize>,
+        /// Seed of the sample.
+        #[arg(long, default_value_t = 7)]
+        seed: u64,
+        /// Resume an interrupted run folder.
+        #[arg(long)]
+        resume: Option<PathBuf>,
+        /// Where run folders go.
+        #[arg(long, default_value = "evals/runs")]
+        runs_dir: PathBuf,
+    },
+    /// Re-score a finished run without calling the model.
+    Regrade { run: PathBuf },
+    /// The CI gate: database unchanged, nothing unsafe ran, accuracy within tolerance.
+    Gate {
+        run: PathBuf,
+        #[arg(long, default_value = "evals/gate.toml")]
+        config: PathBuf,
+        /// The folder the config's paths are relative to.
+        #[arg(long, default_value = ".")]
+        repo: PathBuf,
+    },
+    /// Print a run's report.
+    Report { run: PathBuf },
+    /// Copy a run's summary into evals/results/ and regenerate the README results table.
+    Publish {
+        run: PathBuf,
+        /// The askdb repository to publish into.
+        #[arg(long, default_value = ".")]
+        repo: PathBuf,
+    },
+    /// Linking recall without a model: Spider/BIRD tables.json + questions, or our demo set.
+    Linking {
+        #[arg(long, requires = "questions")]
+        tables: Option<PathBuf>,
+        #[arg(long, requires = "tables")]
+        questions: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum SchemaCommand {
+    /// List the visible tables with descriptions and row counts.
+    Tables,
+    /// Show one table's columns and keys.
+    Describe { table: String },
+    /// Show a few rows of a table (text cut to 40 characters; restricted columns never shown).
+    Sample {
+        table: String,
+        #[arg(short = 'n', long, default_value_t = 3)]
+        rows: u32,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum SqlCommand {
+    /// Check a statement with the guard only; reads stdin when no SQL is given.
+    Check {
+        sql: Option<String>,
+        /// Check each line of FILE as its own statement; prints one JSON verdict per line.
+        #[arg(long, conflicts_with = "sql")]
+        batch: Option<PathBuf>,
+    },
+    /// Run a statement through the whole gate (guard, read-only connection, row cap).
+    Run { sql: String },
+}
+
+#[derive(Subcommand)]
+pub enum DemoCommand {
+    /// Write the demo database to a SQLite file.
+    Build {
+        #[arg(long)]
+        out: PathBuf,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum DbCommand {
+    /// Create (or refresh) the demo database, the query log and the askdb_ro and askdb_log
+    /// roles, then prove both roles. Idempotent. Passwords come from ASKDB_RO_PASSWORD and
+    /// ASKDB_LOG_PASSWORD, or are generated and printed once.
+    Setup {
+        /// A superuser URL (any database), e.g. postgres://postgres@127.0.0.1:5432/postgres
+        #[arg(long, env = "ASKDB_ADMIN_URL", hide_env_values = true)]
+        admin_url: String,
+        /// The database to create or refresh.
+        #[arg(long, default_value = crate::admin::DEFAULT_DATABASE)]
+        database: String,
+    },
+}

@@ -1,0 +1,104 @@
+//! The second stage of the command line: raw flags resolved into settings before any
+//! work starts. A notes file is read and parsed here, the database URL is parsed here,
+//! and the evaluation modes become typed values, so a bad value is a message and exit 2
+//! or 3 before a database is opened or a model is called.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::args::{GlobalArgs, ModeChoice, SetName};
+use super::CliError;
+use crate::agent::Mode;
+use crate::database::{open_gate, DatabaseUrl};
+use crate::eval::runner::{self, RunSettings};
+use crate::gate::{Gate, GateOptions};
+use crate::schema::SchemaNotes;
+
+/// The global settings every command shares.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub url: DatabaseUrl,
+    pub gate: GateOptions,
+    /// `--db` was given (or set in the environment) as something other than the demo.
+    pub database_named: bool,
+}
+
+impl Settings {
+    pub fn resolve(global: &GlobalArgs) -> Result<Settings, CliError> {
+        let url: DatabaseUrl = global.db.parse()?;
+        let notes = match &global.notes {
+            Some(path) => {
+                let text = super::read_file(path)?;
+                let notes: SchemaNotes = toml::from_str(&text).map_err(|error| {
+                    CliError::Settings(format!(
+                        "notes file {} is not valid: {error}",
+                        path.display()
+                    ))
+                })?;
+                Some(notes)
+            }
+            None => None,
+        };
+        Ok(Settings {
+            database_named: url != DatabaseUrl::Demo,
+            url,
+            gate: GateOptions {
+                row_cap: global.row_cap,
+                statement_timeout: Duration::from_millis(global.timeout_ms),
+                notes,
+                ..GateOptions::default()
+            },
+        })
+    }
+
+    pub async fn open_gate(&self) -> Result<Gate, CliError> {
+        Ok(open_gate(&self.url, self.gate.clone()).await?)
+    }
+
+    /// The settings of `askdb eval run`, from its flags.
+    pub fn run_settings(
+        &self,
+        set: Option<SetName>,
+        questions: Option<PathBuf>,
+        mode: ModeChoice,
+        limit: Option<usize>,
+        sample: Option<usize>,
+        seed: u64,
+    ) -> RunSettings {
+        let modes = modes_of(mode);
+        let set = match (set, questions) {
+            (_, Some(path)) => format!("file:{}", path.display()),
+            (Some(set), None) => set.as_str().to_string(),
+            // clap requires one of the two.
+            (None, None) => SetName::Demo.as_str().to_string(),
+        };
+        RunSettings {
+            set,
+            // With several modes the baseline replays the agent's first reply, so the
+            // two differ by the loop alone.
+            shared_first_reply: modes.contains(&Mode::Agent) && modes.contains(&Mode::Baseline),
+            modes,
+            limit,
+            sample,
+            seed,
+            db: self.database_named.then(|| self.url.as_argument()),
+            row_cap: runner::EVAL_ROW_CAP,
+            budget_tokens: crate::linking::DEFAULT_BUDGET_TOKENS,
+            k: crate::linking::DEFAULT_K,
+            temperature: 0.0,
+            explain: false,
+            max_attempts: crate::agent::MAX_ATTEMPTS,
+        }
+    }
+}
+
+/// The agent modes a `--mode` choice asks each question in, in asking order.
+pub fn modes_of(choice: ModeChoice) -> Vec<Mode> {
+    match choice {
+        ModeChoice::Agent => vec![Mode::Agent],
+        ModeChoice::Baseline => vec![Mode::Baseline],
+        ModeChoice::Plain => vec![Mode::Plain],
+        ModeChoice::Both => vec![Mode::Agent, Mode::Baseline],
+        ModeChoice::All => vec![Mode::Agent, Mode::Baseline, Mode::Plain],
+    }
+}

@@ -1,0 +1,420 @@
+//! The command line, in two stages as ripgrep does it: clap parses raw flags
+//! ([`args`]), [`config`] resolves them into settings (a database URL, gate options,
+//! typed modes), and each command here is a library call that returns an [`Output`]:
+//! a `Serialize` report as JSON, the same report as text, and how the run ended. The
+//! binary (`src/main.rs`) only parses, calls [`run`], prints and maps [`Exit`] to a
+//! process exit code.
+
+pub mod args;
+pub mod config;
+mod reports;
+
+use std::io::Read;
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::agent::{Agent, AgentError, AskOptions, Decision, Mode};
+use crate::database::DatabaseError;
+use crate::eval::runner::{self, EvalError};
+use crate::gate::{Gate, GateError};
+use crate::linking::cards::build_cards;
+use crate::linking::SchemaIndex;
+use crate::llm::{CallLog, LlmError, Message, ModelClient, ModelRequest, ProviderConfig, Purpose};
+use args::{
+    Cli, Command, DbCommand, DemoCommand, EvalCommand, ModelCommand, SchemaCommand, SqlCommand,
+};
+use config::Settings;
+pub use reports::{ModelCheckReport, SetupView, SqlCheckReport, SqlCheckVerdict};
+
+/// How a command ended; the binary maps it to the documented exit codes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// 0: the command did its job.
+    Success,
+    /// 1: a statement was refused by the guard or failed in the database (a structured
+    /// error was printed), a question was given up, or a check failed.
+    Refused,
+    /// 3: askdb could not do its job (bad URL, unreachable database, unreadable file).
+    Failure,
+}
+
+impl Exit {
+    fn from_ok(ok: bool) -> Exit {
+        if ok {
+            Exit::Success
+        } else {
+            Exit::Refused
+        }
+    }
+}
+
+/// What a command produced: the report as JSON and as text, and how it ended.
+#[derive(Debug, Clone)]
+pub struct Output {
+    pub json: serde_json::Value,
+    pub text: String,
+    pub exit: Exit,
+}
+
+impl Output {
+    fn new(report: &impl Serialize, text: String, exit: Exit) -> Result<Output, CliError> {
+        Ok(Output {
+            json: serde_json::to_value(report)
+                .map_err(|error| CliError::Report(error.to_string()))?,
+            text,
+            exit,
+        })
+    }
+
+    /// A command that printed as it ran (`serve`, `mcp`, `sql check --batch`).
+    fn done(exit: Exit) -> Output {
+        Output {
+            json: serde_json::Value::Null,
+            text: String::new(),
+            exit,
+        }
+    }
+}
+
+/// Why a command could not do its job (exit 3; clap's own usage errors are exit 2).
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    #[error(transparent)]
+    Database(#[from] DatabaseError),
+    #[error(transparent)]
+    Gate(#[from] GateError),
+    #[error(transparent)]
+    Agent(#[from] AgentError),
+    #[error(transparent)]
+    Model(#[from] LlmError),
+    #[error(transparent)]
+    Eval(#[from] EvalError),
+    #[error(transparent)]
+    EvalGate(#[from] crate::eval::gate::EvalGateError),
+    #[error(transparent)]
+    Linking(#[from] crate::linking::eval::LinkingEvalError),
+    #[error(transparent)]
+    Setup(#[from] crate::admin::SetupError),
+    #[error(transparent)]
+    Demo(#[from] crate::demo::DemoError),
+    #[error(transparent)]
+    SharedData(#[from] crate::home::SharedDataMissing),
+    #[error(transparent)]
+    Server(#[from] crate::server::ServeError),
+    #[error(transparent)]
+    Mcp(#[from] crate::mcp::McpError),
+    #[error("{0}")]
+    Settings(String),
+    #[error("cannot read {path}: {error}")]
+    Read { path: String, error: std::io::Error },
+    #[error("cannot write the report: {0}")]
+    Report(String),
+}
+
+impl CliError {
+    /// Bad flag values found while resolving settings: usage errors, like clap's.
+    pub fn is_usage(&self) -> bool {
+        matches!(self, CliError::Settings(_))
+    }
+}
+
+fn read_file(path: &Path) -> Result<String, CliError> {
+    std::fs::read_to_string(path).map_err(|error| CliError::Read {
+        path: path.display().to_string(),
+        error,
+    })
+}
+
+/// Runs one parsed command line.
+pub async fn run(cli: Cli) -> Result<Output, CliError> {
+    let settings = Settings::resolve(&cli.global)?;
+    match cli.command {
+        Command::Schema { command } => schema(&settings.open_gate().await?, command).await,
+        Command::Sql { command } => sql(&settings.open_gate().await?, command).await,
+        Command::Demo {
+            command: DemoCommand::Build { out },
+        } => {
+            crate::demo::write_sqlite(&out)?;
+            Output::new(
+                &serde_json::json!({"ok": true, "path": out}),
+                format!("demo database written to {}\n", out.display()),
+                Exit::Success,
+            )
+        }
+        Command::Db {
+            command:
+                DbCommand::Setup {
+                    admin_url,
+                    database,
+                },
+        } => db_setup(admin_url, database).await,
+        Command::Ask {
+            question,
+            baseline,
+            no_explain,
+        } => {
+            let agent = open_agent(&settings).await?;
+            let options = AskOptions {
+                mode: if baseline {
+                    Mode::Baseline
+                } else {
+                    Mode::Agent
+                },
+                explain: !no_explain,
+                ..AskOptions::default()
+            };
+            let result = agent.ask(&question, &options).await?;
+            let text = crate::agent::render_text(&result);
+            Output::new(
+                &result,
+                text,
+                Exit::from_ok(result.decision != Decision::GiveUp),
+            )
+        }
+        Command::Plan { question } => {
+            // Planning needs no model: build the index over the gate and select.
+            let gate = settings.open_gate().await?;
+            let cards = build_cards(&gate).await?;
+            let index = SchemaIndex::build(&gate, &cards).await?;
+            let plan =
+                crate::agent::plan(&gate, &cards, &index, &question, &AskOptions::default())?;
+            let text = crate::agent::render_plan(&plan);
+            Output::new(&plan, text, Exit::Success)
+        }
+        Command::Eval { command } => eval(&settings, command).await,
+        Command::Mcp => {
+            // The gate opens before serving: a bad URL or an unreachable database is a
+            // message on stderr and exit 3, never a half-started session.
+            let gate = settings.open_gate().await?;
+            crate::mcp::serve_stdio(gate).await?;
+            Ok(Output::done(Exit::Success))
+        }
+        Command::Serve(args) => {
+            let config = args.resolve().map_err(CliError::Settings)?;
+            let gate = settings.open_gate().await?;
+            crate::server::run(gate, config).await?;
+            Ok(Output::done(Exit::Success))
+        }
+        Command::Model {
+            command: ModelCommand::Check,
+        } => model_check().await,
+    }
+}
+
+async fn open_agent(settings: &Settings) -> Result<Agent, CliError> {
+    let client = ModelClient::from_config(&ProviderConfig::from_env()?)?;
+    let gate = settings.open_gate().await?;
+    Ok(Agent::new(gate, client).await?)
+}
+
+async fn schema(gate: &Gate, command: SchemaCommand) -> Result<Output, CliError> {
+    match command {
+        SchemaCommand::Tables => {
+            let tables = gate.list_tables();
+            let text = reports::tables_text(&tables);
+            Output::new(&tables, text, Exit::Success)
+        }
+        SchemaCommand::Describe { table } => {
+            let description = gate.describe_table(&table)?;
+            let text = reports::description_text(&description);
+            Output::new(&description, text, Exit::Success)
+        }
+        SchemaCommand::Sample { table, rows } => {
+            let result = gate.sample_rows(&table, rows).await?;
+            let text = crate::text_table::render(&result.columns, &result.rows);
+            Output::new(&result, text, Exit::Success)
+        }
+    }
+}
+
+async fn sql(gate: &Gate, command: SqlCommand) -> Result<Output, CliError> {
+    match command {
+        SqlCommand::Check {
+            batch: Some(path), ..
+        } => {
+            // One JSON verdict per line, printed as it is reached: a long file shows
+            // progress and a broken pipe loses nothing already decided.
+            let mut all_ok = true;
+            for line in read_file(&path)?
+                .lines()
+                .filter(|line| !line.trim().is_empty())
+            {
+                let verdict = SqlCheckVerdict::of(line, gate.check(line));
+                all_ok &= verdict.ok;
+                let line = serde_json::to_string(&verdict)
+                    .map_err(|error| CliError::Report(error.to_string()))?;
+                crate::cli::reports::print_line(&line);
+            }
+            Ok(Output::done(Exit::from_ok(all_ok)))
+        }
+        SqlCommand::Check { sql, batch: None } => {
+            let sql = match sql {
+                Some(sql) => sql,
+                None => {
+                    let mut text = String::new();
+                    std::io::stdin()
+                        .read_to_string(&mut text)
+                        .map_err(|error| CliError::Read {
+                            path: "stdin".to_string(),
+                            error,
+                        })?;
+                    text
+                }
+            };
+            let report = SqlCheckReport::of(gate.check(&sql));
+            let text = report.text();
+            let exit = Exit::from_ok(report.is_ok());
+            Output::new(&report, text, exit)
+        }
+        SqlCommand::Run { sql } => {
+            let outcome = gate.run_query(&sql).await;
+            let text = reports::outcome_text(&outcome);
+            Output::new(&outcome, text, Exit::from_ok(outcome.is_ok()))
+        }
+    }
+}
+
+async fn db_setup(admin_url: String, database: String) -> Result<Output, CliError> {
+    use crate::admin::{self, Password, SetupOptions};
+    let mut options = SetupOptions::new(admin_url, database);
+    let from_env = |name: &str| {
+        std::env::var(name)
+            .ok()
+            .filter(|value| !value.is_empty())
+            .map(Password::new)
+    };
+    options.read_only_role.password = from_env(admin::READ_ONLY_PASSWORD_ENV);
+    options.log_role.password = from_env(admin::LOG_PASSWORD_ENV);
+    let report = admin::setup(&options).await?;
+    let view = SetupView::of(&report);
+    let text = view.text();
+    Output::new(&view, text, Exit::Success)
+}
+
+async fn model_check() -> Result<Output, CliError> {
+    let config = ProviderConfig::from_env()?;
+    let client = ModelClient::from_config(&config)?;
+    let request = ModelRequest::new(
+        Purpose::Check,
+        "model check",
+        vec![
+            Message::system("Reply with the single word: ok"),
+            Message::user("ping"),
+        ],
+    )
+    .with_max_tokens(8);
+    let outcome = client.call(&request, &CallLog::default()).await;
+    let report = ModelCheckReport::of(&config, &client, &outcome);
+    let text = report.text();
+    let exit = if outcome.is_ok() {
+        Exit::Success
+    } else {
+        Exit::Failure
+    };
+    Output::new(&report, text, exit)
+}
+
+async fn eval(settings: &Settings, command: EvalCommand) -> Result<Output, CliError> {
+    match command {
+        EvalCommand::Guard { write, repo } => {
+            use crate::eval::guard_check;
+            use crate::eval::results::{self, GuardResults};
+            let data_dir = crate::home::shared_data_dir()?;
+            let mut reports = guard_check::check_external_sqlite(&data_dir).await?;
+            // defog's PostgreSQL gold needs a server to load its dumps into databases of
+            // their own.
+            let admin_url = guard_check::admin_url();
+            match crate::admin::url_reachable(&admin_url).await {
+                Ok(()) => {
+                    reports.push(guard_check::check_defog_postgres(&data_dir, &admin_url).await?)
+                }
+                Err(error) => eprintln!("askdb: defog PostgreSQL gold skipped: {error}"),
+            }
+            let all_same = reports.iter().all(|report| report.discrepancies.is_empty());
+            let results = GuardResults::new(reports);
+            let mut text = results::guard_block(&results);
+            for report in &results.reports {
+                for discrepancy in &report.discrepancies {
+                    text.push_str(&format!(
+                        "{} [{}]: {}\n",
+                        discrepancy.id, discrepancy.db_name, discrepancy.problem
+                    ));
+                }
+            }
+            if write {
+                let path = results::write_guard_results(&repo, &results)?;
+                eprintln!("wrote {} and the README table", path.display());
+            }
+            Output::new(&results, text, Exit::from_ok(all_same))
+        }
+        EvalCommand::Run {
+            set,
+            questions,
+            mode,
+            limit,
+            sample,
+            seed,
+            resume,
+            runs_dir,
+        } => {
+            let run_settings = settings.run_settings(set, questions, mode, limit, sample, seed);
+            let client = ModelClient::from_config(&ProviderConfig::from_env()?)?;
+            let run = runner::run(run_settings, client, &runs_dir, resume).await?;
+            let summary = runner::write_summary(&run)?;
+            let text = format!(
+                "{}run folder: {}\n",
+                runner::render_report(&summary),
+                run.display()
+            );
+            Output::new(&summary, text, Exit::Success)
+        }
+        EvalCommand::Regrade { run } => {
+            let summary = runner::regrade(&run).await?;
+            let text = runner::render_report(&summary);
+            Output::new(&summary, text, Exit::Success)
+        }
+        EvalCommand::Gate { run, config, repo } => {
+            let config = crate::eval::gate::load_config(&config)?;
+            let checks = crate::eval::gate::check_run(&run, &config, &repo).await?;
+            let text: String = checks
+                .iter()
+                .map(|check| {
+                    let mark = if check.passed { "pass" } else { "FAIL" };
+                    format!("{mark}  {}: {}\n", check.name, check.detail)
+                })
+                .collect();
+            let exit = Exit::from_ok(checks.iter().all(|check| check.passed));
+            Output::new(&checks, text, exit)
+        }
+        EvalCommand::Report { run } => {
+            let text = read_file(&run.join("report.md"))?;
+            Output::new(&serde_json::json!({"report": text}), text, Exit::Success)
+        }
+        EvalCommand::Publish { run, repo } => {
+            let written = crate::eval::results::publish_run(&run, &repo)?;
+            Output::new(
+                &serde_json::json!({"ok": true, "summary": written}),
+                format!("wrote {} and the README results table\n", written.display()),
+                Exit::Success,
+            )
+        }
+        EvalCommand::Linking { tables, questions } => {
+            use crate::linking::eval as linking_eval;
+            let report = match (tables, questions) {
+                (Some(tables), Some(questions)) => {
+                    linking_eval::evaluate_spider(&tables, &questions, &linking_eval::DEFAULT_KS)?
+                }
+                _ => {
+                    let gate = settings.open_gate().await?;
+                    let cards = build_cards(&gate).await?;
+                    let index = SchemaIndex::build(&gate, &cards).await?;
+                    let items = linking_eval::demo_gold_items()?;
+                    linking_eval::evaluate_items(&index, &items, &linking_eval::DEFAULT_KS)
+                }
+            };
+            let text = format!("{report}\n");
+            Output::new(&report, text, Exit::Success)
+        }
+    }
+}

@@ -1,0 +1,67 @@
+//! SQL text primitives shared by every module that writes SQL of its own: the two
+//! dialects askdb speaks, the parser dialect for each, and quoting of identifiers and
+//! string literals. One home, so a quoting rule is fixed in one place.
+//!
+//! Quoting here is for SQL askdb composes itself (introspection, samples, the empty-result
+//! probe, administration); model and user SQL is never quoted, it is parsed by the guard.
+
+use serde::{Deserialize, Serialize};
+use sqlparser::dialect::{Dialect, PostgreSqlDialect, SQLiteDialect};
+
+/// Which SQL grammar a database speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SqlDialect {
+    Postgres,
+    Sqlite,
+}
+
+impl SqlDialect {
+    /// The sqlparser dialect that parses this database's SQL.
+    pub fn parser_dialect(self) -> Box<dyn Dialect> {
+        match self {
+            SqlDialect::Postgres => Box::new(PostgreSqlDialect {}),
+            SqlDialect::Sqlite => Box::new(SQLiteDialect {}),
+        }
+    }
+
+    /// The schema name under which user tables may be qualified.
+    pub fn default_schema(self) -> &'static str {
+        match self {
+            SqlDialect::Postgres => "public",
+            SqlDialect::Sqlite => "main",
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SqlDialect::Postgres => "postgres",
+            SqlDialect::Sqlite => "sqlite",
+        }
+    }
+}
+
+/// A double-quoted identifier with embedded quotes doubled (both dialects accept it).
+pub fn quote_ident(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+/// A single-quoted string literal with embedded quotes doubled. Standard SQL: neither
+/// dialect treats a backslash as an escape in such a literal (PostgreSQL with
+/// `standard_conforming_strings` on, its default since 9.1).
+pub fn quote_literal(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "''"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoting_doubles_the_quote_character_and_nothing_else() {
+        assert_eq!(quote_ident("a\"b"), "\"a\"\"b\"");
+        assert_eq!(quote_ident("plain"), "\"plain\"");
+        assert_eq!(quote_literal("it's"), "'it''s'");
+        assert_eq!(quote_literal("back\\slash"), "'back\\slash'");
+    }
+}

@@ -1,0 +1,96 @@
+//! Small text helpers every layer uses: an error written with its chain of causes, a URL
+//! shown without its password, and text cut to a length. One home each, so that, say, a
+//! password is redacted the same way in a log line, a run manifest and an error.
+
+/// An error with its chain of causes ("error connecting to server: Connection refused"):
+/// many libraries print only the outermost part by themselves. A cause whose text the
+/// message already contains is not repeated.
+pub fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let part = cause.to_string();
+        if !text.contains(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+/// Replaces the password of a `scheme://user:password@host` URL with `***`.
+pub fn redact_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let (authority, tail) = match rest.find('/') {
+        Some(index) => rest.split_at(index),
+        None => (rest, ""),
+    };
+    match authority.rsplit_once('@') {
+        Some((credentials, host)) => match credentials.split_once(':') {
+            Some((user, _password)) => format!("{scheme}://{user}:***@{host}{tail}"),
+            None => url.to_string(),
+        },
+        None => url.to_string(),
+    }
+}
+
+/// Cuts text to at most `max` characters, marking the cut with an ellipsis.
+pub fn cut_text(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let mut cut: String = text.chars().take(max.saturating_sub(1)).collect();
+    cut.push('…');
+    cut
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug)]
+    struct Layer(&'static str, Option<Box<Layer>>);
+    impl std::fmt::Display for Layer {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(self.0)
+        }
+    }
+    impl std::error::Error for Layer {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            self.1.as_deref().map(|layer| layer as _)
+        }
+    }
+
+    #[test]
+    fn the_chain_names_each_cause_once() {
+        let error = Layer(
+            "error connecting",
+            Some(Box::new(Layer(
+                "refused",
+                Some(Box::new(Layer("error connecting", None))),
+            ))),
+        );
+        assert_eq!(error_chain(&error), "error connecting: refused");
+    }
+
+    #[test]
+    fn passwords_are_redacted_and_other_urls_left_alone() {
+        assert_eq!(
+            redact_password("postgres://u:secret@h:5432/db"),
+            "postgres://u:***@h:5432/db"
+        );
+        assert_eq!(redact_password("postgres://u@h/db"), "postgres://u@h/db");
+        assert_eq!(redact_password("demo"), "demo");
+    }
+
+    #[test]
+    fn cut_text_marks_the_cut() {
+        assert_eq!(cut_text("abcdef", 4), "abc…");
+        assert_eq!(cut_text("abc", 4), "abc");
+        // Characters, not bytes: a multibyte text is cut at the same count.
+        assert_eq!(cut_text(&"é".repeat(50), 40).chars().count(), 40);
+    }
+}
