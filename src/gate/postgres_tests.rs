@@ -300,56 +300,6 @@ const NOT_RUN_AS_SUPERUSER: &[(&str, &str)] = &[
     ),
 ];
 
-#[test]
-fn executor_sources_never_commit() {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src/gate/executor");
-    let mut scanned = Vec::new();
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir(&dir).expect("executor directory is readable") {
-        let path = entry.expect("directory entry").path();
-        if path.extension().and_then(|ext| ext.to_str()) != Some("rs") {
-            continue;
-        }
-        let text = std::fs::read_to_string(&path).expect("source is readable");
-        for (number, line) in text.lines().enumerate() {
-            if line.to_lowercase().contains("commit") {
-                found.push(format!(
-                    "{}:{}: {}",
-                    path.display(),
-                    number + 1,
-                    line.trim()
-                ));
-            }
-        }
-        scanned.push(
-            path.file_name()
-                .map(|name| name.to_string_lossy().into_owned()),
-        );
-    }
-    assert!(
-        scanned.iter().flatten().any(|name| name == "postgres.rs"),
-        "the scan did not cover postgres.rs: {scanned:?}"
-    );
-    assert!(
-        found.is_empty(),
-        "the executors must never make a transaction permanent:\n{}",
-        found.join("\n")
-    );
-    // One statement per call: the executor never uses the simple query protocol,
-    // which would run stacked statements.
-    let postgres = std::fs::read_to_string(dir.join("postgres.rs")).expect("postgres.rs");
-    for forbidden in ["simple_query", "batch_execute"] {
-        assert!(
-            !postgres.contains(forbidden),
-            "postgres.rs uses {forbidden}"
-        );
-    }
-    assert!(
-        postgres.contains(".rollback()"),
-        "postgres.rs never rolls back"
-    );
-}
-
 #[tokio::test]
 async fn pg_layer2_read_only_transaction_alone_refuses_hostile_writes_as_superuser() {
     let Some((scratch, _report)) = Scratch::with_demo(
