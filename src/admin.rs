@@ -1029,54 +1029,6 @@ async fn drop_database_on(admin: &Client, database: &str) -> Result<(), SetupErr
     Ok(())
 }
 
-/// Drops a scratch database and the roles made for it, from any context: on a thread
-/// of its own with its own runtime, so a test's `Drop` can call it while a failed test
-/// unwinds inside another runtime. Roles are dropped after the database that they own
-/// privileges on.
-pub fn drop_scratch_with_roles(
-    admin_url: &str,
-    database: &str,
-    roles: &[String],
-) -> Result<(), SetupError> {
-    let admin_url = admin_url.to_string();
-    let database = database.to_string();
-    let roles = roles.to_vec();
-    let cleaned = std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|error| SetupError::Step {
-                step: "start a runtime for cleanup".to_string(),
-                sqlstate: None,
-                message: error.to_string(),
-            })?;
-        runtime.block_on(async move {
-            check_name("database", &database)?;
-            let config = parse_admin_url(&admin_url)?;
-            let admin = connect(&config, &admin_url).await?;
-            drop_database_on(&admin, &database).await?;
-            for role in &roles {
-                check_name("role", role)?;
-                run(
-                    &admin,
-                    "drop a scratch role",
-                    &format!("DROP ROLE IF EXISTS {}", quote_ident(role)),
-                )
-                .await?;
-            }
-            Ok(())
-        })
-    })
-    .join();
-    cleaned.unwrap_or_else(|_| {
-        Err(SetupError::Step {
-            step: "clean up a scratch database".to_string(),
-            sqlstate: None,
-            message: "the cleanup thread panicked".to_string(),
-        })
-    })
-}
-
 /// Whether a server answers at this URL (for tests and checks that need one).
 pub async fn url_reachable(url: &str) -> Result<(), SetupError> {
     let config = parse_admin_url(url)?;

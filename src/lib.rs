@@ -51,3 +51,11 @@ pub mod sql_text;
 pub mod text;
 pub mod text_table;
 pub mod words;
+
+// The test helpers shared with the integration tests (one file each, in tests/support).
+#[cfg(test)]
+#[path = "../tests/support/ci.rs"]
+mod ci;
+#[cfg(test)]
+#[path = "../tests/support/scratch.rs"]
+mod scratch;

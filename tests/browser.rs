@@ -18,16 +18,16 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+#[path = "support/ci.rs"]
+mod ci;
 #[path = "support/serve.rs"]
 mod serve;
+
+use ci::{in_ci, skip_or_fail};
 use serve::Server;
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn in_ci() -> bool {
-    std::env::var_os("CI").is_some_and(|value| !value.is_empty())
 }
 
 fn chromium() -> String {
@@ -38,14 +38,14 @@ fn artifacts() -> PathBuf {
     root().join("target").join("browser-artifacts")
 }
 
-/// Skips loudly outside CI; fails under CI.
-fn skip_or_fail(test: &str, why: &str) {
-    assert!(!in_ci(), "CI: {test} cannot run: {why}");
-    eprintln!("SKIPPED {test}: {why}");
-}
-
 /// Runs tests/browser/setup.sh; Err(reason) when the browser test cannot run here.
 fn setup() -> Result<(), String> {
+    if !ci::external_tests_wanted() {
+        return Err(format!(
+            "it installs Chromium and Node.js packages; set {}=1 to run it",
+            ci::EXTERNAL_TESTS_VARIABLE
+        ));
+    }
     let output = Command::new("bash")
         .arg(root().join("tests/browser/setup.sh"))
         .env("CHROMIUM", chromium())

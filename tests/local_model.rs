@@ -23,6 +23,10 @@ const QUESTION: &str = "How many customers are there?";
 
 #[test]
 fn the_local_model_writes_an_executable_sqlite_select_for_the_demo_database() {
+    let test = "the_local_model_writes_an_executable_sqlite_select_for_the_demo_database";
+    if !support::ci::wants_external(test, "the local model (a 1.1 GB download the first time)") {
+        return;
+    }
     if !python_available() {
         assert!(
             !in_ci(),

@@ -21,10 +21,9 @@ use std::fs;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
 use std::thread;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -51,18 +50,13 @@ fn project_path(relative: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(relative)
 }
 
-fn in_ci() -> bool {
-    std::env::var_os("CI").is_some()
-}
+#[path = "support/ci.rs"]
+mod ci;
+#[path = "support/scratch.rs"]
+mod scratch;
 
-/// Skips loudly, or fails under CI. Straight to the process's stderr: the harness
-/// captures eprintln! of passing tests, and a skip must be seen.
-fn skip(test: &str, why: &str) {
-    if in_ci() {
-        panic!("{test}: {why} (required in CI)");
-    }
-    let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {why}");
-}
+use ci::skip_or_fail as skip;
+use scratch::{pg_connect, Scratch};
 
 /// Runs a command to completion with stdin closed, reading both pipes on threads so a
 /// full pipe never stalls the child; kills it after `timeout`.
@@ -158,6 +152,12 @@ struct Inspector {
 /// The Python SDK in its venv, installed on first use (once per test process; the
 /// OnceLock makes parallel tests wait for the one install).
 fn python_sdk() -> Result<&'static PythonSdk, String> {
+    if !ci::external_tests_wanted() {
+        return Err(format!(
+            "it installs the MCP Python SDK; set {}=1 to run it",
+            ci::EXTERNAL_TESTS_VARIABLE
+        ));
+    }
     static SDK: OnceLock<Result<PythonSdk, String>> = OnceLock::new();
     SDK.get_or_init(install_python_sdk)
         .as_ref()
@@ -212,6 +212,12 @@ fn install_python_sdk() -> Result<PythonSdk, String> {
 
 /// The Inspector in its npm prefix, installed on first use.
 fn inspector() -> Result<&'static Inspector, String> {
+    if !ci::external_tests_wanted() {
+        return Err(format!(
+            "it installs the MCP Inspector from npm; set {}=1 to run it",
+            ci::EXTERNAL_TESTS_VARIABLE
+        ));
+    }
     static INSPECTOR: OnceLock<Result<Inspector, String>> = OnceLock::new();
     INSPECTOR
         .get_or_init(install_inspector)
@@ -1003,31 +1009,8 @@ fn sqlite_hostile_corpus_over_mcp_is_refused_and_the_file_is_unchanged() {
 // ---------------------------------------------------------------------------------
 // The hostile corpus over MCP: PostgreSQL, as the askdb_ro role
 
-const DEFAULT_ADMIN_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
-
-fn admin_url() -> String {
-    std::env::var("ASKDB_TEST_POSTGRES_URL").unwrap_or_else(|_| DEFAULT_ADMIN_URL.to_string())
-}
-
-/// The admin URL pointed at another database (same user, host and parameters).
 fn url_with_database(url: &str, database: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
-    };
-    let end = rest.find(['/', '?']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(end);
-    let query = tail.find('?').map_or("", |index| &tail[index..]);
-    format!("{scheme}://{authority}/{database}{query}")
-}
-
-async fn pg_connect(url: &str) -> Result<tokio_postgres::Client, tokio_postgres::Error> {
-    let mut config: tokio_postgres::Config = url.parse()?;
-    config.connect_timeout(Duration::from_secs(3));
-    let (client, connection) = config.connect(tokio_postgres::NoTls).await?;
-    tokio::spawn(async move {
-        let _ = connection.await;
-    });
-    Ok(client)
+    askdb::admin::url_with_database(url, database)
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -1037,63 +1020,14 @@ fn runtime() -> tokio::runtime::Runtime {
         .expect("tokio runtime")
 }
 
-static SCRATCH_COUNTER: AtomicU32 = AtomicU32::new(0);
-
-/// This test's own database and roles, dropped on Drop (pass or fail).
-struct Scratch {
-    admin_url: String,
-    database: String,
-    roles: [String; 2],
-}
-
 impl Scratch {
-    fn new(test: &str) -> Option<Scratch> {
-        let admin_url = admin_url();
-        if let Err(error) = runtime().block_on(pg_connect(&admin_url)) {
-            skip(
-                test,
-                &format!(
-                    "PostgreSQL is not reachable at {}: {error}",
-                    askdb::text::redact_password(&admin_url)
-                ),
-            );
-            return None;
-        }
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |elapsed| elapsed.as_nanos() % 1_000_000_000_000);
-        let suffix = format!(
-            "{}_{nanos}_{}",
-            std::process::id(),
-            SCRATCH_COUNTER.fetch_add(1, Ordering::SeqCst)
-        );
-        Some(Scratch {
-            admin_url,
-            database: format!("askdb_mcp_test_{suffix}"),
-            roles: [
-                format!("askdb_ro_m{suffix}"),
-                format!("askdb_log_m{suffix}"),
-            ],
-        })
-    }
-
     fn options(&self) -> askdb::admin::SetupOptions {
         use askdb::admin::{RoleSpec, SetupOptions};
         SetupOptions {
             admin_url: self.admin_url.clone(),
             database: self.database.clone(),
-            read_only_role: RoleSpec::new(&self.roles[0]),
-            log_role: RoleSpec::new(&self.roles[1]),
-        }
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        if let Err(error) =
-            askdb::admin::drop_scratch_with_roles(&self.admin_url, &self.database, &self.roles)
-        {
-            eprintln!("WARNING: scratch cleanup failed: {error}");
+            read_only_role: RoleSpec::new(&self.read_only_role),
+            log_role: RoleSpec::new(&self.log_role),
         }
     }
 }
@@ -1152,7 +1086,7 @@ async fn pg_fingerprint(client: &tokio_postgres::Client) -> BTreeMap<String, Str
 #[test]
 fn postgres_hostile_corpus_over_mcp_as_askdb_ro_is_refused_and_nothing_changes() {
     let test = "postgres_hostile_corpus_over_mcp_as_askdb_ro_is_refused_and_nothing_changes";
-    let Some(scratch) = Scratch::new(test) else {
+    let Some(scratch) = Scratch::new(test, "mcp") else {
         return;
     };
     let sdk = match python_sdk() {
@@ -1190,7 +1124,7 @@ fn postgres_hostile_corpus_over_mcp_as_askdb_ro_is_refused_and_nothing_changes()
 
     let ro_url = report.read_only.connection_url().to_string();
     assert!(
-        ro_url.contains(&scratch.roles[0]),
+        ro_url.contains(&scratch.read_only_role),
         "the askdb_ro role's URL"
     );
     let session = python_session(

@@ -4,97 +4,34 @@
 //! hygiene of the pool, introspection, and `askdb db setup` with its proofs.
 //!
 //! Every test creates its own uniquely named database and roles (roles are
-//! cluster-wide) and drops them when it ends, pass or fail ([`Scratch`]'s Drop). The
-//! server is `ASKDB_TEST_POSTGRES_URL` or postgres@127.0.0.1:5432. When it cannot be
-//! reached a test prints a SKIPPED line and returns, except under CI (env `CI` set),
-//! where it fails.
+//! cluster-wide) and drops them when it ends, pass or fail (the shared scratch helper in
+//! `tests/support/scratch.rs`). When the server cannot be reached a test prints a
+//! SKIPPED line and returns, except under CI, where it fails.
 
 use std::collections::BTreeMap;
-use std::io::Write;
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value as JsonValue};
-use tokio_postgres::NoTls;
 
 use super::tests::load_corpus;
 use super::*;
 use crate::admin::{self, Password, RoleSpec, SetupError, SetupOptions, SetupReport};
 
-const DEFAULT_ADMIN_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
+use crate::scratch::{pg_connect, Scratch};
 
-fn admin_url() -> String {
-    std::env::var("ASKDB_TEST_POSTGRES_URL").unwrap_or_else(|_| DEFAULT_ADMIN_URL.to_string())
-}
-
-/// The admin URL pointed at another database (same user, hosts and parameters).
 fn url_with_database(url: &str, database: &str) -> String {
-    let (scheme, rest) = url.split_once("://").expect("URL has a scheme");
-    let end = rest.find(['/', '?']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(end);
-    let query = tail.find('?').map_or("", |index| &tail[index..]);
-    format!("{scheme}://{authority}/{database}{query}")
-}
-
-async fn pg_connect(url: &str) -> Result<tokio_postgres::Client, tokio_postgres::Error> {
-    let mut config: tokio_postgres::Config = url.parse()?;
-    config.connect_timeout(Duration::from_secs(3));
-    let (client, connection) = config.connect(NoTls).await?;
-    tokio::spawn(async move {
-        let _ = connection.await;
-    });
-    Ok(client)
-}
-
-static SCRATCH_COUNTER: AtomicU32 = AtomicU32::new(0);
-
-/// One test's own database and role names, dropped on Drop (a fresh connection on a
-/// fresh thread, so it also runs while a failed test unwinds).
-struct Scratch {
-    admin_url: String,
-    database: String,
-    read_only_role: String,
-    log_role: String,
+    admin::url_with_database(url, database)
 }
 
 impl Scratch {
-    /// Names for this test, or None (after a SKIPPED line) when no server answers.
-    async fn new(test: &str) -> Option<Scratch> {
-        let admin_url = admin_url();
-        if let Err(error) = pg_connect(&admin_url).await {
-            let shown = crate::text::redact_password(&admin_url);
-            let error = crate::text::error_chain(&error);
-            if std::env::var_os("CI").is_some() {
-                panic!("PostgreSQL is required in CI at 127.0.0.1:5432 ({shown}): {error}");
-            }
-            // Straight to the process's stderr: the test harness captures eprintln!
-            // of passing tests, and a skip must be seen.
-            let _ = writeln!(
-                std::io::stderr(),
-                "SKIPPED {test}: PostgreSQL is not reachable at {shown}: {error}"
-            );
-            return None;
-        }
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |elapsed| elapsed.as_nanos() % 1_000_000_000_000);
-        let suffix = format!(
-            "{}_{nanos}_{}",
-            std::process::id(),
-            SCRATCH_COUNTER.fetch_add(1, Ordering::SeqCst)
-        );
-        Some(Scratch {
-            admin_url,
-            database: format!("askdb_test_{suffix}"),
-            read_only_role: format!("askdb_ro_t{suffix}"),
-            log_role: format!("askdb_log_t{suffix}"),
-        })
+    /// Names for this test (a SKIPPED line and None when no server answers).
+    async fn named(test: &str) -> Option<Scratch> {
+        Scratch::new(test, "gate")
     }
 
     /// Names plus the demo loaded by `db setup`.
     async fn with_demo(test: &str) -> Option<(Scratch, SetupReport)> {
-        let scratch = Scratch::new(test).await?;
+        let scratch = Scratch::named(test).await?;
         let report = admin::setup(&scratch.options())
             .await
             .unwrap_or_else(|error| panic!("db setup failed: {error}"));
@@ -103,7 +40,7 @@ impl Scratch {
 
     /// Names plus an empty database (no demo, no roles).
     async fn empty(test: &str) -> Option<Scratch> {
-        let scratch = Scratch::new(test).await?;
+        let scratch = Scratch::named(test).await?;
         let admin = pg_connect(&scratch.admin_url)
             .await
             .expect("admin connects");
@@ -135,17 +72,6 @@ impl Scratch {
         pg_connect(&self.superuser_url())
             .await
             .expect("admin connects to the scratch database")
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let roles = [self.read_only_role.clone(), self.log_role.clone()];
-        if let Err(error) =
-            crate::admin::drop_scratch_with_roles(&self.admin_url, &self.database, &roles)
-        {
-            eprintln!("WARNING: scratch cleanup failed: {error}");
-        }
     }
 }
 
@@ -826,7 +752,8 @@ async fn pg_errors_carry_sqlstate_message_hint_and_position() {
 
 #[tokio::test]
 async fn pg_db_setup_is_idempotent_and_its_proofs_pass() {
-    let Some(scratch) = Scratch::new("pg_db_setup_is_idempotent_and_its_proofs_pass").await else {
+    let Some(scratch) = Scratch::named("pg_db_setup_is_idempotent_and_its_proofs_pass").await
+    else {
         return;
     };
     let mut options = scratch.options();
@@ -1329,7 +1256,7 @@ async fn pg_unreachable_or_missing_database_is_a_connection_error_without_the_pa
     assert!(!error.message.contains(":pw@"), "{}", error.message);
 
     let Some(scratch) =
-        Scratch::new("pg_unreachable_or_missing_database_is_a_connection_error").await
+        Scratch::named("pg_unreachable_or_missing_database_is_a_connection_error").await
     else {
         return;
     };

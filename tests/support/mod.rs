@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod ci;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -14,9 +16,7 @@ pub fn script() -> PathBuf {
         .join("local-model.sh")
 }
 
-pub fn in_ci() -> bool {
-    std::env::var_os("CI").is_some_and(|value| !value.is_empty())
-}
+pub use ci::in_ci;
 
 pub fn python() -> String {
     std::env::var("ASKDB_PYTHON").unwrap_or_else(|_| "python3".to_string())
@@ -78,6 +78,9 @@ pub fn exports(stdout: &str) -> HashMap<String, String> {
 /// Starts (or reuses) the local model. None means "skip": no usable Python outside CI
 /// (said on stderr). In CI a missing Python or a failed start fails the test.
 pub fn local_model(test: &str) -> Option<(HashMap<String, String>, StopWhenDone)> {
+    if !ci::wants_external(test, "the local model (a 1.1 GB download the first time)") {
+        return None;
+    }
     if !python_available() {
         assert!(
             !in_ci(),
