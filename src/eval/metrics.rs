@@ -121,6 +121,10 @@ pub enum Decision {
     GiveUp,
     /// The model or its service failed (unreachable, rate limited): not scored.
     InfrastructureFailure,
+    /// askdb itself failed on the question (a database error outside a query, an
+    /// internal error): an agent defect, scored as wrong, never hidden as
+    /// infrastructure.
+    AgentError,
 }
 
 /// One question's outcome in one run and mode.
@@ -195,6 +199,9 @@ pub struct DecisionCounts {
     pub clarified: u64,
     pub declined: u64,
     pub gave_up: u64,
+    /// Questions askdb itself failed on ([`Decision::AgentError`]).
+    #[serde(default)]
+    pub failed: u64,
 }
 
 /// The metrics of one run in one mode; every field is defined in the module doc.
@@ -283,6 +290,7 @@ pub fn summarize(outcomes: &[QuestionOutcome]) -> Summary {
             Decision::Clarify => decisions.clarified += 1,
             Decision::Decline => decisions.declined += 1,
             Decision::GiveUp => decisions.gave_up += 1,
+            Decision::AgentError => decisions.failed += 1,
             Decision::InfrastructureFailure => {}
         }
         let abstained = matches!(outcome.decision, Decision::Decline | Decision::Clarify);
@@ -840,7 +848,8 @@ mod tests {
                 answered: 5,
                 clarified: 3,
                 declined: 2,
-                gave_up: 1
+                gave_up: 1,
+                failed: 0,
             }
         );
         assert_eq!(summary.unanswerable, 4);
@@ -1049,4 +1058,19 @@ mod tests {
         );
         assert_eq!(paired_difference(&agent, &agent, 0, 9).bootstrap95, None);
     }
+
+    #[test]
+    fn an_agent_error_is_scored_as_wrong_while_infrastructure_is_left_out() {
+        let outcomes = vec![
+            simple("right", true, Decision::Answer),
+            simple("defect", false, Decision::AgentError),
+            simple("outage", false, Decision::InfrastructureFailure),
+        ];
+        let summary = summarize(&outcomes);
+        assert_eq!(summary.scored, 2, "the agent's own failure counts");
+        assert_eq!(summary.infrastructure_failures, 1);
+        assert_eq!(summary.decisions.failed, 1);
+        assert_close(summary.accuracy.rate, 0.5);
+    }
+
 }

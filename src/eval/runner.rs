@@ -458,9 +458,12 @@ fn record_of(
     }
 }
 
-fn infrastructure_record(
+/// A question that ended in an error instead of a decision: `decision` says whose
+/// failure it was (the model's service, or askdb's own).
+fn error_record(
     item: &EvalItem,
     mode: Mode,
+    decision: Decision,
     error: &str,
     latency_ms: u64,
 ) -> QuestionRecord {
@@ -472,7 +475,7 @@ fn infrastructure_record(
         expected: item.expected,
         db: item.db.clone(),
         ordered: item.ordered,
-        decision: Decision::InfrastructureFailure,
+        decision,
         correct: false,
         verdict: None,
         first_attempt_correct: None,
@@ -491,6 +494,26 @@ fn infrastructure_record(
     }
 }
 
+/// Cuts a record that a crash left half-written off the end of the file, so records
+/// appended on resume start on a line of their own.
+fn drop_partial_last_line(path: &Path) -> Result<(), EvalError> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(error) => {
+            return Err(EvalError::Read {
+                path: path.display().to_string(),
+                error,
+            })
+        }
+    };
+    if text.is_empty() || text.ends_with('\n') {
+        return Ok(());
+    }
+    let keep = text.rfind('\n').map_or(0, |index| index + 1);
+    std::fs::write(path, &text[..keep]).map_err(|error| write_error(path, error))
+}
+
 /// Reads the records of a run folder.
 pub fn read_records(run: &Path) -> Result<Vec<QuestionRecord>, EvalError> {
     let path = run.join("questions.jsonl");
@@ -499,11 +522,21 @@ pub fn read_records(run: &Path) -> Result<Vec<QuestionRecord>, EvalError> {
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(error) => return Err(write_error(&path, error)),
     };
+    let lines: Vec<&str> = text.lines().filter(|line| !line.trim().is_empty()).collect();
     let mut records = Vec::new();
-    for line in text.lines().filter(|line| !line.trim().is_empty()) {
-        // A line cut short by a crash is skipped: its question is asked again on resume.
-        if let Ok(record) = serde_json::from_str::<QuestionRecord>(line) {
-            records.push(record);
+    for (index, line) in lines.iter().enumerate() {
+        match serde_json::from_str::<QuestionRecord>(line) {
+            Ok(record) => records.push(record),
+            // The last line cut short by a crash or Ctrl-C: its question is asked again
+            // on resume. A bad line anywhere else is damage, and is reported.
+            Err(_) if index + 1 == lines.len() && !text.ends_with('\n') => {}
+            Err(error) => {
+                return Err(EvalError::Data(format!(
+                    "{}, record {}: {error}",
+                    path.display(),
+                    index + 1
+                )))
+            }
         }
     }
     Ok(records)
@@ -597,6 +630,7 @@ pub async fn run(
         .map(|record| (record.id, record.mode))
         .collect();
     let records_path = run_dir.join("questions.jsonl");
+    drop_partial_last_line(&records_path)?;
     let mut records_file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -669,15 +703,17 @@ pub async fn run(
                         grade(agent.gate(), item, &result, gold_cache).await;
                     record_of(item, *mode, &result, correct, verdict, first)
                 }
-                Err(AgentError::Model(error)) => infrastructure_record(
+                Err(AgentError::Model(error)) => error_record(
                     item,
                     *mode,
+                    Decision::InfrastructureFailure,
                     &error.to_string(),
                     started.elapsed().as_millis() as u64,
                 ),
-                Err(other) => infrastructure_record(
+                Err(other) => error_record(
                     item,
                     *mode,
+                    Decision::AgentError,
                     &other.to_string(),
                     started.elapsed().as_millis() as u64,
                 ),

@@ -275,3 +275,50 @@ async fn with_a_shared_first_reply_the_baseline_replays_the_agents_first_call() 
     let summary = write_summary(&run_dir).expect("summary");
     assert!(render_report(&summary).contains("replays the agent's first reply"));
 }
+
+#[test]
+fn a_record_cut_short_by_a_crash_is_dropped_but_damage_elsewhere_is_an_error() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("questions.jsonl");
+    let whole = serde_json::to_string(&sample_record("q1")).expect("JSON");
+    // A crash mid-write: the last record has no line end.
+    std::fs::write(&path, format!("{whole}\n{{\"id\": \"q2\", \"mo")).expect("written");
+    assert_eq!(read_records(dir.path()).expect("records").len(), 1);
+    drop_partial_last_line(&path).expect("trimmed");
+    assert_eq!(
+        std::fs::read_to_string(&path).expect("readable"),
+        format!("{whole}\n")
+    );
+    // A bad line followed by good ones is not a crash: it is reported.
+    std::fs::write(&path, format!("not json\n{whole}\n")).expect("written");
+    let error = read_records(dir.path()).expect_err("damage is an error");
+    assert!(error.to_string().contains("record 1"), "{error}");
+}
+
+fn sample_record(id: &str) -> QuestionRecord {
+    QuestionRecord {
+        id: id.to_string(),
+        mode: Mode::Agent,
+        question: "How many?".to_string(),
+        category: "simple".to_string(),
+        expected: Expected::Answer,
+        db: "demo".to_string(),
+        ordered: false,
+        decision: Decision::Answer,
+        correct: true,
+        verdict: None,
+        first_attempt_correct: Some(true),
+        first_attempt_failed: false,
+        attempts: 1,
+        sql: Some("SELECT 1".to_string()),
+        first_sql: Some("SELECT 1".to_string()),
+        history: Vec::new(),
+        reason: None,
+        input_tokens: 1,
+        output_tokens: 1,
+        cost_usd: 0.0,
+        latency_ms: 1,
+        error: None,
+        golds: vec!["SELECT 1".to_string()],
+    }
+}
