@@ -5,6 +5,7 @@
 //! test hook, in-process) or unreachable (PostgreSQL behind a relay this test cuts) or
 //! when no model is configured.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -119,15 +120,72 @@ async fn every_endpoint_answers_over_real_http() {
         assert_eq!(response.status(), StatusCode::OK, "{asset}");
     }
 
-    let (status, document) = get(&http, &server.at("/api/openapi.json")).await;
-    assert_eq!(status, StatusCode::OK);
-    assert_eq!(document["openapi"], "3.1.0");
-    assert!(document["paths"]["/api/ask"]["post"].is_object());
+    // The JSON API as a table of exchanges, asked in order (the scripted replies are
+    // consumed in this order): request, expected status, and the values expected at
+    // JSON pointers of the reply.
+    let exchanges: Vec<Exchange> = vec![
+        Exchange::get("/api/openapi.json", 200, &[("/openapi", json!("3.1.0"))]),
+        Exchange::get(
+            "/api/schema",
+            200,
+            &[("/database", json!("demo")), ("/dialect", json!("sqlite"))],
+        ),
+        Exchange::post(
+            "/api/sql",
+            json!({"sql": "SELECT status, count(*) AS bills FROM bills GROUP BY status ORDER BY status"}),
+            200,
+            &[
+                ("/ok", json!(true)),
+                ("/rows/0", json!(["PAID", 1300])),
+                ("/limit/action", json!("capped")),
+            ],
+        ),
+        // A refused statement is data, not an HTTP error.
+        Exchange::post(
+            "/api/sql",
+            json!({"sql": "DELETE FROM bills"}),
+            200,
+            &[("/ok", json!(false)), ("/error_type", json!("rejected"))],
+        ),
+        // Agent mode: the unknown column is repaired; the answer keeps the failed attempt.
+        Exchange::post(
+            "/api/ask",
+            json!({"question": REPAIRED, "mode": "agent"}),
+            200,
+            &[
+                ("/decision", json!("answer")),
+                ("/mode", json!("agent")),
+                ("/attempts", json!(2)),
+                ("/history/0/error_type", json!("unknown_column")),
+                ("/sql", json!(FIXED_SQL)),
+                ("/rows/0", json!([null, 980])),
+                ("/columns", json!(["customer", "bills"])),
+                ("/chart/kind", json!("bar")),
+                ("/explanation", json!("Walk-in sales make up 980 bills.")),
+                ("/tables_used", json!(["bills", "customers"])),
+            ],
+        ),
+        // Baseline mode: one attempt, an honest give-up.
+        Exchange::post(
+            "/api/ask",
+            json!({"question": "Which customer has the most bills?", "mode": "baseline"}),
+            200,
+            &[
+                ("/mode", json!("baseline")),
+                ("/decision", json!("give_up")),
+                ("/attempts", json!(1)),
+                ("/history/0/error_type", json!("unknown_column")),
+            ],
+        ),
+    ];
+    let mut replies = BTreeMap::new();
+    for exchange in &exchanges {
+        let reply = exchange.run(&http, &server).await;
+        replies.insert(exchange.path, reply);
+    }
 
-    let (status, schema) = get(&http, &server.at("/api/schema")).await;
-    assert_eq!(status, StatusCode::OK);
-    assert_eq!(schema["database"], "demo");
-    assert_eq!(schema["dialect"], "sqlite");
+    // What a table row cannot say in one value.
+    let schema = &replies["/api/schema"];
     let tables = schema["tables"].as_array().expect("tables");
     assert_eq!(tables.len(), 15, "the demo's visible tables");
     let bills = tables
@@ -149,74 +207,7 @@ async fn every_endpoint_answers_over_real_http() {
             .any(|table| table["name"] == "askdb_query_log"),
         "hidden tables stay hidden"
     );
-
-    let (status, rows) = post(
-        &http,
-        &server.at("/api/sql"),
-        &json!({"sql": "SELECT status, count(*) AS bills FROM bills GROUP BY status ORDER BY status"}),
-    )
-    .await;
-    assert_eq!(status, StatusCode::OK);
-    assert_eq!(rows["ok"], true);
-    assert_eq!(rows["rows"][0], json!(["PAID", 1300]));
-    assert!(rows["sql"]
-        .as_str()
-        .unwrap_or_default()
-        .ends_with("LIMIT 200"));
-    let (status, refused) = post(
-        &http,
-        &server.at("/api/sql"),
-        &json!({"sql": "DELETE FROM bills"}),
-    )
-    .await;
-    assert_eq!(
-        status,
-        StatusCode::OK,
-        "a refused statement is data: {refused}"
-    );
-    assert_eq!(refused["ok"], false);
-    assert_eq!(refused["error_type"], "rejected");
-
-    // Agent mode: the unknown column is repaired; the answer keeps the failed attempt.
-    let (status, answer) = post(
-        &http,
-        &server.at("/api/ask"),
-        &json!({"question": REPAIRED, "mode": "agent"}),
-    )
-    .await;
-    assert_eq!(status, StatusCode::OK, "{answer}\n{}", server.log());
-    assert_eq!(answer["decision"], "answer");
-    assert_eq!(answer["mode"], "agent");
-    assert_eq!(answer["attempts"], 2);
-    assert_eq!(answer["history"][0]["error_type"], "unknown_column");
-    assert_eq!(answer["sql"], FIXED_SQL);
-    assert_eq!(answer["rows"][0], json!([null, 980]), "walk-in bills: NULL");
-    assert_eq!(answer["columns"], json!(["customer", "bills"]));
-    assert_eq!(answer["chart"]["kind"], "bar");
-    assert_eq!(answer["explanation"], "Walk-in sales make up 980 bills.");
-    assert_eq!(answer["tables_used"], json!(["bills", "customers"]));
-    for field in [
-        "tokens",
-        "cost_usd",
-        "latency_ms",
-        "assumptions",
-        "row_count",
-    ] {
-        assert!(answer.get(field).is_some(), "{field} missing");
-    }
-
-    // Baseline mode: one attempt, an honest give-up.
-    let (status, baseline) = post(
-        &http,
-        &server.at("/api/ask"),
-        &json!({"question": "Which customer has the most bills?", "mode": "baseline"}),
-    )
-    .await;
-    assert_eq!(status, StatusCode::OK, "{baseline}");
-    assert_eq!(baseline["mode"], "baseline");
-    assert_eq!(baseline["decision"], "give_up");
-    assert_eq!(baseline["attempts"], 1);
-    assert_eq!(baseline["history"][0]["error_type"], "unknown_column");
+    assert!(replies["/api/openapi.json"]["paths"]["/api/ask"]["post"].is_object());
 
     // The newest committed summary, byte for byte.
     let response = http.get(server.at("/api/eval")).send().await.expect("eval");
@@ -229,16 +220,86 @@ async fn every_endpoint_answers_over_real_http() {
 
     // Health: every check passes; the second request reuses the model check (the
     // script has one check reply, so a second call would fail).
-    for round in 0..2 {
-        let (status, health) = get(&http, &server.at("/api/health")).await;
-        assert_eq!(status, StatusCode::OK, "round {round}: {health}");
-        assert_eq!(health["ok"], true);
-        assert_eq!(health["read_only_confirmed"], true);
-        assert_eq!(health["database_reachable"], true);
-        assert_eq!(health["model_configured"], true);
-        assert_eq!(health["model_reachable"], true);
-        assert_eq!(health["tables"], 15);
-        assert_eq!(health["provider"], "scripted");
+    let healthy = Exchange::get(
+        "/api/health",
+        200,
+        &[
+            ("/ok", json!(true)),
+            ("/read_only_confirmed", json!(true)),
+            ("/database_reachable", json!(true)),
+            ("/model_configured", json!(true)),
+            ("/model_reachable", json!(true)),
+            ("/tables", json!(15)),
+            ("/provider", json!("scripted")),
+        ],
+    );
+    for _round in 0..2 {
+        healthy.run(&http, &server).await;
+    }
+}
+
+/// One request of a table-driven test and what its reply must hold.
+struct Exchange {
+    method: &'static str,
+    path: &'static str,
+    body: Option<Value>,
+    status: u16,
+    /// (JSON pointer, expected value) pairs.
+    expect: Vec<(&'static str, Value)>,
+}
+
+impl Exchange {
+    fn get(path: &'static str, status: u16, expect: &[(&'static str, Value)]) -> Exchange {
+        Exchange {
+            method: "GET",
+            path,
+            body: None,
+            status,
+            expect: expect.to_vec(),
+        }
+    }
+
+    fn post(
+        path: &'static str,
+        body: Value,
+        status: u16,
+        expect: &[(&'static str, Value)],
+    ) -> Exchange {
+        Exchange {
+            method: "POST",
+            path,
+            body: Some(body),
+            status,
+            expect: expect.to_vec(),
+        }
+    }
+
+    /// Sends the request and checks the reply; returns the reply's JSON.
+    async fn run(&self, http: &reqwest::Client, server: &Server) -> Value {
+        let (status, reply) = match &self.body {
+            None => get(http, &server.at(self.path)).await,
+            Some(body) => post(http, &server.at(self.path), body).await,
+        };
+        let request = format!(
+            "{} {} {}",
+            self.method,
+            self.path,
+            self.body.clone().unwrap_or_default()
+        );
+        assert_eq!(
+            status.as_u16(),
+            self.status,
+            "{request}: {reply}\n{}",
+            server.log()
+        );
+        for (pointer, expected) in &self.expect {
+            assert_eq!(
+                reply.pointer(pointer),
+                Some(expected),
+                "{request}: {pointer} in {reply}"
+            );
+        }
+        reply
     }
 }
 

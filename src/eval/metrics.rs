@@ -1072,5 +1072,4 @@ mod tests {
         assert_eq!(summary.decisions.failed, 1);
         assert_close(summary.accuracy.rate, 0.5);
     }
-
 }

@@ -522,7 +522,10 @@ pub fn read_records(run: &Path) -> Result<Vec<QuestionRecord>, EvalError> {
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(error) => return Err(write_error(&path, error)),
     };
-    let lines: Vec<&str> = text.lines().filter(|line| !line.trim().is_empty()).collect();
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|line| !line.trim().is_empty())
+        .collect();
     let mut records = Vec::new();
     for (index, line) in lines.iter().enumerate() {
         match serde_json::from_str::<QuestionRecord>(line) {

@@ -113,6 +113,48 @@ async fn hostile_corpus_is_refused_with_its_reason_in_both_dialects() {
     );
 }
 
+/// The guard's rendering of every benign statement, one line each, as committed in
+/// `evals/benign_rendered.txt`: what runs for a benign query is a reviewed fact, so a
+/// change in it (a parser upgrade, a new rewrite) shows as a diff here. Rewrite the file
+/// with `ASKDB_UPDATE_SNAPSHOTS=1 cargo test --lib benign_renderings`.
+#[tokio::test]
+async fn benign_renderings_match_the_committed_snapshot() {
+    let demo = demo_copy();
+    let gate = open(&demo.path, GateOptions::default()).await;
+    let mut rendered = String::from(
+        "# What the guard runs for each benign statement (evals/benign_sql.jsonl): id, dialect, rendering.\n",
+    );
+    for entry in load_corpus("benign_sql.jsonl") {
+        for dialect in [SqlDialect::Postgres, SqlDialect::Sqlite] {
+            if !entry.applies_to(dialect) {
+                continue;
+            }
+            let verdict = match guard::check(&entry.sql, &policy_for(&gate, dialect)) {
+                Ok(checked) => checked.sql().to_string(),
+                Err(refusal) => format!("REFUSED {refusal}"),
+            };
+            rendered.push_str(&format!("{} {}: {verdict}\n", entry.id, dialect.as_str()));
+        }
+    }
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("evals/benign_rendered.txt");
+    if std::env::var("ASKDB_UPDATE_SNAPSHOTS").is_ok_and(|value| value == "1") {
+        std::fs::write(&path, &rendered).expect("snapshot written");
+    }
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    let changed: Vec<String> = rendered
+        .lines()
+        .zip(committed.lines().chain(std::iter::repeat("<missing>")))
+        .filter(|(now, then)| now != then)
+        .map(|(now, then)| format!("- {then}\n+ {now}"))
+        .collect();
+    assert!(
+        changed.is_empty() && rendered.lines().count() == committed.lines().count(),
+        "the guard renders benign statements differently from evals/benign_rendered.txt \
+         (review, then ASKDB_UPDATE_SNAPSHOTS=1):\n{}",
+        changed.join("\n")
+    );
+}
+
 #[tokio::test]
 async fn benign_corpus_is_accepted_and_sqlite_ones_run() {
     let demo = demo_copy();
