@@ -430,16 +430,7 @@ fn record_of(
     verdict: Option<String>,
     first_correct: Option<bool>,
 ) -> QuestionRecord {
-    let decision = decision_of(result.decision);
     QuestionRecord {
-        id: item.id.clone(),
-        mode,
-        question: item.question.clone(),
-        category: item.category.clone(),
-        expected: item.expected,
-        db: item.db.clone(),
-        ordered: item.ordered,
-        decision,
         correct,
         verdict,
         first_attempt_correct: first_correct,
@@ -453,18 +444,18 @@ fn record_of(
         output_tokens: result.tokens.output,
         cost_usd: result.cost_usd,
         latency_ms: result.latency_ms,
-        error: None,
-        golds: item.golds.clone(),
+        ..error_record(item, mode, decision_of(result.decision), None, 0)
     }
 }
 
-/// A question that ended in an error instead of a decision: `decision` says whose
-/// failure it was (the model's service, or askdb's own).
+/// The record of a question with nothing but its decision: the base of every record,
+/// and on its own a question that ended in an error instead of a decision (`decision`
+/// says whose failure it was: the model's service, or askdb's own).
 fn error_record(
     item: &EvalItem,
     mode: Mode,
     decision: Decision,
-    error: &str,
+    error: Option<&str>,
     latency_ms: u64,
 ) -> QuestionRecord {
     QuestionRecord {
@@ -489,7 +480,7 @@ fn error_record(
         output_tokens: 0,
         cost_usd: 0.0,
         latency_ms,
-        error: Some(error.to_string()),
+        error: error.map(str::to_string),
         golds: item.golds.clone(),
     }
 }
@@ -575,6 +566,11 @@ pub async fn run(
     runs_root: &Path,
     resume: Option<PathBuf>,
 ) -> Result<PathBuf, EvalError> {
+    // A resumed run keeps the settings it started with.
+    let settings = match &resume {
+        Some(dir) => read_manifest(dir)?.settings,
+        None => settings,
+    };
     let db_override = match &settings.db {
         Some(text) => Some(
             text.parse::<DatabaseUrl>()
@@ -582,22 +578,19 @@ pub async fn run(
         ),
         None => None,
     };
-    let (run_dir, settings) = match resume {
-        Some(dir) => {
-            let manifest = read_manifest(&dir)?;
-            (dir, manifest.settings)
-        }
+    let items = load_set(
+        &settings.set,
+        db_override.as_ref(),
+        settings.sample,
+        settings.seed,
+        settings.limit,
+    )?;
+    let run_dir = match resume {
+        Some(dir) => dir,
         None => {
             let (now, stamp) = utc_now();
             let dir = runs_root.join(&settings.set).join(&stamp);
             std::fs::create_dir_all(&dir).map_err(|error| write_error(&dir, error))?;
-            let items = load_set(
-                &settings.set,
-                db_override.as_ref(),
-                settings.sample,
-                settings.seed,
-                settings.limit,
-            )?;
             let manifest = Manifest {
                 database_hashes: database_hashes(&items),
                 settings: settings.clone(),
@@ -610,7 +603,7 @@ pub async fn run(
             let text = serde_json::to_string_pretty(&manifest)
                 .map_err(|error| EvalError::Data(error.to_string()))?;
             std::fs::write(&path, text).map_err(|error| write_error(&path, error))?;
-            (dir, settings)
+            dir
         }
     };
     let client = if settings.shared_first_reply && !client.has_cache() {
@@ -621,13 +614,6 @@ pub async fn run(
     } else {
         client
     };
-    let items = load_set(
-        &settings.set,
-        db_override.as_ref(),
-        settings.sample,
-        settings.seed,
-        settings.limit,
-    )?;
     let done: BTreeSet<(String, Mode)> = read_records(&run_dir)?
         .into_iter()
         .map(|record| (record.id, record.mode))
@@ -710,14 +696,14 @@ pub async fn run(
                     item,
                     *mode,
                     Decision::InfrastructureFailure,
-                    &error.to_string(),
+                    Some(&error.to_string()),
                     started.elapsed().as_millis() as u64,
                 ),
                 Err(other) => error_record(
                     item,
                     *mode,
                     Decision::AgentError,
-                    &other.to_string(),
+                    Some(&other.to_string()),
                     started.elapsed().as_millis() as u64,
                 ),
             };

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value as JsonValue;
 
 use crate::gate::{Gate, GateError, SAMPLE_TEXT_CHARS};
-use crate::schema::SchemaNotes;
+use crate::schema::{ForeignKey, SchemaNotes};
 
 /// Sample values shown per column.
 pub const SAMPLES_PER_COLUMN: usize = 3;
@@ -39,6 +39,36 @@ pub struct TableCard {
 }
 
 use crate::words::estimate_tokens;
+
+impl TableCard {
+    /// A card from its text and the table's structure: the token estimate, lower-cased
+    /// column names and foreign keys are derived here, the one place a card is made.
+    pub fn new<'a>(
+        table: &str,
+        description: &str,
+        text: String,
+        columns: impl Iterator<Item = &'a str>,
+        foreign_keys: &[ForeignKey],
+        samples: BTreeMap<String, Vec<String>>,
+    ) -> TableCard {
+        TableCard {
+            table: table.to_string(),
+            description: description.to_string(),
+            tokens: estimate_tokens(&text),
+            text,
+            columns: columns.map(str::to_lowercase).collect(),
+            references: foreign_keys
+                .iter()
+                .flat_map(|key| {
+                    key.columns
+                        .iter()
+                        .map(|column| (column.to_lowercase(), key.references_table.to_lowercase()))
+                })
+                .collect(),
+            samples,
+        }
+    }
+}
 
 fn sample_text(value: &JsonValue) -> Option<String> {
     match value {
@@ -90,30 +120,17 @@ pub async fn build_cards(gate: &Gate) -> Result<Vec<TableCard>, GateError> {
                 text.push_str(&format!("--   {}: {}\n", column.name, parts.join("; ")));
             }
         }
-        let columns = description
-            .columns
-            .iter()
-            .map(|column| column.name.to_lowercase())
-            .collect();
-        let references = description
-            .foreign_keys
-            .iter()
-            .flat_map(|key| {
-                key.columns
-                    .iter()
-                    .map(|column| (column.to_lowercase(), key.references_table.to_lowercase()))
-                    .collect::<Vec<_>>()
-            })
-            .collect();
-        cards.push(TableCard {
-            table: description.name.clone(),
-            description: description.description.clone(),
-            tokens: estimate_tokens(&text),
+        cards.push(TableCard::new(
+            &description.name,
+            &description.description,
             text,
-            columns,
-            references,
+            description
+                .columns
+                .iter()
+                .map(|column| column.name.as_str()),
+            &description.foreign_keys,
             samples,
-        });
+        ));
     }
     Ok(cards)
 }

@@ -19,7 +19,6 @@ use sqlparser::parser::Parser;
 use super::{SchemaIndex, SelectOptions};
 use crate::linking::cards::TableCard;
 use crate::schema::{ColumnSchema, ForeignKey, TableSchema};
-use crate::words::estimate_tokens;
 
 /// The k values reported by default (the issue asks for 3..=8).
 pub const DEFAULT_KS: [usize; 6] = [3, 4, 5, 6, 7, 8];
@@ -315,28 +314,14 @@ pub fn spider_cards(schema: &SpiderSchema) -> Result<Vec<TableCard>, LinkingEval
 
 fn card_from_schema(table: TableSchema) -> TableCard {
     let text = format!("-- table {}\n{}\n", table.name, table.create_table_sql());
-    TableCard {
-        description: String::new(),
-        tokens: estimate_tokens(&text),
+    TableCard::new(
+        &table.name,
+        "",
         text,
-        columns: table
-            .columns
-            .iter()
-            .map(|c| c.name.to_lowercase())
-            .collect(),
-        references: table
-            .foreign_keys
-            .iter()
-            .flat_map(|key| {
-                key.columns
-                    .iter()
-                    .map(|column| (column.to_lowercase(), key.references_table.to_lowercase()))
-                    .collect::<Vec<_>>()
-            })
-            .collect(),
-        samples: BTreeMap::new(),
-        table: table.name,
-    }
+        table.columns.iter().map(|column| column.name.as_str()),
+        &table.foreign_keys,
+        BTreeMap::new(),
+    )
 }
 
 /// The tables of `tables` (any case) that a gold query reads, spelled as `tables`

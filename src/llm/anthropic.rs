@@ -106,24 +106,14 @@ impl AnthropicProvider {
                     let mut headers = HeaderMap::new();
                     headers.insert("anthropic-version", HeaderValue::from_static(API_VERSION));
                     if let Some(key) = key {
-                        let mut value = HeaderValue::from_str(key.expose()).map_err(|_| {
-                            resilience::TransportFailure {
-                                timed_out: false,
-                                message: format!("{key} holds characters not allowed in a header"),
-                            }
-                        })?;
-                        value.set_sensitive(true);
-                        headers.insert("x-api-key", value);
+                        headers.insert("x-api-key", resilience::secret_header(&key, key.expose())?);
                     }
                     resilience::post_json(&self.client, &self.url, headers, body).await
                 }
             })
             .await?;
-        parse_response(&reply.body, &self.model, attempts).map_err(|message| {
-            LlmError::MalformedResponse {
-                provider: NAME.to_string(),
-                message: self.keys.scrub(&message),
-            }
+        resilience::read_success(NAME, &self.keys, &reply.body, |body| {
+            parse_response(body, &self.model, attempts)
         })
     }
 }
@@ -174,8 +164,8 @@ struct Usage {
 /// Reads a Messages API success body. Anthropic's `input_tokens` leaves out the cached
 /// ones; the completion counts all prompt tokens and the cached ones apart.
 fn parse_response(body: &str, model: &str, attempts: u32) -> Result<Completion, String> {
-    let response: MessagesResponse = serde_json::from_str(body)
-        .map_err(|error| format!("{error}; body began: {:?}", resilience::shorten(body, 200)))?;
+    let response: MessagesResponse =
+        serde_json::from_str(body).map_err(|error| error.to_string())?;
     let text: String = response
         .content
         .iter()

@@ -11,7 +11,7 @@
 //! of parts, missing `usage`), so the response types are lenient and only the parts
 //! askdb uses are read.
 
-use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION};
+use reqwest::header::{HeaderMap, AUTHORIZATION};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -106,23 +106,15 @@ impl OpenAiProvider {
                 async move {
                     let mut headers = HeaderMap::new();
                     if let Some(key) = key {
-                        let mut value = HeaderValue::from_str(&format!("Bearer {}", key.expose()))
-                            .map_err(|_| resilience::TransportFailure {
-                                timed_out: false,
-                                message: format!("{key} holds characters not allowed in a header"),
-                            })?;
-                        value.set_sensitive(true);
-                        headers.insert(AUTHORIZATION, value);
+                        let bearer = format!("Bearer {}", key.expose());
+                        headers.insert(AUTHORIZATION, resilience::secret_header(&key, &bearer)?);
                     }
                     resilience::post_json(&self.client, &self.url, headers, body).await
                 }
             })
             .await?;
-        parse_response(&reply.body, &self.model, attempts).map_err(|message| {
-            LlmError::MalformedResponse {
-                provider: NAME.to_string(),
-                message: self.keys.scrub(&message),
-            }
+        resilience::read_success(NAME, &self.keys, &reply.body, |body| {
+            parse_response(body, &self.model, attempts)
         })
     }
 }
@@ -182,8 +174,7 @@ fn content_text(content: &Value) -> String {
 }
 
 fn parse_response(body: &str, model: &str, attempts: u32) -> Result<Completion, String> {
-    let response: ChatResponse = serde_json::from_str(body)
-        .map_err(|error| format!("{error}; body began: {:?}", resilience::shorten(body, 200)))?;
+    let response: ChatResponse = serde_json::from_str(body).map_err(|error| error.to_string())?;
     let Some(choice) = response.choices.into_iter().next() else {
         return Err("the reply has no choices".to_string());
     };

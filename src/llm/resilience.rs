@@ -20,9 +20,9 @@
 //! Key switches do not count against the attempts; everything else does.
 
 use std::future::Future;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
-use reqwest::header::HeaderMap;
+use reqwest::header::{HeaderMap, HeaderValue};
 
 use super::keys::{ApiKey, KeyRing};
 use super::LlmError;
@@ -63,11 +63,9 @@ impl RetryPolicy {
             .base_delay
             .saturating_mul(1u32 << exponent)
             .min(self.max_delay);
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|elapsed| elapsed.subsec_nanos())
-            .unwrap_or(0);
-        let jitter = delay.mul_f64(f64::from(nanos % 200) / 1000.0);
+        // Jitter from the clock's low digits: enough to spread retries, no RNG state.
+        let jitter_per_mille = crate::calendar::unix_millis() % 200;
+        let jitter = delay.mul_f64(jitter_per_mille as f64 / 1000.0);
         delay + jitter
     }
 }
@@ -85,6 +83,34 @@ pub(crate) struct HttpReply {
 pub(crate) struct TransportFailure {
     pub timed_out: bool,
     pub message: String,
+}
+
+/// A header value that carries a key, marked sensitive so no log or debug output shows
+/// it. `text` is the whole value (`Bearer <key>`, or the key itself).
+pub(crate) fn secret_header(key: &ApiKey, text: &str) -> Result<HeaderValue, TransportFailure> {
+    let mut value = HeaderValue::from_str(text).map_err(|_| TransportFailure {
+        timed_out: false,
+        message: format!("{key} holds characters not allowed in a header"),
+    })?;
+    value.set_sensitive(true);
+    Ok(value)
+}
+
+/// Reads a success body with the provider's parser; a body it cannot read is a
+/// `MalformedResponse` whose message never shows a key.
+pub(crate) fn read_success<T>(
+    provider: &str,
+    keys: &KeyRing,
+    body: &str,
+    parse: impl FnOnce(&str) -> Result<T, String>,
+) -> Result<T, LlmError> {
+    parse(body).map_err(|message| LlmError::MalformedResponse {
+        provider: provider.to_string(),
+        message: keys.scrub(&format!(
+            "{message}; body began: {:?}",
+            crate::text::cut_text(body, 200)
+        )),
+    })
 }
 
 /// The error an API put in its body, from either provider's format.
@@ -124,7 +150,7 @@ impl ApiErrorBody {
             }
         }
         ApiErrorBody {
-            message: shorten(body.trim(), 300),
+            message: crate::text::cut_text(body.trim(), 300),
             ..ApiErrorBody::default()
         }
     }
@@ -161,15 +187,6 @@ impl ApiErrorBody {
         )
         .to_lowercase()
     }
-}
-
-/// Cuts `text` to at most `limit` characters, marking the cut.
-pub(crate) fn shorten(text: &str, limit: usize) -> String {
-    if text.chars().count() <= limit {
-        return text.to_string();
-    }
-    let cut: String = text.chars().take(limit).collect();
-    format!("{cut}...")
 }
 
 /// What a failed reply means for the next step.
