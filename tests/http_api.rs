@@ -588,6 +588,31 @@ async fn a_full_server_answers_503_at_once_instead_of_queueing() {
 }
 
 #[tokio::test]
+async fn run_away_from_the_source_tree_the_server_serves_its_built_in_evaluation_card() {
+    // No --eval-dir, working directory outside the repository: what an installed
+    // `askdb serve` does.
+    let server = Server::start(&[], &[]);
+    let http = client();
+    let response = http.get(server.at("/api/eval")).send().await.expect("eval");
+    assert_eq!(response.status(), StatusCode::OK, "{}", server.log());
+    let source = response.headers()["x-askdb-eval-source"]
+        .to_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(source.starts_with("evals/results/"), "{source}");
+    let summary: Value = response.json().await.expect("JSON");
+    assert!(summary["modes"].is_object(), "a run summary: {summary}");
+    let page = http.get(server.at("/")).send().await.expect("page");
+    assert_eq!(page.status(), StatusCode::OK);
+    let (status, schema) = get(&http, &server.at("/api/schema")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        schema["database"], "demo",
+        "the demo is built in the data directory"
+    );
+}
+
+#[tokio::test]
 async fn without_a_model_ask_is_503_with_how_to_configure_one_and_the_rest_works() {
     let server = Server::start(&[], &[]);
     let http = client();

@@ -1,6 +1,7 @@
 //! `askdb serve` started as a user starts it, for the integration tests that talk to it
-//! over HTTP or through a browser: a free port, its own data directory, only the
-//! askdb/model variables a test gives, stderr kept for failure messages.
+//! over HTTP or through a browser: a free port, its own data directory (also its working
+//! directory, outside the source tree), only the askdb/model variables a test gives,
+//! stderr kept for failure messages.
 
 #![allow(dead_code)]
 
@@ -32,8 +33,11 @@ impl Server {
                 command.env_remove(name);
             }
         }
+        // Run from a folder outside the source tree, as an installed binary runs: the
+        // server must find everything it serves in itself or its data directory.
         command
             .env("ASKDB_HOME", home.path())
+            .current_dir(home.path())
             .arg("serve")
             .args(["--addr", "127.0.0.1:0"])
             .args(args)
