@@ -85,6 +85,11 @@ impl AnthropicProvider {
         if let Some(schema) = &request.json_schema {
             system.push(json!({"type": "text", "text": json_instruction(schema)}));
         }
+        // The Messages API continues a final assistant turn: the prefill. (It has no `n`;
+        // a request for several candidates gets one.)
+        if let Some(prefill) = &request.prefill {
+            turns.push(json!({"role": "assistant", "content": [{"type": "text", "text": prefill.trim_end()}]}));
+        }
         let mut body = json!({
             "model": self.model,
             "max_tokens": request.max_tokens,
@@ -93,6 +98,9 @@ impl AnthropicProvider {
         });
         if !system.is_empty() {
             body["system"] = Value::Array(system);
+        }
+        if !request.stop.is_empty() {
+            body["stop_sequences"] = json!(request.stop);
         }
         body
     }
@@ -112,8 +120,16 @@ impl AnthropicProvider {
                 }
             })
             .await?;
+        // Anthropic refuses a prefill that ends in white space, so it is sent trimmed and
+        // the reply continues from the trimmed text.
+        let prefill = request.prefill.as_deref().map(str::trim_end).unwrap_or("");
         resilience::read_success(NAME, &self.keys, &reply.body, |body| {
-            parse_response(body, &self.model, attempts)
+            parse_response(body, &self.model, attempts).map(|mut completion| {
+                if !prefill.is_empty() && !completion.text.starts_with(prefill) {
+                    completion.text = format!("{prefill}{}", completion.text);
+                }
+                completion
+            })
         })
     }
 }
@@ -189,6 +205,7 @@ fn parse_response(body: &str, model: &str, attempts: u32) -> Result<Completion, 
         cache_write_tokens: cache_write,
         tokens_estimated: estimated,
         attempts,
+        alternatives: Vec::new(),
     })
 }
 

@@ -121,6 +121,7 @@ mod tests {
             truncated: false,
             model: "m".into(),
             attempts: 1,
+            alternatives: Vec::new(),
         }
     }
 

@@ -224,6 +224,7 @@ mod tests {
             truncated: false,
             model: "m".into(),
             attempts: 1,
+            alternatives: Vec::new(),
         }
     }
 

@@ -177,6 +177,19 @@ pub struct ModelRequest {
     /// OpenAI-compatible servers, as an instruction to Anthropic. Parse the reply with
     /// [`ModelReply::json`] either way.
     pub json_schema: Option<serde_json::Value>,
+    /// How many replies to sample from the one prompt (`n`): servers that decode them in
+    /// parallel (llama.cpp slots, OpenAI) read the prompt once. A provider that cannot
+    /// returns fewer; the first is always [`Completion::text`].
+    #[serde(default = "one")]
+    pub candidates: u32,
+    /// The start of the reply, written for the model (`\u{60}\u{60}\u{60}sql\n`): providers
+    /// that continue an assistant turn send it as one and the reply text begins with it;
+    /// others ignore it.
+    #[serde(default)]
+    pub prefill: Option<String>,
+    /// Texts that end the reply where they appear (not included in it).
+    #[serde(default)]
+    pub stop: Vec<String>,
 }
 
 impl ModelRequest {
@@ -189,7 +202,27 @@ impl ModelRequest {
             temperature: 0.0,
             max_tokens: 1024,
             json_schema: None,
+            candidates: 1,
+            prefill: None,
+            stop: Vec::new(),
         }
+    }
+
+    /// Asks for `n` sampled replies (at least one).
+    pub fn with_candidates(mut self, n: u32) -> Self {
+        self.candidates = n.max(1);
+        self
+    }
+
+    /// Writes the start of the reply for the model.
+    pub fn with_prefill(mut self, prefill: impl Into<String>) -> Self {
+        self.prefill = Some(prefill.into());
+        self
+    }
+
+    pub fn with_stop(mut self, stop: &[&str]) -> Self {
+        self.stop = stop.iter().map(|text| text.to_string()).collect();
+        self
     }
 
     pub fn with_json_schema(mut self, schema: serde_json::Value) -> Self {
@@ -245,6 +278,17 @@ pub struct Completion {
     /// HTTP attempts it took (1 when the first succeeded).
     #[serde(default = "one")]
     pub attempts: u32,
+    /// The other sampled replies when more than one was asked for, in the server's order.
+    #[serde(default)]
+    pub alternatives: Vec<Alternative>,
+}
+
+/// One more sampled reply of a request for several.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Alternative {
+    pub text: String,
+    /// This reply stopped at the token limit.
+    pub truncated: bool,
 }
 
 fn one() -> u32 {
@@ -263,6 +307,8 @@ pub struct ModelReply {
     pub truncated: bool,
     pub model: String,
     pub attempts: u32,
+    /// The other sampled replies (see [`ModelRequest::candidates`]).
+    pub alternatives: Vec<Alternative>,
     /// Wall time of the call, retries and backoff included (near zero from the cache).
     pub latency: Duration,
     /// Dollars, from the price table; zero for a cached reply or an unmetered provider.
@@ -399,6 +445,12 @@ pub trait Provider: Send + Sync + fmt::Debug {
     fn endpoint(&self) -> &str;
     /// Whether calls cost money. Local servers (loopback) and scripts do not.
     fn is_metered(&self) -> bool;
+    /// The prompt's real token count from the server's own tokenizer (llama.cpp's
+    /// `/tokenize`), or None where the endpoint offers none. Not a model call: nothing
+    /// is generated or billed.
+    fn count_tokens<'a>(&'a self, _text: &'a str) -> BoxFuture<'a, Option<u64>> {
+        Box::pin(async { None })
+    }
     /// Asks the model. Callable only by [`ModelClient::call`].
     fn complete<'a>(
         &'a self,
@@ -559,6 +611,15 @@ impl ModelClient {
         &self.ledger
     }
 
+    /// The real token count of `text` where the provider's endpoint has a tokenizer,
+    /// else the estimate (about four characters a token). `true` when it is real.
+    pub async fn count_tokens(&self, text: &str) -> (u64, bool) {
+        match self.provider.count_tokens(text).await {
+            Some(tokens) => (tokens, true),
+            None => (estimate_tokens(text), false),
+        }
+    }
+
     /// The price used for this model, if known (always known for unmetered providers).
     pub fn price(&self) -> Option<&ModelPrice> {
         self.price.as_ref()
@@ -669,6 +730,7 @@ impl ModelClient {
             truncated: completion.truncated,
             model: completion.model,
             attempts: if from_cache { 0 } else { completion.attempts },
+            alternatives: completion.alternatives,
             latency,
             cost_usd,
             from_cache,

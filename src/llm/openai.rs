@@ -36,6 +36,11 @@ pub struct OpenAiProvider {
     /// OpenAI's own API wants `max_completion_tokens` (its newer models refuse
     /// `max_tokens`); compatible servers know `max_tokens`.
     use_max_completion_tokens: bool,
+    /// Compatible servers (llama.cpp among them) continue a trailing assistant turn, so a
+    /// prefill is sent as one; OpenAI's own API answers it with a new turn instead.
+    continues_prefill: bool,
+    /// Whether `{root}/tokenize` answered, once asked (llama.cpp's tokenizer).
+    tokenizer: tokio::sync::OnceCell<bool>,
     client: reqwest::Client,
 }
 
@@ -52,6 +57,8 @@ impl OpenAiProvider {
             model: config.model.clone(),
             url: format!("{base_url}/chat/completions"),
             use_max_completion_tokens: base_url.contains("://api.openai.com"),
+            continues_prefill: !base_url.contains("://api.openai.com"),
+            tokenizer: tokio::sync::OnceCell::new(),
             base_url,
             keys: KeyRing::new(config.keys.clone()),
             policy: config.retry.clone(),
@@ -66,7 +73,7 @@ impl OpenAiProvider {
 
     /// The request body for `request`, as sent.
     pub fn request_body(&self, request: &ModelRequest) -> Value {
-        let messages: Vec<Value> = request
+        let mut messages: Vec<Value> = request
             .messages
             .iter()
             .map(|message| {
@@ -78,11 +85,20 @@ impl OpenAiProvider {
                 json!({"role": role, "content": message.content})
             })
             .collect();
+        if let (Some(prefill), true) = (&request.prefill, self.continues_prefill) {
+            messages.push(json!({"role": "assistant", "content": prefill}));
+        }
         let mut body = json!({
             "model": self.model,
             "messages": messages,
             "temperature": super::anthropic::rounded(request.temperature),
         });
+        if request.candidates > 1 {
+            body["n"] = json!(request.candidates);
+        }
+        if !request.stop.is_empty() {
+            body["stop"] = json!(request.stop);
+        }
         let limit_field = if self.use_max_completion_tokens {
             "max_completion_tokens"
         } else {
@@ -113,9 +129,50 @@ impl OpenAiProvider {
                 }
             })
             .await?;
+        let prefill = request
+            .prefill
+            .as_deref()
+            .filter(|_| self.continues_prefill)
+            .unwrap_or("");
         resilience::read_success(NAME, &self.keys, &reply.body, |body| {
-            parse_response(body, &self.model, attempts)
+            parse_response(body, &self.model, attempts, prefill)
         })
+    }
+
+    /// `POST {root}/tokenize` with `{"content": text}`, llama.cpp's tokenizer endpoint
+    /// (`root` is the base URL without `/v1`). Asked once per server: an endpoint that
+    /// does not answer it is not asked again.
+    async fn tokenize(&self, text: &str) -> Option<u64> {
+        #[derive(Deserialize)]
+        struct Tokens {
+            tokens: Vec<Value>,
+        }
+        let root = self.base_url.trim_end_matches("/v1");
+        let url = format!("{root}/tokenize");
+        let ask = || async {
+            let response = self
+                .client
+                .post(&url)
+                .json(&json!({"content": text}))
+                .timeout(std::time::Duration::from_secs(10))
+                .send()
+                .await
+                .ok()?;
+            if !response.status().is_success() {
+                return None;
+            }
+            let tokens: Tokens = response.json().await.ok()?;
+            Some(tokens.tokens.len() as u64)
+        };
+        let available = *self
+            .tokenizer
+            .get_or_init(|| async { ask().await.is_some() })
+            .await;
+        if available {
+            ask().await
+        } else {
+            None
+        }
     }
 }
 
@@ -173,22 +230,45 @@ fn content_text(content: &Value) -> String {
     }
 }
 
-fn parse_response(body: &str, model: &str, attempts: u32) -> Result<Completion, String> {
-    let response: ChatResponse = serde_json::from_str(body).map_err(|error| error.to_string())?;
-    let Some(choice) = response.choices.into_iter().next() else {
-        return Err("the reply has no choices".to_string());
-    };
-    let message = choice.message.ok_or("the first choice has no message")?;
+fn choice_text(choice: &Choice, prefill: &str) -> Option<String> {
+    let message = choice.message.as_ref()?;
     let mut text = message
         .content
         .as_ref()
         .map(content_text)
         .unwrap_or_default();
     if text.is_empty() {
-        if let Some(refusal) = message.refusal {
-            text = refusal;
+        if let Some(refusal) = &message.refusal {
+            text = refusal.clone();
         }
     }
+    // A continued assistant turn comes back without the part written for the model.
+    if !prefill.is_empty() && !text.starts_with(prefill) {
+        text = format!("{prefill}{text}");
+    }
+    Some(text)
+}
+
+fn parse_response(
+    body: &str,
+    model: &str,
+    attempts: u32,
+    prefill: &str,
+) -> Result<Completion, String> {
+    let response: ChatResponse = serde_json::from_str(body).map_err(|error| error.to_string())?;
+    let mut choices = response.choices.iter();
+    let Some(choice) = choices.next() else {
+        return Err("the reply has no choices".to_string());
+    };
+    let text = choice_text(choice, prefill).ok_or("the first choice has no message")?;
+    let alternatives = choices
+        .filter_map(|other| {
+            Some(super::Alternative {
+                text: choice_text(other, prefill)?,
+                truncated: other.finish_reason.as_deref() == Some("length"),
+            })
+        })
+        .collect();
     let usage = response.usage.unwrap_or_default();
     let cache_read = usage
         .prompt_tokens_details
@@ -209,6 +289,7 @@ fn parse_response(body: &str, model: &str, attempts: u32) -> Result<Completion, 
         cache_write_tokens: 0,
         tokens_estimated: estimated,
         attempts,
+        alternatives,
     })
 }
 
@@ -227,6 +308,10 @@ impl Provider for OpenAiProvider {
 
     fn is_metered(&self) -> bool {
         self.metered
+    }
+
+    fn count_tokens<'a>(&'a self, text: &'a str) -> BoxFuture<'a, Option<u64>> {
+        Box::pin(self.tokenize(text))
     }
 
     fn complete<'a>(
@@ -279,21 +364,55 @@ mod tests {
     #[test]
     fn lenient_parsing_accepts_what_compatible_servers_send() {
         let parts = r#"{"choices":[{"message":{"content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]},"finish_reason":"length"}]}"#;
-        let completion = parse_response(parts, "m", 1).expect("parses");
+        let completion = parse_response(parts, "m", 1, "").expect("parses");
         assert_eq!(completion.text, "ab");
         assert!(completion.truncated);
         assert!(completion.tokens_estimated);
         assert_eq!(completion.model, "m");
         let llama = r#"{"choices":[{"finish_reason":"stop","index":0,"message":{"role":"assistant","content":"{\"sql\": \"SELECT 1\"}"}}],"created":1,"model":"qwen","object":"chat.completion","usage":{"completion_tokens":18,"prompt_tokens":44,"total_tokens":62,"prompt_tokens_details":{"cached_tokens":40}},"timings":{"prompt_n":44}}"#;
-        let completion = parse_response(llama, "m", 2).expect("parses");
+        let completion = parse_response(llama, "m", 2, "").expect("parses");
         assert_eq!(
             (completion.input_tokens, completion.output_tokens),
             (44, 18)
         );
         assert_eq!(completion.cache_read_tokens, 40);
         assert_eq!(completion.attempts, 2);
-        assert!(parse_response(r#"{"choices":[]}"#, "m", 1).is_err());
-        assert!(parse_response("{\"choices\": [", "m", 1).is_err());
+        assert!(parse_response(r#"{"choices":[]}"#, "m", 1, "").is_err());
+        assert!(parse_response("{\"choices\": [", "m", 1, "").is_err());
+    }
+
+    #[test]
+    fn candidates_stops_and_a_prefill_are_sent_and_every_choice_comes_back() {
+        let request = ModelRequest::new(Purpose::WriteSql, "q", vec![Message::user("q")])
+            .with_candidates(3)
+            .with_prefill("```sql\n")
+            .with_stop(&["```"]);
+        let local = provider("http://127.0.0.1:8080/v1").request_body(&request);
+        assert_eq!(local["n"], 3);
+        assert_eq!(local["stop"], json!(["```"]));
+        assert_eq!(
+            local["messages"][1],
+            json!({"role": "assistant", "content": "```sql\n"})
+        );
+        // OpenAI's own API answers a trailing assistant turn with a new one: no prefill.
+        let hosted = provider(DEFAULT_BASE_URL).request_body(&request);
+        assert_eq!(hosted["messages"].as_array().map(Vec::len), Some(1));
+        let body = r#"{"choices":[
+            {"index":0,"finish_reason":"stop","message":{"content":"SELECT 1\n"}},
+            {"index":1,"finish_reason":"length","message":{"content":"SELECT 2 +"}},
+            {"index":2,"finish_reason":"stop","message":{"content":"SELECT 3"}}]}"#;
+        let completion = parse_response(body, "m", 1, "```sql\n").expect("parses");
+        assert_eq!(completion.text, "```sql\nSELECT 1\n");
+        assert!(!completion.truncated);
+        let alternatives: Vec<(&str, bool)> = completion
+            .alternatives
+            .iter()
+            .map(|choice| (choice.text.as_str(), choice.truncated))
+            .collect();
+        assert_eq!(
+            alternatives,
+            vec![("```sql\nSELECT 2 +", true), ("```sql\nSELECT 3", false)]
+        );
     }
 
     #[test]

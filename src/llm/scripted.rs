@@ -19,7 +19,9 @@
 //!   `rate_limited` (every key's daily quota spent), `authentication`, `bad_request`,
 //!   `malformed_response`.
 //! - Optional: `input_tokens`, `output_tokens` (else estimated from the text, about four
-//!   characters a token), `delay_ms` (wait before replying), `truncated`.
+//!   characters a token), `delay_ms` (wait before replying), `truncated`, and
+//!   `alternatives` (more replies, returned as the other candidates of a request for
+//!   several, as many as it asks for).
 //! - Blank lines and lines starting with `#` are ignored.
 //!
 //! Replies for the same (question, purpose) are used in file order, each once; asking
@@ -36,6 +38,14 @@ use serde_json::Value;
 use super::{
     estimate_tokens, BoxFuture, CallPermit, Completion, LlmError, ModelRequest, Provider, Purpose,
 };
+
+/// A reply as text: a JSON object or array is sent as its JSON text.
+fn reply_text(reply: Value) -> String {
+    match reply {
+        Value::String(text) => text,
+        other => other.to_string(),
+    }
+}
 
 /// Matches any question.
 pub const ANY_QUESTION: &str = "*";
@@ -57,6 +67,9 @@ struct ScriptLine {
     delay_ms: Option<u64>,
     #[serde(default)]
     truncated: bool,
+    /// More sampled replies, for a request that asks for several candidates.
+    #[serde(default)]
+    alternatives: Vec<Value>,
 }
 
 /// A failure the script asks for.
@@ -125,6 +138,7 @@ enum ScriptedOutcome {
         input_tokens: Option<u64>,
         output_tokens: Option<u64>,
         truncated: bool,
+        alternatives: Vec<String>,
     },
     Failure(ScriptedError),
 }
@@ -184,13 +198,11 @@ impl ScriptedProvider {
                     ScriptedOutcome::Failure(error)
                 }
                 (Some(reply), None) => ScriptedOutcome::Reply {
-                    text: match reply {
-                        Value::String(text) => text,
-                        other => other.to_string(),
-                    },
+                    text: reply_text(reply),
                     input_tokens: parsed.input_tokens,
                     output_tokens: parsed.output_tokens,
                     truncated: parsed.truncated,
+                    alternatives: parsed.alternatives.into_iter().map(reply_text).collect(),
                 },
             };
             replies
@@ -247,6 +259,7 @@ impl ScriptedProvider {
                 input_tokens,
                 output_tokens,
                 truncated,
+                alternatives,
             } => {
                 let prompt: String = request
                     .messages
@@ -263,6 +276,15 @@ impl ScriptedProvider {
                     truncated,
                     model: self.model.clone(),
                     attempts: 1,
+                    // As many as were asked for beyond the first, if the script has them.
+                    alternatives: alternatives
+                        .into_iter()
+                        .take(request.candidates.saturating_sub(1) as usize)
+                        .map(|text| super::Alternative {
+                            text,
+                            truncated: false,
+                        })
+                        .collect(),
                 })
             }
         }

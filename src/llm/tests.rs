@@ -60,6 +60,7 @@ impl Provider for FixedProvider {
                 truncated: false,
                 model: "claude-sonnet-4-5-20250929".into(),
                 attempts: 1,
+                alternatives: Vec::new(),
             })
         })
     }
