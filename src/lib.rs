@@ -36,6 +36,7 @@ pub mod admin;
 pub mod agent;
 pub mod calendar;
 pub mod cli;
+pub mod compare;
 pub mod database;
 pub mod demo;
 pub mod eval;

@@ -8,8 +8,8 @@ mod ci;
 
 use std::collections::BTreeMap;
 
+use askdb::compare::{gold_orders, results_match, CompareOptions, ResultSet};
 use askdb::demo::{self, DdlDialect};
-use askdb::eval::compare::{gold_orders, results_match, CompareOptions, ResultSet};
 use askdb::eval::golden::{self, GoldenItem};
 use askdb::gate::{Gate, GateOptions, QueryOutcome, SqlDialect};
 

@@ -1,6 +1,5 @@
 //! Evaluation: golden sets and external benchmarks.
 
-pub mod compare;
 pub mod external;
 pub mod gate;
 pub mod golden;

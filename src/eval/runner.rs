@@ -20,8 +20,8 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use crate::agent::{Agent, AgentError, AgentResult, AskOptions, FailedAttempt, Mode};
+use crate::compare::{gold_orders, results_match, CompareOptions, ResultSet, Verdict};
 use crate::database::{open_gate, DatabaseUrl};
-use crate::eval::compare::{gold_orders, results_match, CompareOptions, ResultSet, Verdict};
 use crate::eval::external::{self, ExternalDialect};
 use crate::eval::golden::{self, Expect};
 use crate::eval::metrics::{self, Decision, Expected, PairedDifference, QuestionOutcome, Summary};

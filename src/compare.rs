@@ -66,7 +66,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use serde_json::Value as JsonValue;
 use sqlparser::ast::{SetExpr, Statement};
-use sqlparser::dialect::{Dialect, PostgreSqlDialect, SQLiteDialect};
+use sqlparser::dialect::Dialect;
 use sqlparser::keywords::Keyword;
 use sqlparser::parser::Parser;
 use sqlparser::tokenizer::{Token, Tokenizer};
@@ -331,6 +331,25 @@ impl Table {
     }
 }
 
+/// A key equal for two result sets exactly when they hold the same rows up to row order
+/// and column order, with cells normalised as [`results_match`] normalises them (numbers
+/// at two decimals). Candidates with equal keys gave the same answer: the agent's
+/// execution-guided vote groups by it. Column names are ignored. Columns are put in a
+/// canonical order (by their sorted values), then the rows are sorted, so the rows keep
+/// their association.
+pub fn canonical_key(result: &ResultSet) -> String {
+    let table = Table::new(result, 10_i128.pow(2));
+    let mut order: Vec<usize> = (0..table.width).collect();
+    order.sort_by_key(|&index| table.sorted_column(index));
+    let mut rows: Vec<Vec<&Cell>> = table
+        .rows
+        .iter()
+        .map(|row| order.iter().map(|&index| &row[index]).collect())
+        .collect();
+    rows.sort();
+    format!("{}:{rows:?}", table.width)
+}
+
 /// Compares a predicted result with the gold result under the rules of the module doc.
 pub fn results_match(gold: &ResultSet, predicted: &ResultSet, options: &CompareOptions) -> Verdict {
     compare_with_cap(gold, predicted, options, MAX_SEARCH_STEPS)
@@ -568,10 +587,7 @@ impl<'a> Search<'a> {
 /// for ORDER BY outside every parenthesis instead (the same rule on the raw tokens); when
 /// even the tokenizer fails, the answer is false (compare without order, the lenient side).
 pub fn gold_orders(sql: &str, dialect: SqlDialect) -> bool {
-    let parser_dialect: Box<dyn Dialect> = match dialect {
-        SqlDialect::Postgres => Box::new(PostgreSqlDialect {}),
-        SqlDialect::Sqlite => Box::new(SQLiteDialect {}),
-    };
+    let parser_dialect = dialect.parser_dialect();
     match Parser::parse_sql(parser_dialect.as_ref(), sql) {
         Ok(statements) => match statements.last() {
             Some(Statement::Query(query)) => query_orders(query),
@@ -1158,5 +1174,39 @@ mod tests {
         ));
         assert!(!gold_orders("SELECT 'unterminated", pg));
         assert!(!gold_orders("", pg));
+    }
+
+    #[test]
+    fn the_canonical_key_ignores_row_and_column_order_but_not_pairing() {
+        let a = set(
+            &["name", "n"],
+            vec![vec![json!("Ann"), json!(3)], vec![json!("Bo"), json!(1.0)]],
+        );
+        let reordered = set(
+            &["total", "who"],
+            vec![
+                vec![json!(1), json!("Bo")],
+                vec![json!("3.00"), json!("Ann")],
+            ],
+        );
+        assert_eq!(canonical_key(&a), canonical_key(&reordered));
+        let swapped_pairs = set(
+            &["name", "n"],
+            vec![vec![json!("Ann"), json!(1)], vec![json!("Bo"), json!(3)]],
+        );
+        assert_ne!(canonical_key(&a), canonical_key(&swapped_pairs));
+        let one_more = set(
+            &["name", "n"],
+            vec![
+                vec![json!("Ann"), json!(3)],
+                vec![json!("Bo"), json!(1)],
+                vec![json!("Bo"), json!(1)],
+            ],
+        );
+        assert_ne!(
+            canonical_key(&a),
+            canonical_key(&one_more),
+            "duplicates count"
+        );
     }
 }
