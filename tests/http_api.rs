@@ -156,7 +156,8 @@ async fn every_endpoint_answers_over_real_http() {
                 ("/decision", json!("answer")),
                 ("/mode", json!("agent")),
                 ("/attempts", json!(2)),
-                ("/history/0/error_type", json!("unknown_column")),
+                // customer_name is not within two edits of any column: data no table holds.
+                ("/history/0/error_type", json!("absent_column")),
                 ("/sql", json!(FIXED_SQL)),
                 ("/rows/0", json!([null, 980])),
                 ("/columns", json!(["customer", "bills"])),
@@ -174,7 +175,7 @@ async fn every_endpoint_answers_over_real_http() {
                 ("/mode", json!("baseline")),
                 ("/decision", json!("give_up")),
                 ("/attempts", json!(1)),
-                ("/history/0/error_type", json!("unknown_column")),
+                ("/history/0/error_type", json!("absent_column")),
             ],
         ),
     ];

@@ -23,6 +23,9 @@ pub struct AmbiguityDecision {
     /// model call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restricted_column: Option<String>,
+    /// Why the question asks to change data: declined before any model call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_request: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -178,6 +181,7 @@ pub fn check(question: &str, notes: &SchemaNotes) -> AmbiguityDecision {
         assumptions: Vec::new(),
         clarify: None,
         restricted_column: super::scope::restricted_column_named(question, notes),
+        write_request: super::scope::write_request(question),
     };
     if let Some(period) = super::scope::named_period_assumption(question) {
         decision.assumptions.push(period);

@@ -20,10 +20,14 @@ use sqlparser::ast::{
     visit_expressions, visit_expressions_mut, BinaryOperator, Expr, JoinOperator, SetExpr,
     Statement, TableFactor, Value, Visit, Visitor,
 };
-use sqlparser::dialect::{Dialect, PostgreSqlDialect, SQLiteDialect};
 use sqlparser::parser::Parser;
 
-use crate::gate::SqlDialect;
+use std::collections::BTreeSet;
+
+use serde_json::Value as JsonValue;
+
+use crate::gate::{Gate, QueryOutcome, QueryResult, SqlDialect};
+use crate::sql_text::{quote_ident, quote_literal};
 
 /// A text filter of the query: `column = 'value'` or `column LIKE 'pattern'`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -45,13 +49,6 @@ pub struct EmptyAnalysis {
     pub other_filters: bool,
     /// The query with every text filter made case- and space-insensitive.
     pub case_insensitive_sql: Option<String>,
-}
-
-fn parser_dialect(dialect: SqlDialect) -> Box<dyn Dialect> {
-    match dialect {
-        SqlDialect::Postgres => Box::new(PostgreSqlDialect {}),
-        SqlDialect::Sqlite => Box::new(SQLiteDialect {}),
-    }
 }
 
 fn column_of(expr: &Expr) -> Option<(Option<String>, String)> {
@@ -136,13 +133,9 @@ fn as_text_filter(expr: &Expr) -> Option<(TextFilter, &Expr)> {
     }
 }
 
-fn quote_literal(text: &str) -> String {
-    format!("'{}'", text.replace('\'', "''"))
-}
-
 /// Reads a query that returned nothing.
 pub fn analyse(sql: &str, dialect: SqlDialect) -> Option<EmptyAnalysis> {
-    let parser = parser_dialect(dialect);
+    let parser = dialect.parser_dialect();
     let mut statements = Parser::parse_sql(parser.as_ref(), sql).ok()?;
     if statements.len() != 1 {
         return None;
@@ -208,6 +201,158 @@ pub fn analyse(sql: &str, dialect: SqlDialect) -> Option<EmptyAnalysis> {
         other_filters,
         case_insensitive_sql,
     })
+}
+
+/// No rows, only NULLs, or one row of zeros and NULLs (`count(*)` = 0, `SUM` = NULL):
+/// what a filter that matched nothing looks like.
+pub fn looks_empty(rows: &[Vec<JsonValue>]) -> bool {
+    let zero_or_null =
+        |value: &JsonValue| value.is_null() || value.as_f64().is_some_and(|number| number == 0.0);
+    rows.is_empty()
+        || rows.iter().all(|row| row.iter().all(JsonValue::is_null))
+        || (rows.len() == 1 && rows[0].iter().all(zero_or_null))
+}
+
+/// What the one diagnostic of an empty result decided.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Diagnosis {
+    /// Nothing to repair, and a reason the empty answer is right: an anti-join, or a
+    /// lookup by key of a row that does not exist.
+    Explained(String),
+    /// Nothing to repair, and nothing says why no rows match.
+    Stands(String),
+    /// The text filters match when case and spaces are ignored: one repair, with the
+    /// stored spellings as facts.
+    CaseMismatch {
+        probe_sql: String,
+        findings: Vec<String>,
+    },
+}
+
+/// Runs the one diagnostic of an empty result through the gate: an anti-join or a
+/// lookup by key stands; otherwise the case-insensitive rewrite runs once, and rows
+/// from it mean the stored spelling differs.
+pub async fn diagnose(gate: &Gate, result: &QueryResult) -> (Diagnosis, Option<String>) {
+    let Some(analysis) = analyse(&result.sql, gate.dialect()) else {
+        return (
+            Diagnosis::Stands("the query could not be analysed".to_string()),
+            None,
+        );
+    };
+    if analysis.anti_join {
+        return (
+            Diagnosis::Explained("an anti-join: nothing may be the right answer".to_string()),
+            None,
+        );
+    }
+    let Some(probe_sql) = analysis.case_insensitive_sql.clone() else {
+        return (
+            Diagnosis::Stands("no text filters: no rows match".to_string()),
+            None,
+        );
+    };
+    let keys = key_columns(gate, &result.tables);
+    let only_key_lookups = analysis
+        .text_filters
+        .iter()
+        .all(|filter| !filter.is_like && keys.contains(&filter.column.to_lowercase()));
+    if only_key_lookups && !analysis.other_filters {
+        return (
+            Diagnosis::Explained("an exact-key lookup: no such row".to_string()),
+            None,
+        );
+    }
+    let probe = gate.run_query(&probe_sql).await;
+    let matched = matches!(&probe, QueryOutcome::Rows(rows) if !looks_empty(&rows.rows));
+    if !matched {
+        return (
+            Diagnosis::Stands(
+                "the case-insensitive probe finds nothing either: no rows match".to_string(),
+            ),
+            Some(probe_sql),
+        );
+    }
+    let mut findings = Vec::new();
+    for filter in &analysis.text_filters {
+        if let Some(finding) = stored_spelling(gate, &result.tables, filter).await {
+            findings.push(finding);
+        }
+    }
+    (
+        Diagnosis::CaseMismatch {
+            probe_sql: probe_sql.clone(),
+            findings,
+        },
+        Some(probe_sql),
+    )
+}
+
+/// Single-column primary and unique keys of the given tables (lower-cased).
+fn key_columns(gate: &Gate, tables: &[String]) -> BTreeSet<String> {
+    let mut keys = BTreeSet::new();
+    for table in gate.schema() {
+        if !tables
+            .iter()
+            .any(|name| name.eq_ignore_ascii_case(&table.name))
+        {
+            continue;
+        }
+        if let [key] = table.primary_key.as_slice() {
+            keys.insert(key.to_lowercase());
+        }
+        for unique in &table.unique {
+            if let [key] = unique.as_slice() {
+                keys.insert(key.to_lowercase());
+            }
+        }
+    }
+    keys
+}
+
+/// How a filter's value is really spelled in the table that owns the column.
+async fn stored_spelling(gate: &Gate, tables: &[String], filter: &TextFilter) -> Option<String> {
+    let owner = gate.schema().iter().find(|table| {
+        tables
+            .iter()
+            .any(|name| name.eq_ignore_ascii_case(&table.name))
+            && table
+                .columns
+                .iter()
+                .any(|column| column.name.eq_ignore_ascii_case(&filter.column))
+    })?;
+    let column = quote_ident(&filter.column);
+    let literal = quote_literal(&filter.value);
+    let condition = if filter.is_like {
+        format!("LOWER(TRIM(CAST({column} AS TEXT))) LIKE LOWER({literal})")
+    } else {
+        format!("LOWER(TRIM(CAST({column} AS TEXT))) = LOWER(TRIM({literal}))")
+    };
+    let sql = format!(
+        "SELECT DISTINCT {column} FROM {} WHERE {condition} LIMIT 5",
+        quote_ident(&owner.name)
+    );
+    let QueryOutcome::Rows(rows) = gate.run_query(&sql).await else {
+        return None;
+    };
+    let values: Vec<String> = rows
+        .rows
+        .iter()
+        .filter_map(|row| row.first())
+        .map(|value| match value {
+            JsonValue::String(text) => quote_literal(text),
+            other => other.to_string(),
+        })
+        .collect();
+    if values.is_empty() {
+        return None;
+    }
+    Some(super::prompts::stored_spelling_fact(
+        &owner.name,
+        &filter.column,
+        filter.is_like,
+        &filter.value,
+        &values,
+    ))
 }
 
 fn is_anti_join(statement: &Statement) -> bool {

@@ -1,30 +1,36 @@
 //! The agent: a question in, an answer out, with the SQL behind it and every attempt that
-//! failed. It is an explicit state machine, one node per step:
+//! failed. This module is the state machine and nothing else:
 //!
 //! ```text
-//! check_ambiguity -> select_schema -> generate -> guard -> execute -> inspect
-//!   inspect: ok -> answer | error -> prepare_repair | empty/all-NULL -> one diagnostic
-//!   prepare_repair -> (select_schema when retrieval widens) -> generate
-//!   attempts exhausted or not repairable -> give_up
+//! rules -> select_schema -> generate -> try (guard, execute, vote) -> inspect
+//!   inspect: rows -> answer | empty -> the one diagnostic -> answer or a failure
+//!   failure -> failure::next_step: repair | resample | decline | give up
+//!   repair / resample -> (select_schema when retrieval widens) -> generate
 //! ```
 //!
-//! The state carries the question, the selected tables, the current SQL, the attempt
-//! count and the full history of failed attempts, which every repair prompt includes.
-//! Repairs are chosen by the error type of the taxonomy alone ([`prompts::repair_instruction`]);
-//! an unknown column gets a schema-aware repair (which tables own that column and the
-//! foreign-key path to them); a reply identical to an already-failed attempt is never
-//! executed again. At most [`MAX_ATTEMPTS`] statements are tried. Every database access
-//! goes through the gate; every model call goes through [`ModelClient::call`].
+//! Each step's logic has its own home: the rules before any model call in
+//! [`ambiguity`] and [`scope`]; every word sent to the model in [`prompts`]; reading the
+//! reply in [`reply`]; the vote among candidates in [`candidates`]; the empty-result
+//! diagnostic in [`empty`]; the schema facts of a repair in [`repair`]; what follows a
+//! failure in [`failure::next_step`]; the knobs in [`strategy`]. Every database access
+//! goes through the gate; every model call through [`ModelClient::call`]; every step is
+//! reported to the caller's [`events::Observer`].
 //!
-//! Baseline mode uses the same retrieval, prompt, model and safety envelope with one
-//! attempt, no repair and no diagnostic: the difference between the modes is the loop.
+//! Baseline mode is the first attempt alone (same prompt, same candidates, no repair, no
+//! diagnostic); plain mode is the reference prompt ([`prompts::plain_request`]).
 
 pub mod ambiguity;
 pub mod answer;
+pub mod candidates;
 pub mod empty;
+pub mod events;
+pub mod failure;
 pub mod prompts;
 mod render;
+pub mod repair;
+pub mod reply;
 pub mod scope;
+pub mod strategy;
 
 pub use render::{render_plan, render_text};
 
@@ -35,30 +41,24 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value as JsonValue;
 
 use crate::gate::{
-    CheckedQuery, ErrorType, Gate, GateError, QueryError, QueryOutcome, QueryResult, RefusalReason,
+    ErrorType, Gate, GateError, QueryError, QueryOutcome, QueryResult, RefusalReason,
 };
 use crate::linking::cards::{schema_block, TableCard};
 use crate::linking::{SchemaIndex, SelectOptions, Selection};
-use crate::llm::{CallLog, LlmError, Message, ModelClient, ModelRequest, Purpose};
+use crate::llm::{CallLog, LlmError, ModelClient, ModelReply, ModelRequest};
 use answer::ChartSpec;
+use events::{AgentEvent, ChosenTable, NoObserver, Observer};
+use failure::{Failure, FailureKind, NextStep, Progress};
+use prompts::RepairTurn;
+use reply::{normalise_sql, Reply};
+use strategy::{CardFormat, SampleWhen, SchemaScope, Strategy};
 
-/// The most statements the agent tries for one question. The one place this cap lives.
+/// The most generation rounds (model calls for SQL) one question gets. The one place
+/// this cap lives.
 pub const MAX_ATTEMPTS: u32 = 3;
-
-/// A reply identical to a failed attempt is pointed out to the model at most this many
-/// times per question before the agent gives up; such replies are never executed.
-pub const MAX_IDENTICAL_NUDGES: u32 = 2;
-
-/// After this many failures naming columns that no table has (not even by a near
-/// spelling), the question needs data the database does not hold: the agent declines
-/// instead of letting the model invent a third stand-in.
-pub const ABSENT_COLUMNS_TO_DECLINE: usize = 2;
 
 /// The longest question accepted, in characters.
 pub const MAX_QUESTION_CHARS: usize = 2_000;
-
-/// How much of a malformed reply a repair prompt quotes back.
-const MALFORMED_SHOWN_CHARS: usize = 160;
 
 /// Rows shown to the model when it writes the explanation.
 const ROWS_FOR_EXPLANATION: usize = 20;
@@ -68,10 +68,10 @@ const ROWS_FOR_EXPLANATION: usize = 20;
 )]
 #[serde(rename_all = "snake_case")]
 pub enum Mode {
-    /// Repair loop, empty-result diagnostic, up to three attempts.
+    /// Repairs, the empty-result diagnostic, sampled candidates, up to three attempts.
     #[default]
     Agent,
-    /// One attempt, no repair, no diagnostic.
+    /// The first attempt alone: no repair, no diagnostic.
     Baseline,
     /// The reference prompt a plain demo would send: every table as CREATE TABLE with
     /// three sample rows, the question, a one-field `{"sql"}` reply; no rules, notes,
@@ -132,9 +132,11 @@ pub enum Decision {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FailedAttempt {
     pub sql: String,
-    /// A taxonomy type, or `malformed_reply`, `identical_to_failed`, `empty_result`.
-    pub error_type: String,
+    pub error_type: FailureKind,
     pub message: String,
+    /// Why the guard refused, when it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<RefusalReason>,
 }
 
 /// A clarification question with its options.
@@ -180,8 +182,11 @@ pub struct AgentResult {
     pub rows: Vec<Vec<JsonValue>>,
     pub row_count: usize,
     pub truncated: bool,
-    /// Statements tried (executed or refused by the guard).
+    /// Generation rounds made (each may try several candidates).
     pub attempts: u32,
+    /// Candidate statements run or refused, over every round.
+    #[serde(default)]
+    pub candidates_tried: u32,
     /// Every failed attempt, in order.
     pub history: Vec<FailedAttempt>,
     pub tables_used: Vec<String>,
@@ -196,14 +201,18 @@ pub struct AgentResult {
     /// Whether the schema went whole or linked, and which tables.
     pub schema_mode: String,
     pub schema_tables: Vec<String>,
+    /// The strategy the question was asked with (`reply=sql,...`).
+    #[serde(default)]
+    pub strategy: String,
     pub tokens: Tokens,
     pub cost_usd: f64,
     pub latency_ms: u64,
     pub model_calls: Vec<ModelStep>,
     pub trace: Vec<TraceStep>,
-    /// Whether the first statement tried returned rows without error.
+    /// Whether the first round's answer returned rows without error.
     pub first_attempt_ok: Option<bool>,
-    /// The SQL of the first attempt, for rescue/broken accounting.
+    /// The SQL of the first round's answer (or its first failure), for rescue/broken
+    /// accounting.
     pub first_sql: Option<String>,
 }
 
@@ -230,153 +239,95 @@ pub struct Plan {
     pub prompt_tokens: usize,
 }
 
-/// A parsed generation reply.
-#[derive(Debug, Clone, PartialEq)]
-enum Reply {
-    Sql {
-        sql: String,
-        assumptions: Vec<String>,
-    },
-    Clarify(ClarifyRequest),
-    Decline(String),
-    Malformed(String),
+/// How a generation round asks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Round {
+    /// One reply at temperature 0.
+    Greedy,
+    /// The strategy's number of candidates at its temperature.
+    Sampled,
 }
 
-#[derive(Debug, Default, Deserialize)]
-struct RawReply {
-    action: Option<String>,
-    sql: Option<String>,
-    question: Option<String>,
-    #[serde(default)]
-    options: Vec<String>,
-    reason: Option<String>,
-    #[serde(default)]
-    assumptions: Vec<String>,
-}
-
-/// Reads a generation reply tolerantly: JSON (fenced or not), or bare SQL from a model
-/// that ignored the format.
-fn parse_reply(text: &str) -> Reply {
-    if let Ok(raw) = crate::llm::json::parse_json_reply_as::<RawReply>(text) {
-        let action = raw.action.as_deref().map(str::trim).unwrap_or_default();
-        let sql = raw.sql.filter(|sql| !sql.trim().is_empty());
-        return match (action, sql) {
-            ("clarify", _) => match raw.question {
-                Some(question) if !question.trim().is_empty() => Reply::Clarify(ClarifyRequest {
-                    question,
-                    options: raw.options.into_iter().take(4).collect(),
-                }),
-                _ => Reply::Malformed("a clarify reply without a question".to_string()),
-            },
-            ("decline", _) => Reply::Decline(
-                raw.reason
-                    .unwrap_or_else(|| "the model declined without a reason".to_string()),
-            ),
-            (_, Some(sql)) => Reply::Sql {
-                sql,
-                assumptions: raw.assumptions,
-            },
-            _ => Reply::Malformed("the reply has no SQL, clarification or reason".to_string()),
-        };
-    }
-    // A model that answered with SQL instead of JSON: take the statement.
-    let trimmed = text.trim();
-    let body = trimmed
-        .strip_prefix("```sql")
-        .or_else(|| trimmed.strip_prefix("```"))
-        .map(|rest| rest.trim_end_matches('`').trim())
-        .unwrap_or(trimmed);
-    let upper = body.to_uppercase();
-    if upper.starts_with("SELECT") || upper.starts_with("WITH") {
-        return Reply::Sql {
-            sql: body.to_string(),
-            assumptions: Vec::new(),
-        };
-    }
-    let shown: String = text.chars().take(200).collect();
-    Reply::Malformed(format!("the reply is not the JSON asked for: {shown}"))
-}
-
-/// No rows, only NULLs, or one row of zeros and NULLs (`count(*)` = 0, `SUM` = NULL):
-/// what a filter that matched nothing looks like.
-fn looks_empty(rows: &[Vec<JsonValue>]) -> bool {
-    let zero_or_null =
-        |value: &JsonValue| value.is_null() || value.as_f64().is_some_and(|number| number == 0.0);
-    rows.is_empty()
-        || rows.iter().all(|row| row.iter().all(JsonValue::is_null))
-        || (rows.len() == 1 && rows[0].iter().all(zero_or_null))
-}
-
-/// Whitespace-folded SQL, to spot a reply identical to a failed one. Case is kept:
-/// `status = 'paid'` and `status = 'PAID'` are different queries.
-fn normalise_sql(sql: &str) -> String {
-    sql.split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
-        .trim_end_matches(';')
-        .to_string()
+/// One candidate of a round after the gate.
+struct Tried {
+    sql: String,
+    outcome: Result<QueryResult, Failure>,
 }
 
 enum Node {
-    CheckAmbiguity,
+    Rules,
     SelectSchema,
-    Generate,
-    Guard(String),
-    Execute(CheckedQuery),
-    Inspect(QueryOutcome),
-    PrepareRepair(Feedback),
-    GiveUp(String),
+    Generate(Round),
+    Try(Vec<String>, Round),
+    Inspect(QueryResult),
+    Failed(Failure, Option<String>),
     Answer(QueryResult),
     Done,
 }
 
-/// What the next generation call must be told.
-struct Feedback {
-    error_type: String,
-    message: String,
-    instruction: String,
-    /// Schema-aware details (owner tables, join paths, types and samples).
-    details: Option<String>,
-}
-
-struct State {
+struct State<'o> {
     question: String,
     mode: Mode,
+    strategy: Strategy,
     started: Instant,
+    observer: &'o dyn Observer,
     selection: Option<Selection>,
     widen: usize,
     forced_tables: BTreeSet<String>,
     assumptions: Vec<String>,
     attempts: u32,
+    candidates_tried: u32,
     history: Vec<FailedAttempt>,
+    /// The conversation of failed attempts the next round continues.
+    repairs: Vec<RepairTurn>,
     failed_sql: Vec<String>,
-    feedback: Option<Feedback>,
-    identical_nudges: u32,
-    /// Column names the model used that no table has, not even by a near spelling.
+    repeated: bool,
+    cut_off: bool,
     absent_columns: Vec<String>,
     diagnostic_used: bool,
+    /// An answer the round kept while it sampled a second opinion (an empty result under
+    /// doubt): it votes with the samples.
+    kept: Option<QueryResult>,
     first_attempt_ok: Option<bool>,
     first_sql: Option<String>,
     trace: Vec<TraceStep>,
     result: Option<AgentResult>,
 }
 
-impl State {
+impl State<'_> {
+    fn ms(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
     fn note(&mut self, node: &str, note: impl Into<String>) {
+        let elapsed_ms = self.ms();
         self.trace.push(TraceStep {
             node: node.to_string(),
             note: note.into(),
-            elapsed_ms: self.started.elapsed().as_millis() as u64,
+            elapsed_ms,
         });
     }
 
-    fn fail(&mut self, sql: &str, error_type: &str, message: &str) {
-        self.history.push(FailedAttempt {
-            sql: sql.to_string(),
-            error_type: error_type.to_string(),
-            message: message.to_string(),
-        });
-        self.failed_sql.push(normalise_sql(sql));
+    fn emit(&self, event: AgentEvent) {
+        self.observer.observe(&event);
+    }
+
+    fn progress(&self) -> Progress {
+        Progress {
+            attempts: self.attempts,
+            max_attempts: MAX_ATTEMPTS,
+            repeated_before: self.repeated,
+            cut_off_before: self.cut_off,
+            absent_columns: self.absent_columns.len(),
+            single_attempt: self.mode.is_single_attempt(),
+        }
+    }
+
+    fn first_round(&mut self, ok: bool, sql: &str) {
+        if self.first_attempt_ok.is_none() {
+            self.first_attempt_ok = Some(ok);
+            self.first_sql = Some(sql.to_string());
+        }
     }
 }
 
@@ -386,15 +337,36 @@ pub struct Agent {
     client: ModelClient,
     cards: Vec<TableCard>,
     index: SchemaIndex,
+    strategy: Strategy,
     /// Every table as CREATE TABLE with three sample rows: the plain reference prompt's
     /// schema.
     plain_schema: String,
 }
 
 impl Agent {
-    /// Builds the schema cards and the linking index through the gate.
+    /// Builds the schema cards and the linking index through the gate, with the default
+    /// strategy.
     pub async fn new(gate: Gate, client: ModelClient) -> Result<Agent, AgentError> {
-        let cards = crate::linking::cards::build_cards(&gate).await?;
+        Agent::with_strategy(gate, client, Strategy::default()).await
+    }
+
+    /// Builds the agent with a chosen strategy. Card sizes are counted by the model
+    /// server's own tokenizer where it has one, so the whole-or-linked decision uses
+    /// real token counts.
+    pub async fn with_strategy(
+        gate: Gate,
+        client: ModelClient,
+        strategy: Strategy,
+    ) -> Result<Agent, AgentError> {
+        let mut cards = crate::linking::cards::build_cards(&gate).await?;
+        for card in &mut cards {
+            let text = match strategy.cards {
+                CardFormat::Notes => &card.text,
+                CardFormat::Rows => &card.rows_text,
+            };
+            let (tokens, _) = client.count_tokens(text).await;
+            card.tokens = usize::try_from(tokens).unwrap_or(usize::MAX);
+        }
         let index = SchemaIndex::build(&gate, &cards).await?;
         let plain_schema = crate::linking::cards::sample_rows_schema(&gate).await?;
         Ok(Agent {
@@ -402,6 +374,7 @@ impl Agent {
             client,
             cards,
             index,
+            strategy,
             plain_schema,
         })
     }
@@ -412,6 +385,38 @@ impl Agent {
 
     pub fn client(&self) -> &ModelClient {
         &self.client
+    }
+
+    pub fn strategy(&self) -> &Strategy {
+        &self.strategy
+    }
+
+    fn new_state<'o>(&self, question: String, mode: Mode, observer: &'o dyn Observer) -> State<'o> {
+        State {
+            question,
+            mode,
+            strategy: self.strategy,
+            started: Instant::now(),
+            observer,
+            selection: None,
+            widen: 0,
+            forced_tables: BTreeSet::new(),
+            assumptions: Vec::new(),
+            attempts: 0,
+            candidates_tried: 0,
+            history: Vec::new(),
+            repairs: Vec::new(),
+            failed_sql: Vec::new(),
+            repeated: false,
+            cut_off: false,
+            absent_columns: Vec::new(),
+            diagnostic_used: false,
+            kept: None,
+            first_attempt_ok: None,
+            first_sql: None,
+            trace: Vec::new(),
+            result: None,
+        }
     }
 
     fn validate(question: &str) -> Result<String, AgentError> {
@@ -427,7 +432,20 @@ impl Agent {
     }
 
     fn system_prompt_for(&self, selection: &Selection) -> String {
-        system_prompt_for(&self.gate, &self.cards, selection)
+        system_prompt_for(&self.gate, &self.cards, &self.strategy, selection)
+    }
+
+    /// Sends the database's stable prompt prefix once with a one-token reply, so a
+    /// model server with a prompt cache (llama.cpp) has read the schema before the
+    /// first question. Only for the whole schema: a linked prompt differs per question.
+    pub async fn warm_up(&self) -> Result<(), AgentError> {
+        let selection = self.index.select("warm-up", &SelectOptions::default());
+        if selection.mode != crate::linking::SelectionMode::Whole {
+            return Ok(());
+        }
+        let request = prompts::warm_up_request(&self.strategy, self.system_prompt_for(&selection));
+        self.client.call(&request, &CallLog::default()).await?;
+        Ok(())
     }
 
     /// Answers one question.
@@ -436,57 +454,39 @@ impl Agent {
         question: &str,
         options: &AskOptions,
     ) -> Result<AgentResult, AgentError> {
+        self.ask_observed(question, options, &NoObserver).await
+    }
+
+    /// Answers one question, reporting each step to `observer` as it happens.
+    pub async fn ask_observed(
+        &self,
+        question: &str,
+        options: &AskOptions,
+        observer: &dyn Observer,
+    ) -> Result<AgentResult, AgentError> {
         let question = Self::validate(question)?;
         let log = CallLog::default();
-        let mut state = State {
-            question,
-            mode: options.mode,
-            started: Instant::now(),
-            selection: None,
-            widen: 0,
-            forced_tables: BTreeSet::new(),
-            assumptions: Vec::new(),
-            attempts: 0,
-            history: Vec::new(),
-            failed_sql: Vec::new(),
-            feedback: None,
-            identical_nudges: 0,
-            absent_columns: Vec::new(),
-            diagnostic_used: false,
-            first_attempt_ok: None,
-            first_sql: None,
-            trace: Vec::new(),
-            result: None,
-        };
-        let mut node = Node::CheckAmbiguity;
+        let mut state = self.new_state(question, options.mode, observer);
+        let mut node = Node::Rules;
         loop {
             node = match node {
-                Node::CheckAmbiguity => self.check_ambiguity(&mut state),
+                Node::Rules => self.rules(&mut state),
                 Node::SelectSchema => self.select_schema(&mut state, options),
-                Node::Generate => self.generate(&mut state, &log).await?,
-                Node::Guard(sql) => self.guard(&mut state, sql),
-                Node::Execute(checked) => self.execute(&mut state, checked).await,
-                Node::Inspect(outcome) => self.inspect(&mut state, outcome).await,
-                Node::PrepareRepair(feedback) => self.prepare_repair(&mut state, feedback),
-                Node::GiveUp(reason) => {
-                    state.note("give_up", &reason);
-                    self.finish(&mut state, Decision::GiveUp, None, Some(reason), None);
-                    Node::Done
-                }
+                Node::Generate(round) => self.generate(&mut state, round, &log).await?,
+                Node::Try(sqls, round) => self.try_candidates(&mut state, sqls, round).await,
+                Node::Inspect(result) => self.inspect(&mut state, result).await,
+                Node::Failed(failure, facts) => self.after_failure(&mut state, failure, facts),
                 Node::Answer(result) => self.answer(&mut state, result, options, &log).await?,
                 Node::Done => break,
             };
         }
-        let mut result = match state.result.take() {
-            Some(result) => result,
-            None => {
-                return Err(AgentError::Gate(GateError::Query(
-                    "the agent stopped without a decision".to_string(),
-                )))
-            }
-        };
-        let records = log.records();
-        result.model_calls = records
+        let mut result = state.result.take().ok_or_else(|| {
+            AgentError::Gate(GateError::Query(
+                "the agent stopped without a decision".to_string(),
+            ))
+        })?;
+        result.model_calls = log
+            .records()
             .iter()
             .map(|record| ModelStep {
                 purpose: record.purpose.as_str().to_string(),
@@ -502,56 +502,94 @@ impl Agent {
             output: totals.output_tokens,
         };
         result.cost_usd = totals.cost_usd;
-        result.latency_ms = state.started.elapsed().as_millis() as u64;
+        result.latency_ms = state.ms();
+        state.emit(AgentEvent::Finished {
+            started_ms: result.latency_ms,
+            decision: result.decision,
+            attempts: result.attempts,
+            rows: result.row_count,
+        });
         Ok(result)
     }
 
-    fn check_ambiguity(&self, state: &mut State) -> Node {
+    /// The rules that decide before any model call: restricted columns and writes are
+    /// declined, unresolved vague words asked about, named periods stated.
+    fn rules(&self, state: &mut State) -> Node {
         if state.mode == Mode::Plain {
             // The reference prompt has no rules of askdb's: straight to the model.
             return Node::SelectSchema;
         }
+        let started_ms = state.ms();
         let decision = ambiguity::check(&state.question, self.gate.notes());
+        state
+            .assumptions
+            .extend(decision.assumptions.iter().cloned());
+        let outcome = if decision.restricted_column.is_some() || decision.write_request.is_some() {
+            "decline"
+        } else if decision.clarify.is_some() {
+            "clarify"
+        } else {
+            "continue"
+        };
+        state.emit(AgentEvent::Rules {
+            started_ms,
+            elapsed_ms: state.ms() - started_ms,
+            outcome: outcome.to_string(),
+            assumptions: state.assumptions.clone(),
+        });
         if let Some(column) = decision.restricted_column {
-            state.note("check_ambiguity", format!("asks for restricted {column}"));
+            state.note("rules", format!("asks for restricted {column}"));
             return self.decline(
                 state,
                 format!("{column} is restricted on this database: askdb never reads or shows it"),
             );
         }
-
-        state
-            .assumptions
-            .extend(decision.assumptions.iter().cloned());
+        if let Some(reason) = decision.write_request {
+            state.note("rules", "asks to change data");
+            return self.decline(state, reason);
+        }
         if let Some(clarify) = decision.clarify {
             state.note(
-                "check_ambiguity",
+                "rules",
                 format!("unresolved vague word: {}", clarify.question),
             );
             let request = ClarifyRequest {
                 question: clarify.question,
                 options: clarify.options,
             };
-            self.finish(state, Decision::Clarify, None, None, Some(request));
+            self.finish(state, Decision::Clarify, None, Some(request));
             return Node::Done;
         }
         state.note(
-            "check_ambiguity",
-            format!(
-                "{} assumption(s) from the glossary",
-                decision.assumptions.len()
-            ),
+            "rules",
+            format!("{} assumption(s)", state.assumptions.len()),
         );
         Node::SelectSchema
     }
 
     fn select_schema(&self, state: &mut State, options: &AskOptions) -> Node {
+        let started_ms = state.ms();
         if state.mode == Mode::Plain {
             state.note("select_schema", "plain: every table with three sample rows");
-            return Node::Generate;
+            state.emit(AgentEvent::SchemaSelected {
+                started_ms,
+                elapsed_ms: 0,
+                mode: "plain".to_string(),
+                tables: self
+                    .cards
+                    .iter()
+                    .map(|card| ChosenTable {
+                        table: card.table.clone(),
+                        score: 0.0,
+                    })
+                    .collect(),
+                prompt_tokens: crate::words::estimate_tokens(&self.plain_schema),
+            });
+            return Node::Generate(Round::Greedy);
         }
         let mut select = options.select;
         select.widen = select.widen.max(state.widen);
+        select.force_linking |= self.strategy.schema == SchemaScope::Linked;
         let mut selection = self.index.select(&state.question, &select);
         // Tables a schema-aware repair asked for are always included.
         for table in &state.forced_tables {
@@ -567,440 +605,445 @@ impl Agent {
                 selection.prompt_tokens
             ),
         );
-        state.selection = Some(selection);
-        Node::Generate
-    }
-
-    async fn generate(&self, state: &mut State, log: &CallLog) -> Result<Node, AgentError> {
-        let purpose = match &state.feedback {
-            None => Purpose::WriteSql,
-            Some(_) => Purpose::RepairSql,
-        };
-        let request = if state.mode == Mode::Plain {
-            prompts::plain_request(self.gate.dialect(), &self.plain_schema, &state.question)
-        } else {
-            let Some(selection) = state.selection.as_ref() else {
-                return Ok(Node::SelectSchema);
-            };
-            let system = self.system_prompt_for(selection);
-            let mut messages = vec![
-                Message::stable_system(system),
-                Message::user(prompts::question_message(
-                    &state.question,
-                    &state.assumptions,
-                )),
-            ];
-            if let Some(feedback) = &state.feedback {
-                messages.push(Message::user(repair_message(state, feedback)));
-            }
-            ModelRequest::new(purpose, state.question.clone(), messages)
-                .with_json_schema(prompts::generation_schema())
-                .with_max_tokens(prompts::GENERATION_MAX_TOKENS)
-        };
-        let reply = self.client.call(&request, log).await?;
-        state.feedback = None;
-        let node = match parse_reply(&reply.text) {
-            Reply::Clarify(request) => {
-                state.note("generate", "the model asks for clarification");
-                self.finish(state, Decision::Clarify, None, None, Some(request));
-                Node::Done
-            }
-            Reply::Decline(reason) => {
-                state.note("generate", "the model declines");
-                self.decline(state, reason)
-            }
-            Reply::Sql { sql, assumptions } => {
-                for assumption in assumptions {
-                    if !state.assumptions.contains(&assumption) {
-                        state.assumptions.push(assumption);
-                    }
-                }
-                state.note("generate", format!("{purpose}: SQL"));
-                Node::Guard(sql)
-            }
-            Reply::Malformed(message) => {
-                state.attempts += 1;
-                // A reply cut off at the token limit is its own failure: small models
-                // sometimes keep extending the SQL string, and quoting that text back
-                // only invites more of it.
-                let (message, instruction) = if reply.truncated {
-                    (
-                        "the reply was cut off at the token limit".to_string(),
-                        "Your reply was too long and was cut off. Write a shorter, simpler \
-                         query (join only the tables you need), then close the JSON object."
-                            .to_string(),
-                    )
-                } else {
-                    (
-                        message,
-                        "Reply with exactly one JSON object as described: \
-                         {\"action\": \"sql\", \"sql\": \"SELECT ...\"}."
-                            .to_string(),
-                    )
-                };
-                state.note("generate", format!("malformed reply: {message}"));
-                if state.first_attempt_ok.is_none() {
-                    state.first_attempt_ok = Some(false);
-                }
-                state.fail(&reply.text, "malformed_reply", &message);
-                self.after_failure(
-                    state,
-                    Feedback {
-                        error_type: "malformed_reply".to_string(),
-                        message,
-                        instruction,
-                        details: None,
-                    },
-                    true,
-                )
-            }
-        };
-        Ok(node)
-    }
-
-    fn guard(&self, state: &mut State, sql: String) -> Node {
-        let checked = self.gate.check(&sql);
-        let rendered = checked
-            .as_ref()
-            .map(|checked| checked.sql().to_string())
-            .unwrap_or_else(|_| sql.clone());
-        // A reply identical to a failed attempt would fail the same way: never run it.
-        if state.failed_sql.contains(&normalise_sql(&sql))
-            || state.failed_sql.contains(&normalise_sql(&rendered))
-        {
-            state.identical_nudges += 1;
-            state.note(
-                "guard",
-                "identical to an attempt that already failed; not run",
-            );
-            if state.identical_nudges > MAX_IDENTICAL_NUDGES || state.mode.is_single_attempt() {
-                return Node::GiveUp(
-                    "the model kept sending back a query that had already failed".to_string(),
-                );
-            }
-            let earlier = state
-                .history
+        state.emit(AgentEvent::SchemaSelected {
+            started_ms,
+            elapsed_ms: state.ms() - started_ms,
+            mode: selection.mode.as_str().to_string(),
+            tables: selection
+                .tables
                 .iter()
-                .rev()
-                .find(|attempt| {
-                    normalise_sql(&attempt.sql) == normalise_sql(&sql)
-                        || normalise_sql(&attempt.sql) == normalise_sql(&rendered)
+                .map(|table| ChosenTable {
+                    table: table.table.clone(),
+                    score: table.score,
                 })
-                .map(|attempt| format!("{}: {}", attempt.error_type, attempt.message))
-                .unwrap_or_default();
-            state.feedback = Some(Feedback {
-                error_type: "identical_to_failed".to_string(),
-                message: format!("you sent back the same query that already failed ({earlier})"),
-                instruction: "That exact query fails. Do not send it again: change the part \
-                              the error names, or take a different approach."
-                    .to_string(),
-                details: None,
-            });
-            return Node::Generate;
+                .collect(),
+            prompt_tokens: selection.prompt_tokens,
+        });
+        state.selection = Some(selection);
+        let first = if state.attempts == 0
+            && self.strategy.samples()
+            && self.strategy.sample_when == SampleWhen::Always
+        {
+            Round::Sampled
+        } else {
+            Round::Greedy
+        };
+        // A widened retry keeps the round its failure asked for.
+        if state.attempts > 0 {
+            return Node::Generate(self.repair_round());
         }
-        state.attempts += 1;
-        if state.first_sql.is_none() {
-            state.first_sql = Some(rendered.clone());
-        }
-        match checked {
-            Ok(checked) => {
-                state.note("guard", format!("accepted: {}", checked.sql()));
-                Node::Execute(checked)
-            }
-            Err(refusal) => {
-                state.note("guard", format!("refused: {refusal}"));
-                if state.first_attempt_ok.is_none() {
-                    state.first_attempt_ok = Some(false);
-                }
-                state.fail(&sql, ErrorType::Rejected.as_str(), &refusal.to_string());
-                let writes = matches!(
-                    refusal.reason,
-                    RefusalReason::NotAQuery
-                        | RefusalReason::DataModifyingCte
-                        | RefusalReason::SelectInto
-                        | RefusalReason::LockingClause
-                );
-                if writes {
-                    return self.decline(
-                        state,
-                        format!(
-                            "askdb only reads data; the statement was refused ({})",
-                            refusal.reason.as_str()
-                        ),
-                    );
-                }
-                if !refusal.repairable {
-                    return Node::GiveUp(format!("the guard refused the query: {refusal}"));
-                }
-                let error_type = if refusal.reason == RefusalReason::ParseError {
-                    ErrorType::SyntaxError
-                } else {
-                    ErrorType::Rejected
-                };
-                self.after_failure(
-                    state,
-                    Feedback {
-                        error_type: error_type.as_str().to_string(),
-                        message: refusal.message.clone(),
-                        instruction: prompts::repair_instruction(error_type)
-                            .unwrap_or_default()
-                            .to_string(),
-                        details: None,
-                    },
-                    true,
-                )
-            }
+        Node::Generate(first)
+    }
+
+    /// How a repair round asks: sampled when the strategy samples at all.
+    fn repair_round(&self) -> Round {
+        if self.strategy.samples() {
+            Round::Sampled
+        } else {
+            Round::Greedy
         }
     }
 
-    async fn execute(&self, state: &mut State, checked: CheckedQuery) -> Node {
-        let outcome = self.gate.run(&checked).await;
-        state.note(
-            "execute",
-            match &outcome {
-                QueryOutcome::Rows(rows) => format!("{} row(s)", rows.row_count),
-                QueryOutcome::Failed(error) => format!("{}: {}", error.error_type, error.message),
-            },
+    fn request(&self, state: &State, round: Round) -> Option<ModelRequest> {
+        if state.mode == Mode::Plain {
+            return Some(prompts::plain_request(
+                self.gate.dialect(),
+                &self.plain_schema,
+                &state.question,
+            ));
+        }
+        let selection = state.selection.as_ref()?;
+        let request = prompts::generation_request(
+            &self.strategy,
+            &state.question,
+            self.system_prompt_for(selection),
+            prompts::question_message(&state.question, &state.assumptions),
+            &state.repairs,
         );
-        Node::Inspect(outcome)
+        Some(match round {
+            Round::Greedy => request,
+            Round::Sampled => request
+                .with_candidates(self.strategy.candidates)
+                .with_temperature(self.strategy.temperature),
+        })
     }
 
-    async fn inspect(&self, state: &mut State, outcome: QueryOutcome) -> Node {
-        match outcome {
-            QueryOutcome::Failed(error) => {
-                if state.first_attempt_ok.is_none() {
-                    state.first_attempt_ok = Some(false);
+    async fn call(
+        &self,
+        state: &State<'_>,
+        request: &ModelRequest,
+        log: &CallLog,
+    ) -> Result<ModelReply, AgentError> {
+        let started_ms = state.ms();
+        let reply = self.client.call(request, log).await?;
+        let truncated = u32::from(reply.truncated)
+            + reply
+                .alternatives
+                .iter()
+                .map(|alternative| u32::from(alternative.truncated))
+                .sum::<u32>();
+        state.emit(AgentEvent::ModelCall {
+            started_ms,
+            elapsed_ms: state.ms() - started_ms,
+            purpose: request.purpose.as_str().to_string(),
+            model: reply.model.clone(),
+            input_tokens: reply.input_tokens,
+            output_tokens: reply.output_tokens,
+            cost_usd: reply.cost_usd,
+            candidates: request.candidates,
+            truncated,
+            prompt: request
+                .messages
+                .iter()
+                .map(|message| message.content.clone())
+                .collect(),
+            replies: std::iter::once(reply.text.clone())
+                .chain(
+                    reply
+                        .alternatives
+                        .iter()
+                        .map(|alternative| alternative.text.clone()),
+                )
+                .collect(),
+        });
+        Ok(reply)
+    }
+
+    async fn generate(
+        &self,
+        state: &mut State<'_>,
+        round: Round,
+        log: &CallLog,
+    ) -> Result<Node, AgentError> {
+        let Some(request) = self.request(state, round) else {
+            return Ok(Node::SelectSchema);
+        };
+        let reply = self.call(state, &request, log).await?;
+        state.attempts += 1;
+        let replies: Vec<(String, bool)> = std::iter::once((reply.text.clone(), reply.truncated))
+            .chain(
+                reply
+                    .alternatives
+                    .iter()
+                    .map(|alternative| (alternative.text.clone(), alternative.truncated)),
+            )
+            .collect();
+        let mut sqls: Vec<String> = Vec::new();
+        let mut declines = Vec::new();
+        let mut repeats = 0;
+        let mut unreadable = None;
+        for (index, (text, truncated)) in replies.iter().enumerate() {
+            match reply::parse_reply(text) {
+                // A cut-off reply's SQL is incomplete however it parses.
+                _ if *truncated => {
+                    unreadable.get_or_insert((FailureKind::CutOff, text.clone()));
                 }
-                state.fail(&error.sql, error.error_type.as_str(), &error.to_string());
-                state.note("inspect", format!("error: {}", error.error_type));
-                match prompts::repair_instruction(error.error_type) {
-                    Some(instruction) if error.repairable => {
-                        let details = self.repair_details(state, &error);
-                        self.after_failure(
-                            state,
-                            Feedback {
-                                error_type: error.error_type.as_str().to_string(),
-                                message: error.to_string(),
-                                instruction: instruction.to_string(),
-                                details,
-                            },
-                            true,
-                        )
+                Reply::Sql { sql, assumptions } => {
+                    for assumption in assumptions {
+                        if !state.assumptions.contains(&assumption) {
+                            state.assumptions.push(assumption);
+                        }
                     }
-                    _ => Node::GiveUp(format!(
-                        "{} is never repaired: {}",
-                        error.error_type, error.message
-                    )),
+                    let normal = normalise_sql(&sql);
+                    if state.failed_sql.contains(&normal) {
+                        repeats += 1;
+                    } else if !sqls.iter().any(|seen| normalise_sql(seen) == normal) {
+                        sqls.push(sql);
+                    }
                 }
-            }
-            QueryOutcome::Rows(result) => {
-                let empty = looks_empty(&result.rows);
-                if state.first_attempt_ok.is_none() {
-                    state.first_attempt_ok = Some(true);
+                Reply::Clarify(request) if index == 0 && round == Round::Greedy => {
+                    state.note("generate", "the model asks for clarification");
+                    self.finish(state, Decision::Clarify, None, Some(request));
+                    return Ok(Node::Done);
                 }
-                if !empty || state.mode.is_single_attempt() || state.diagnostic_used {
-                    state.note(
-                        "inspect",
-                        if empty { "empty: answered as is" } else { "ok" },
-                    );
-                    return Node::Answer(result);
+                Reply::Clarify(_) => {}
+                Reply::Decline(reason) => declines.push(reason),
+                Reply::Malformed(message) => {
+                    unreadable.get_or_insert((FailureKind::MalformedReply, message));
                 }
-                state.diagnostic_used = true;
-                self.diagnose_empty(state, result).await
-            }
-        }
-    }
-
-    /// The one diagnostic of an empty (or all-NULL) result.
-    async fn diagnose_empty(&self, state: &mut State, result: QueryResult) -> Node {
-        let Some(analysis) = empty::analyse(&result.sql, self.gate.dialect()) else {
-            state.note(
-                "inspect",
-                "empty; the query could not be analysed; answered as is",
-            );
-            return Node::Answer(result);
-        };
-        if analysis.anti_join {
-            state.note(
-                "inspect",
-                "empty anti-join: nothing may be the right answer",
-            );
-            return Node::Answer(result);
-        }
-        let Some(probe_sql) = analysis.case_insensitive_sql.clone() else {
-            state.note("inspect", "empty without text filters: no rows match");
-            return Node::Answer(result);
-        };
-        let keys = self.key_columns(&result.tables);
-        let only_key_lookups = analysis
-            .text_filters
-            .iter()
-            .all(|filter| !filter.is_like && keys.contains(&filter.column.to_lowercase()));
-        if only_key_lookups && !analysis.other_filters {
-            state.note("inspect", "empty exact-key lookup: no such row");
-            return Node::Answer(result);
-        }
-        let probe = self.gate.run_query(&probe_sql).await;
-        let matched = matches!(&probe, QueryOutcome::Rows(rows) if !looks_empty(&rows.rows));
-        if !matched {
-            state.note(
-                "inspect",
-                "empty; the case-insensitive probe finds nothing either: no rows match",
-            );
-            return Node::Answer(result);
-        }
-        let mut findings = Vec::new();
-        for filter in &analysis.text_filters {
-            if let Some(finding) = self.stored_spelling(&result.tables, filter).await {
-                findings.push(finding);
             }
         }
         state.note(
-            "inspect",
+            "generate",
             format!(
-                "empty; case-insensitive probe matches: {}",
-                findings.join(" ")
+                "{}: {} candidate(s), {} new SQL",
+                request.purpose,
+                replies.len(),
+                sqls.len()
             ),
         );
-        state.fail(
-            &result.sql,
-            "empty_result",
-            "no rows; the text filters match only when case and spaces are ignored",
-        );
-        self.after_failure(
-            state,
-            Feedback {
-                error_type: "empty_result".to_string(),
-                message: "the query returned no rows".to_string(),
-                instruction: prompts::case_mismatch_instruction(&findings),
-                details: None,
-            },
-            true,
-        )
-    }
-
-    /// Single-column primary and unique keys of the given tables (lower-cased).
-    fn key_columns(&self, tables: &[String]) -> BTreeSet<String> {
-        let mut keys = BTreeSet::new();
-        for table in self.gate.schema() {
-            if !tables
-                .iter()
-                .any(|name| name.eq_ignore_ascii_case(&table.name))
-            {
-                continue;
-            }
-            if table.primary_key.len() == 1 {
-                keys.insert(table.primary_key[0].to_lowercase());
-            }
-            for unique in &table.unique {
-                if unique.len() == 1 {
-                    keys.insert(unique[0].to_lowercase());
-                }
-            }
+        if !sqls.is_empty() {
+            return Ok(Node::Try(sqls, round));
         }
-        keys
-    }
-
-    /// How a filter's value is really spelled in the table that owns the column.
-    async fn stored_spelling(
-        &self,
-        tables: &[String],
-        filter: &empty::TextFilter,
-    ) -> Option<String> {
-        let owner = self.gate.schema().iter().find(|table| {
-            tables
-                .iter()
-                .any(|name| name.eq_ignore_ascii_case(&table.name))
-                && table
-                    .columns
-                    .iter()
-                    .any(|column| column.name.eq_ignore_ascii_case(&filter.column))
-        })?;
-        let column = format!("\"{}\"", filter.column.replace('"', "\"\""));
-        let literal = format!("'{}'", filter.value.replace('\'', "''"));
-        let condition = if filter.is_like {
-            format!("LOWER(TRIM(CAST({column} AS TEXT))) LIKE LOWER({literal})")
+        // No new SQL: the most telling reason, in this order.
+        if declines.len() * 2 > replies.len() || (round == Round::Greedy && !declines.is_empty()) {
+            state.note("generate", "the model declines");
+            let reason = declines.swap_remove(0);
+            return Ok(self.decline(state, reason));
+        }
+        let (kind, message, text) = if repeats > 0 {
+            (
+                FailureKind::IdenticalToFailed,
+                "the same query that already failed".to_string(),
+                reply.text.clone(),
+            )
         } else {
-            format!("LOWER(TRIM(CAST({column} AS TEXT))) = LOWER(TRIM({literal}))")
+            let (kind, detail) = unreadable.unwrap_or((
+                FailureKind::MalformedReply,
+                "the reply holds no SQL".to_string(),
+            ));
+            let message = if kind == FailureKind::CutOff {
+                "the reply was cut off at the token limit".to_string()
+            } else {
+                detail
+            };
+            (kind, message, reply.text.clone())
         };
-        let sql = format!(
-            "SELECT DISTINCT {column} FROM \"{}\" WHERE {condition} LIMIT 5",
-            owner.name.replace('"', "\"\"")
-        );
-        let QueryOutcome::Rows(rows) = self.gate.run_query(&sql).await else {
-            return None;
-        };
-        let values: Vec<String> = rows
-            .rows
-            .iter()
-            .filter_map(|row| row.first())
-            .map(|value| match value {
-                JsonValue::String(text) => format!("'{text}'"),
-                other => other.to_string(),
-            })
-            .collect();
-        if values.is_empty() {
-            return None;
-        }
-        Some(format!(
-            "{}.{} {} '{}' matches the stored value(s) {}.",
-            owner.name,
-            filter.column,
-            if filter.is_like { "LIKE" } else { "=" },
-            filter.value,
-            values.join(", ")
+        state.first_round(false, &text);
+        Ok(Node::Failed(
+            Failure {
+                kind,
+                refusal: None,
+                message,
+                sql: text,
+                repairable: true,
+            },
+            None,
         ))
     }
 
-    /// Schema-aware details for a repair: who owns an unknown column and how to join to
-    /// it; the types and samples of the tables involved in a type mismatch.
-    fn repair_details(&self, state: &mut State, error: &QueryError) -> Option<String> {
-        match error.error_type {
-            ErrorType::UnknownColumn => {
-                let column = unknown_column_name(&error.message)?;
-                let owners = self.index.owners_of_column(&column);
-                let used: Vec<String> = crate::gate::guard::check(&error.sql, self.gate.policy())
-                    .map(|checked| checked.tables().to_vec())
-                    .unwrap_or_default();
-                let mut details = Vec::new();
-                if owners.is_empty() {
-                    details.push(format!(
-                        "No table has a column named {column} or anything close to it. If \
-                         the question needs data this database does not hold, reply with \
-                         action \"decline\" and say what is missing."
-                    ));
-                    state.absent_columns.push(column.clone());
+    /// Runs every candidate of a round through the gate and keeps the one the vote
+    /// chooses (the only one, when there is one).
+    async fn try_candidates(&self, state: &mut State<'_>, sqls: Vec<String>, round: Round) -> Node {
+        let mut tried = Vec::new();
+        for (index, sql) in sqls.into_iter().enumerate() {
+            state.candidates_tried += 1;
+            let candidate = self.try_one(state, index, sql).await;
+            if candidate.outcome.is_err() {
+                // As written, so a later reply of the same text is known for a repeat.
+                state.failed_sql.push(normalise_sql(&candidate.sql));
+            }
+            tried.push(candidate);
+        }
+        // The answer kept from the greedy round (an empty result under doubt) votes too.
+        let kept = state.kept.take();
+        let mut results: Vec<&QueryResult> = kept.iter().collect();
+        let mut origin: Vec<Option<usize>> = kept.iter().map(|_| None).collect();
+        for (index, candidate) in tried.iter().enumerate() {
+            if let Ok(result) = &candidate.outcome {
+                results.push(result);
+                origin.push(Some(index));
+            }
+        }
+        let voters: Vec<candidates::Voter<'_>> = results
+            .iter()
+            .enumerate()
+            .map(|(index, result)| candidates::Voter { index, result })
+            .collect();
+        if let Some(vote) = candidates::choose(&voters) {
+            if round == Round::Sampled || voters.len() > 1 {
+                state.note(
+                    "vote",
+                    format!(
+                        "{} of {} candidate(s) agree (groups {:?})",
+                        vote.agreeing, vote.voters, vote.groups
+                    ),
+                );
+                state.emit(AgentEvent::Vote {
+                    started_ms: state.ms(),
+                    chosen: vote.chosen,
+                    agreeing: vote.agreeing,
+                    voters: vote.voters,
+                    groups: vote.groups.clone(),
+                });
+            }
+            let chosen = results[vote.chosen].clone();
+            if let Some(Some(index)) = origin.get(vote.chosen) {
+                state.first_round(true, &tried[*index].sql);
+            }
+            if round == Round::Sampled {
+                // A vote already took a second look: its answer is not doubted again.
+                state.diagnostic_used |= kept.is_some();
+            }
+            return Node::Inspect(chosen);
+        }
+        // Nothing ran: the first candidate's failure speaks for the round.
+        let Some(first) = tried.into_iter().next() else {
+            return Node::Failed(
+                Failure {
+                    kind: FailureKind::MalformedReply,
+                    refusal: None,
+                    message: "no candidate to run".to_string(),
+                    sql: String::new(),
+                    repairable: true,
+                },
+                None,
+            );
+        };
+        let Err(failure) = first.outcome else {
+            return Node::Done;
+        };
+        state.first_round(false, &first.sql);
+        let facts = self.repair_facts(state, &failure);
+        Node::Failed(failure, facts)
+    }
+
+    async fn try_one(&self, state: &mut State<'_>, index: usize, sql: String) -> Tried {
+        let started_ms = state.ms();
+        let checked = self.gate.check(&sql);
+        state.emit(AgentEvent::Guard {
+            started_ms,
+            elapsed_ms: state.ms() - started_ms,
+            candidate: index,
+            sql: sql.clone(),
+            accepted: checked.is_ok(),
+            detail: match &checked {
+                Ok(checked) => checked.sql().to_string(),
+                Err(refusal) => refusal.to_string(),
+            },
+        });
+        let checked = match checked {
+            Ok(checked) => checked,
+            Err(refusal) => {
+                state.note("guard", format!("refused: {refusal}"));
+                let error = QueryError::from_refusal(refusal, &sql);
+                return Tried {
+                    outcome: Err(failure_of(&error)),
+                    sql,
+                };
+            }
+        };
+        state.note("guard", format!("accepted: {}", checked.sql()));
+        let started_ms = state.ms();
+        let outcome = self.gate.run(&checked).await;
+        let (rows, error_type, error) = match &outcome {
+            QueryOutcome::Rows(rows) => (Some(rows.row_count), None, None),
+            QueryOutcome::Failed(error) => (
+                None,
+                Some(error.error_type.as_str().to_string()),
+                Some(error.message.clone()),
+            ),
+        };
+        state.emit(AgentEvent::Executed {
+            started_ms,
+            elapsed_ms: state.ms() - started_ms,
+            candidate: index,
+            sql: checked.sql().to_string(),
+            rows,
+            error_type,
+            error,
+        });
+        match outcome {
+            QueryOutcome::Rows(result) => {
+                state.note("execute", format!("{} row(s)", result.row_count));
+                Tried {
+                    sql,
+                    outcome: Ok(result),
+                }
+            }
+            QueryOutcome::Failed(error) => {
+                state.note(
+                    "execute",
+                    format!("{}: {}", error.error_type, error.message),
+                );
+                Tried {
+                    sql,
+                    outcome: Err(failure_of(&error)),
+                }
+            }
+        }
+    }
+
+    /// Rows came back: an answer, unless they look empty, where the one diagnostic (and
+    /// under a doubting strategy, one sampled second look) decides.
+    async fn inspect(&self, state: &mut State<'_>, result: QueryResult) -> Node {
+        let empty = empty::looks_empty(&result.rows);
+        if !empty || state.mode.is_single_attempt() || state.diagnostic_used {
+            state.note(
+                "inspect",
+                if empty { "empty: answered as is" } else { "ok" },
+            );
+            return Node::Answer(result);
+        }
+        state.diagnostic_used = true;
+        let started_ms = state.ms();
+        let (diagnosis, probe_sql) = empty::diagnose(&self.gate, &result).await;
+        let finding = match &diagnosis {
+            empty::Diagnosis::Explained(why) | empty::Diagnosis::Stands(why) => why.clone(),
+            empty::Diagnosis::CaseMismatch { findings, .. } => {
+                format!("case-insensitive probe matches: {}", findings.join(" "))
+            }
+        };
+        state.emit(AgentEvent::EmptyProbe {
+            started_ms,
+            elapsed_ms: state.ms() - started_ms,
+            sql: probe_sql,
+            finding: finding.clone(),
+        });
+        match diagnosis {
+            empty::Diagnosis::CaseMismatch { findings, .. } => {
+                state.note("inspect", format!("empty; {finding}"));
+                Node::Failed(
+                    Failure {
+                        kind: FailureKind::CaseMismatch,
+                        refusal: None,
+                        message: "no rows; the text filters match only when case and spaces \
+                                  are ignored"
+                            .to_string(),
+                        sql: result.sql.clone(),
+                        repairable: true,
+                    },
+                    Some(prompts::case_mismatch_facts(&findings)),
+                )
+            }
+            empty::Diagnosis::Explained(why) => {
+                state.note("inspect", format!("empty: {why}"));
+                Node::Answer(result)
+            }
+            empty::Diagnosis::Stands(why) => {
+                let doubt = self.strategy.samples()
+                    && self.strategy.sample_when == SampleWhen::Doubt
+                    && state.attempts < MAX_ATTEMPTS;
+                if doubt {
+                    // An empty answer is doubtful: one sampled second look, in which the
+                    // empty answer votes too.
+                    state.note("inspect", format!("empty ({why}); sampling a second look"));
+                    state.kept = Some(result);
+                    return Node::Generate(Round::Sampled);
+                }
+                state.note("inspect", format!("empty: {why}"));
+                Node::Answer(result)
+            }
+        }
+    }
+
+    /// Schema facts for the repair of a failure (who owns an unknown column, how to
+    /// join it; the cards of the tables in a type mismatch), and the retrieval changes
+    /// the failure asks for.
+    fn repair_facts(&self, state: &mut State, failure: &Failure) -> Option<String> {
+        match failure.kind {
+            FailureKind::Database(ErrorType::UnknownColumn) => {
+                let column = repair::unknown_column(&failure.message)?;
+                let fact =
+                    repair::column_fact(&column, &failure.sql, self.gate.dialect(), &self.index);
+                for table in fact.owner_tables() {
+                    state.forced_tables.insert(table.to_string());
+                }
+                if fact.is_absent() {
+                    state.absent_columns.push(column.column.clone());
                     state.widen += 2;
                 }
-                for owner in owners.iter().take(3) {
-                    state.forced_tables.insert(owner.clone());
-                    let mut line = format!("Column {column} is in table {owner}.");
-                    if !used.iter().any(|table| table == owner) {
-                        if let Some(path) = self.index.join_path(&used, owner) {
-                            let hops: Vec<String> = path
-                                .iter()
-                                .map(|(from, from_column, to, to_column)| {
-                                    format!("{from}.{from_column} = {to}.{to_column}")
-                                })
-                                .collect();
-                            line.push_str(&format!(" Join it via {}.", hops.join(", then ")));
-                        }
-                    }
-                    if let Some(card) = self.cards.iter().find(|card| &card.table == owner) {
-                        line.push('\n');
-                        line.push_str(&card.text);
-                    }
-                    details.push(line);
-                }
-                Some(details.join("\n"))
+                Some(prompts::column_fact_text(&fact))
             }
-            ErrorType::UnknownTable => {
+            FailureKind::Database(ErrorType::UnknownTable) => {
                 state.widen += 3;
                 let names: Vec<&str> = self.cards.iter().map(|card| card.table.as_str()).collect();
                 Some(format!("The tables are: {}.", names.join(", ")))
             }
-            ErrorType::TypeMismatch => {
-                let used: Vec<String> = crate::gate::guard::check(&error.sql, self.gate.policy())
+            FailureKind::Database(ErrorType::TypeMismatch) => {
+                let used: Vec<String> = self
+                    .gate
+                    .check(&failure.sql)
                     .map(|checked| checked.tables().to_vec())
                     .unwrap_or_default();
                 let cards: Vec<&str> = self
@@ -1015,63 +1058,93 @@ impl Agent {
         }
     }
 
-    /// Chooses what follows a failed attempt: a repair while attempts remain in agent
-    /// mode, else an honest give-up.
-    fn after_failure(&self, state: &mut State, feedback: Feedback, repairable: bool) -> Node {
-        if state.mode.is_single_attempt() {
-            return Node::GiveUp(format!(
-                "{} mode makes one attempt: {}",
-                state.mode.as_str(),
-                feedback.message
-            ));
+    /// Records a failure and follows [`failure::next_step`].
+    fn after_failure(
+        &self,
+        state: &mut State,
+        mut failure: Failure,
+        facts: Option<String>,
+    ) -> Node {
+        // An unknown column no table has is data the database lacks.
+        if failure.kind == FailureKind::Database(ErrorType::UnknownColumn)
+            && state
+                .absent_columns
+                .last()
+                .is_some_and(|column| failure.message.contains(column.as_str()))
+        {
+            failure.kind = FailureKind::AbsentColumn;
         }
-        if !repairable {
-            return Node::GiveUp(feedback.message);
+        state.history.push(FailedAttempt {
+            sql: failure.sql.clone(),
+            error_type: failure.kind,
+            message: failure.message.clone(),
+            reason: failure.refusal,
+        });
+        if failure.kind.was_executed() || failure.kind == FailureKind::Database(ErrorType::Rejected)
+        {
+            state.failed_sql.push(normalise_sql(&failure.sql));
         }
-        if state.absent_columns.len() >= ABSENT_COLUMNS_TO_DECLINE {
-            let missing = state.absent_columns.join(", ");
-            state.note(
-                "inspect",
-                format!("asked twice for columns no table has: {missing}"),
-            );
-            return self.decline(
-                state,
-                format!(
-                    "the question needs data this database does not hold (no table has \
-                     {missing}); askdb declines rather than invent it"
-                ),
-            );
+        let step = failure::next_step(&failure, &state.progress());
+        match failure.kind {
+            FailureKind::IdenticalToFailed => state.repeated = true,
+            FailureKind::CutOff => state.cut_off = true,
+            _ => {}
         }
-        if state.attempts >= MAX_ATTEMPTS {
-            return Node::GiveUp(format!(
-                "{MAX_ATTEMPTS} attempts failed; the last: {}",
-                feedback.message
-            ));
-        }
-        Node::PrepareRepair(feedback)
-    }
-
-    fn prepare_repair(&self, state: &mut State, feedback: Feedback) -> Node {
+        state.emit(AgentEvent::Failed {
+            started_ms: state.ms(),
+            kind: failure.kind,
+            message: failure.message.clone(),
+            next: match &step {
+                NextStep::Repair => "repair",
+                NextStep::Resample => "resample",
+                NextStep::Decline(_) => "decline",
+                NextStep::GiveUp(_) => "give_up",
+            }
+            .to_string(),
+        });
         state.note(
-            "prepare_repair",
-            format!(
-                "strategy for {}: {}",
-                feedback.error_type, feedback.instruction
-            ),
+            "failed",
+            format!("{}: {} -> {step:?}", failure.kind, failure.message),
         );
-        let widens = feedback.error_type == ErrorType::UnknownColumn.as_str()
-            || feedback.error_type == ErrorType::UnknownTable.as_str();
-        state.feedback = Some(feedback);
-        if widens {
-            Node::SelectSchema
-        } else {
-            Node::Generate
+        let round = match step {
+            NextStep::Decline(reason) => return self.decline(state, reason),
+            NextStep::GiveUp(reason) => {
+                self.finish(state, Decision::GiveUp, Some(reason), None);
+                return Node::Done;
+            }
+            NextStep::Repair => self.repair_round(),
+            NextStep::Resample => Round::Sampled,
+        };
+        // A repeat is not shown again: the conversation already holds the attempt.
+        if failure.kind != FailureKind::IdenticalToFailed {
+            state.repairs.push(RepairTurn {
+                reply: prompts::quoted_reply(failure.kind, &failure.sql),
+                feedback: prompts::feedback_message(
+                    failure.kind,
+                    &failure.message,
+                    facts.as_deref(),
+                ),
+            });
         }
+        let widens = matches!(
+            failure.kind,
+            FailureKind::Database(ErrorType::UnknownColumn | ErrorType::UnknownTable)
+                | FailureKind::AbsentColumn
+        );
+        if widens
+            && state
+                .selection
+                .as_ref()
+                .is_some_and(|selection| selection.mode != crate::linking::SelectionMode::Whole)
+        {
+            return Node::SelectSchema;
+        }
+        Node::Generate(round)
     }
 
     async fn answer(
         &self,
-        state: &mut State,
+        state: &mut State<'_>,
         result: QueryResult,
         options: &AskOptions,
         log: &CallLog,
@@ -1084,24 +1157,15 @@ impl Agent {
         } else if options.explain {
             let shown: Vec<&Vec<JsonValue>> =
                 result.rows.iter().take(ROWS_FOR_EXPLANATION).collect();
-            let prompt = format!(
-                "Question: {}\nSQL: {}\nColumns: {}\nRows ({} of {}): {}\n\nAnswer the question in one to \
-                 three plain sentences using only numbers that appear in the rows. No SQL, no \
-                 markdown.",
-                state.question,
-                result.sql,
-                result.columns.join(", "),
+            let request = prompts::explanation_request(
+                &state.question,
+                &result.sql,
+                &result.columns,
+                &serde_json::to_string(&shown).unwrap_or_default(),
                 shown.len(),
                 result.row_count,
-                serde_json::to_string(&shown).unwrap_or_default()
             );
-            let request = ModelRequest::new(
-                Purpose::WriteAnswer,
-                state.question.clone(),
-                vec![Message::user(prompt)],
-            )
-            .with_max_tokens(200);
-            let reply = self.client.call(&request, log).await?;
+            let reply = self.call(state, &request, log).await?;
             let text = reply.text.trim().to_string();
             unverified = answer::unverified_numbers(&text, &state.question, &result.rows);
             explanation = Some(text);
@@ -1125,8 +1189,12 @@ impl Agent {
     }
 
     fn base_result(&self, state: &State, decision: Decision) -> AgentResult {
-        let (schema_mode, schema_tables) = match &state.selection {
-            Some(selection) => (
+        let (schema_mode, schema_tables) = match (&state.selection, state.mode) {
+            (_, Mode::Plain) => (
+                "plain".to_string(),
+                self.cards.iter().map(|card| card.table.clone()).collect(),
+            ),
+            (Some(selection), _) => (
                 selection.mode.as_str().to_string(),
                 selection
                     .tables
@@ -1134,7 +1202,7 @@ impl Agent {
                     .map(|table| table.table.clone())
                     .collect(),
             ),
-            None => ("none".to_string(), Vec::new()),
+            (None, _) => ("none".to_string(), Vec::new()),
         };
         AgentResult {
             question: state.question.clone(),
@@ -1146,6 +1214,7 @@ impl Agent {
             row_count: 0,
             truncated: false,
             attempts: state.attempts,
+            candidates_tried: state.candidates_tried,
             history: state.history.clone(),
             tables_used: Vec::new(),
             assumptions: state.assumptions.clone(),
@@ -1156,6 +1225,11 @@ impl Agent {
             reason: None,
             schema_mode,
             schema_tables,
+            strategy: if state.mode == Mode::Plain {
+                "plain".to_string()
+            } else {
+                state.strategy.to_string()
+            },
             tokens: Tokens::default(),
             cost_usd: 0.0,
             latency_ms: 0,
@@ -1168,7 +1242,7 @@ impl Agent {
 
     /// Ends the question with a decline and its reason; nothing more runs.
     fn decline(&self, state: &mut State, reason: String) -> Node {
-        self.finish(state, Decision::Decline, None, Some(reason), None);
+        self.finish(state, Decision::Decline, Some(reason), None);
         Node::Done
     }
 
@@ -1176,31 +1250,53 @@ impl Agent {
         &self,
         state: &mut State,
         decision: Decision,
-        sql: Option<String>,
         reason: Option<String>,
         clarify: Option<ClarifyRequest>,
     ) {
+        if decision == Decision::GiveUp {
+            state.note("give_up", reason.clone().unwrap_or_default());
+        }
         let mut result = self.base_result(state, decision);
-        result.sql = sql;
         result.reason = reason;
         result.clarify = clarify;
         state.result = Some(result);
     }
 }
 
+/// A gate failure as the agent's typed failure.
+fn failure_of(error: &QueryError) -> Failure {
+    Failure {
+        kind: FailureKind::Database(error.error_type),
+        refusal: error.reason,
+        message: error.message.clone(),
+        sql: error.sql.clone(),
+        repairable: error.repairable,
+    }
+}
+
 /// The stable system prompt for a selection: instructions and the chosen cards.
-fn system_prompt_for(gate: &Gate, cards: &[TableCard], selection: &Selection) -> String {
+fn system_prompt_for(
+    gate: &Gate,
+    cards: &[TableCard],
+    strategy: &Strategy,
+    selection: &Selection,
+) -> String {
     let chosen: BTreeSet<&str> = selection.tables.iter().map(|t| t.table.as_str()).collect();
     let chosen_cards: Vec<&TableCard> = cards
         .iter()
         .filter(|card| chosen.contains(card.table.as_str()))
         .collect();
-    let block = schema_block(&chosen_cards, gate.notes(), gate.dialect().as_str());
-    prompts::system_prompt(gate.dialect(), &block)
+    let block = schema_block(
+        &chosen_cards,
+        gate.notes(),
+        gate.dialect().as_str(),
+        strategy.cards == CardFormat::Rows,
+    );
+    prompts::system_prompt(gate.dialect(), strategy, &block)
 }
 
-/// What the agent would do with a question, before any model call: the ambiguity
-/// decision, the selected tables with their scores, whole or linked, prompt tokens.
+/// What the agent would do with a question, before any model call: the rules' decision,
+/// the selected tables with their scores, whole or linked, prompt tokens.
 pub fn plan(
     gate: &Gate,
     cards: &[TableCard],
@@ -1211,7 +1307,7 @@ pub fn plan(
     let question = Agent::validate(question)?;
     let ambiguity = ambiguity::check(&question, gate.notes());
     let selection = index.select(&question, &options.select);
-    let system = system_prompt_for(gate, cards, &selection);
+    let system = system_prompt_for(gate, cards, &Strategy::default(), &selection);
     let prompt_tokens = crate::words::estimate_tokens(&system)
         + crate::words::estimate_tokens(&prompts::question_message(
             &question,
@@ -1223,58 +1319,6 @@ pub fn plan(
         selection,
         prompt_tokens,
     })
-}
-
-/// The repair prompt: the failure, what to do about it, schema-aware details, and every
-/// earlier failed attempt so the model does not repeat one.
-fn repair_message(state: &State, feedback: &Feedback) -> String {
-    let mut text = format!(
-        "Your query failed ({}): {}\nWhat to do: {}\n",
-        feedback.error_type, feedback.message, feedback.instruction
-    );
-    if let Some(details) = &feedback.details {
-        text.push_str(&format!("Schema facts:\n{details}\n"));
-    }
-    if !state.history.is_empty() {
-        text.push_str("Failed attempts so far (do not repeat any):\n");
-        for (number, attempt) in state.history.iter().enumerate() {
-            // A malformed reply is shown shortened: the repair needs to know it failed,
-            // not to read the runaway text again.
-            let shown = if attempt.error_type == "malformed_reply" {
-                crate::text::cut_text(&attempt.sql, MALFORMED_SHOWN_CHARS)
-            } else {
-                attempt.sql.clone()
-            };
-            text.push_str(&format!(
-                "{}. {}\n   -> {}: {}\n",
-                number + 1,
-                shown,
-                attempt.error_type,
-                attempt.message
-            ));
-        }
-    }
-    text.push_str("Write a corrected query. Reply with the JSON object only.");
-    text
-}
-
-/// The column an unknown-column error names: SQLite says `no such column: b.cust_nme`,
-/// PostgreSQL says `column "cust_nme" does not exist` or `column b.cust_nme does not exist`.
-fn unknown_column_name(message: &str) -> Option<String> {
-    let tail = if let Some(rest) = message.split("no such column:").nth(1) {
-        rest.split_whitespace().next()?.to_string()
-    } else if let Some(rest) = message.split("column ").nth(1) {
-        rest.split(" does not exist").next()?.trim().to_string()
-    } else {
-        return None;
-    };
-    let name = tail
-        .trim_matches('"')
-        .rsplit('.')
-        .next()?
-        .trim_matches('"')
-        .to_string();
-    (!name.is_empty()).then_some(name)
 }
 
 #[cfg(test)]

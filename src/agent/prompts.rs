@@ -1,16 +1,201 @@
-//! Every word askdb sends to the model: the stable system prompt (instructions, then
-//! the schema block, so provider prefix caches reuse it across questions), the JSON
-//! shape of a generation reply, and one repair instruction per error type. The repair
-//! is chosen by the error type alone; a repairable type without an instruction is a
-//! defect that a test catches.
+//! Every word askdb sends to the model, and the shape of each request.
+//!
+//! - The stable prefix: the system prompt (instructions, then the schema block) and the
+//!   question. It is byte-identical across questions on one database and across the
+//!   repairs of a question, so a provider's prompt cache (llama.cpp's slots, Anthropic's
+//!   breakpoints) reads the schema once.
+//! - A repair continues the same conversation: each failed attempt is an assistant turn
+//!   (what the model wrote) and a user turn (what went wrong, the instruction for that
+//!   kind of failure, and schema facts).
+//! - The reply is SQL in a fenced block ([`ReplyFormat::Sql`]: the block is begun for the
+//!   model where the provider continues a turn, and the closing fence stops it), or the
+//!   JSON action object ([`ReplyFormat::Json`], kept for the ablation).
+//!
+//! The repair instruction is chosen by the failure's kind alone
+//! ([`repair_instruction`]); a kind that is repaired without an instruction fails a test.
 
 use serde_json::json;
 
+use super::failure::FailureKind;
+use super::repair::ColumnFact;
+use super::strategy::{ReplyFormat, Strategy};
 use crate::gate::{ErrorType, SqlDialect};
 use crate::llm::{Message, ModelRequest, Purpose};
 
-/// The most tokens one generation reply may take.
-pub const GENERATION_MAX_TOKENS: u32 = 400;
+/// The most tokens a SQL reply may take. Measured replies on the evaluation sets are
+/// far shorter (decision record 0009); a reply that runs to this is cut off.
+pub const SQL_MAX_TOKENS: u32 = 320;
+
+/// The most tokens a JSON action reply may take (the SQL is inside a JSON string).
+pub const JSON_MAX_TOKENS: u32 = 400;
+
+/// The opening of a SQL reply, written for the model.
+pub const SQL_FENCE: &str = "```sql\n";
+
+/// Ends a SQL reply: the closing fence.
+pub const SQL_STOP: &str = "```";
+
+/// The JSON schema of the action reply: exactly one action with its fields, plus the
+/// assumptions the model made, in the order models write them (llama.cpp turns the
+/// schema into a grammar that fixes the order; decision record 0005).
+pub fn generation_schema() -> serde_json::Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "action": {"type": "string", "enum": ["sql", "clarify", "decline"]},
+            "sql": {"type": "string"},
+            "question": {"type": "string"},
+            "options": {"type": "array", "items": {"type": "string"}, "maxItems": 4},
+            "reason": {"type": "string"},
+            "assumptions": {"type": "array", "items": {"type": "string"}, "maxItems": 4}
+        },
+        "required": ["action"]
+    })
+}
+
+fn dialect_rules(dialect: SqlDialect) -> &'static str {
+    match dialect {
+        SqlDialect::Sqlite => {
+            "SQLite: dates are TEXT like '2025-03-31' or '2025-03-31 14:05:00'; use \
+             strftime('%Y', col), date(col), and string comparison for ranges; there is no \
+             EXTRACT, DATE_TRUNC, ILIKE or INTERVAL. Booleans are 0/1."
+        }
+        SqlDialect::Postgres => {
+            "PostgreSQL: use EXTRACT(YEAR FROM col), date_trunc('month', col), \
+             col >= DATE '2025-01-01', INTERVAL '30 days', ILIKE. ROUND(x::numeric, 2) for money."
+        }
+    }
+}
+
+const ALIAS_RULE: &str =
+    "Give every table an alias and qualify every column with it (for example b.status).";
+
+/// The stable system prompt: instructions, then the schema block.
+pub fn system_prompt(dialect: SqlDialect, strategy: &Strategy, schema_block: &str) -> String {
+    let alias = if strategy.alias_rule {
+        format!(" {ALIAS_RULE}")
+    } else {
+        String::new()
+    };
+    match strategy.reply {
+        ReplyFormat::Sql => {
+            let marker = if strategy.decline_marker {
+                format!(
+                    " If the question asks to change data, or needs data these tables do not \
+                     hold, write `{} <why>` in the block instead of a query.",
+                    super::reply::DECLINE_MARKER
+                )
+            } else {
+                String::new()
+            };
+            format!(
+                "You write one read-only {dialect} SELECT that answers the question about the \
+                 database below. Use only its tables and columns, join on the keys shown, follow \
+                 its notes, and match text values to the stored spelling in the samples.{alias} \
+                 {rules}\n\
+                 Reply with the query in a ```sql block and nothing else.{marker}\n\n{schema_block}",
+                dialect = dialect.as_str(),
+                rules = dialect_rules(dialect),
+            )
+        }
+        ReplyFormat::Json => format!(
+            "You are askdb. You turn one question about a {dialect} database into ONE read-only \
+             SELECT statement, or you ask for clarification, or you decline.\n\
+             Reply with one JSON object and nothing else:\n\
+             - {{\"action\": \"sql\", \"sql\": \"SELECT ...\", \"assumptions\": [\"...\"]}} to answer;\n\
+             - {{\"action\": \"clarify\", \"question\": \"...\", \"options\": [\"...\", \"...\"]}} when \
+             the question can mean several different things (2 to 4 concrete options);\n\
+             - {{\"action\": \"decline\", \"reason\": \"...\"}} when it asks to change data \
+             (insert, update, delete, create, drop), asks for restricted data, or asks for \
+             something the schema does not hold.\n\
+             Rules: use only the tables and columns in the schema below; join on the foreign \
+             keys shown;{alias} follow the business conventions and glossary; text values must \
+             match the stored spelling and capitalisation shown in the samples; write one \
+             statement without a trailing semicolon. {rules}\n\n{schema_block}",
+            dialect = dialect.as_str(),
+            rules = dialect_rules(dialect),
+        ),
+    }
+}
+
+/// The user message that asks the question, with any assumptions already resolved by
+/// the rules and the glossary.
+pub fn question_message(question: &str, assumptions: &[String]) -> String {
+    let mut text = format!("Question: {question}");
+    if !assumptions.is_empty() {
+        text.push_str("\nAssume:");
+        for assumption in assumptions {
+            text.push_str(&format!("\n- {assumption}"));
+        }
+    }
+    text
+}
+
+/// One failed attempt as the conversation shows it: what the model wrote, and the user
+/// turn that says what went wrong and what to do.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RepairTurn {
+    /// The model's reply as written (a malformed one is shown shortened).
+    pub reply: String,
+    pub feedback: String,
+}
+
+/// How much of an unreadable or runaway reply a repair quotes back.
+const MALFORMED_SHOWN_CHARS: usize = 160;
+
+/// The user turn after a failure.
+pub fn feedback_message(kind: FailureKind, message: &str, facts: Option<&str>) -> String {
+    let mut text = format!("That failed ({kind}): {message}\n");
+    if let Some(instruction) = repair_instruction(kind) {
+        text.push_str(&format!("What to do: {instruction}\n"));
+    }
+    if let Some(facts) = facts {
+        text.push_str(&format!("Schema facts:\n{facts}\n"));
+    }
+    text.push_str("Write a corrected query.");
+    text
+}
+
+/// The reply of a failed attempt as the next prompt quotes it.
+pub fn quoted_reply(kind: FailureKind, reply: &str) -> String {
+    match kind {
+        // The repair needs to know it failed, not to read the runaway text again.
+        FailureKind::MalformedReply | FailureKind::CutOff => {
+            crate::text::cut_text(reply, MALFORMED_SHOWN_CHARS)
+        }
+        _ => reply.to_string(),
+    }
+}
+
+/// A generation request: the stable prefix, then one turn pair per failed attempt.
+pub fn generation_request(
+    strategy: &Strategy,
+    question: &str,
+    system: String,
+    question_text: String,
+    repairs: &[RepairTurn],
+) -> ModelRequest {
+    let mut messages = vec![Message::stable_system(system), Message::user(question_text)];
+    for turn in repairs {
+        messages.push(Message::assistant(turn.reply.clone()));
+        messages.push(Message::user(turn.feedback.clone()));
+    }
+    let purpose = if repairs.is_empty() {
+        Purpose::WriteSql
+    } else {
+        Purpose::RepairSql
+    };
+    let request = ModelRequest::new(purpose, question, messages);
+    match strategy.reply {
+        ReplyFormat::Sql => request
+            .with_prefill(SQL_FENCE)
+            .with_stop(&[SQL_STOP])
+            .with_max_tokens(SQL_MAX_TOKENS),
+        ReplyFormat::Json => request
+            .with_json_schema(generation_schema())
+            .with_max_tokens(JSON_MAX_TOKENS),
+    }
+}
 
 /// The plain reference prompt (`--mode plain`): a one-line system prompt, every table as
 /// CREATE TABLE with three sample rows, the question, and a reply held to the one-field
@@ -32,86 +217,75 @@ pub fn plain_request(dialect: SqlDialect, schema: &str, question: &str) -> Model
         "properties": {"sql": {"type": "string"}},
         "required": ["sql"]
     }))
-    .with_max_tokens(GENERATION_MAX_TOKENS)
+    .with_max_tokens(JSON_MAX_TOKENS)
 }
 
-/// The JSON schema a generation reply must follow: exactly one action, with its
-/// fields, plus the assumptions the model made. `action` comes first so a
-/// grammar-constrained small model commits to its decision before writing SQL, and
-/// the property order is the order models write in: llama.cpp turns the schema into a
-/// grammar that fixes the order, and a model that wants to write `assumptions` after
-/// `sql` but may not keeps extending the SQL string instead (measured: 400-token
-/// runaway replies with alphabetical order, a clean 65-token reply with this one).
-/// serde_json keeps this order because of its `preserve_order` feature.
-pub fn generation_schema() -> serde_json::Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "action": {"type": "string", "enum": ["sql", "clarify", "decline"]},
-            "sql": {"type": "string"},
-            "question": {"type": "string"},
-            "options": {"type": "array", "items": {"type": "string"}, "maxItems": 4},
-            "reason": {"type": "string"},
-            "assumptions": {"type": "array", "items": {"type": "string"}, "maxItems": 4}
-        },
-        "required": ["action"]
-    })
-}
-
-fn dialect_rules(dialect: SqlDialect) -> &'static str {
-    match dialect {
-        SqlDialect::Sqlite => {
-            "SQLite: dates are TEXT like '2025-03-31' or '2025-03-31 14:05:00'; use \
-             strftime('%Y', col), date(col), and string comparison for ranges; there is no \
-             EXTRACT, DATE_TRUNC, ILIKE or INTERVAL. Booleans are 0/1. ROUND(x, 2) for money."
-        }
-        SqlDialect::Postgres => {
-            "PostgreSQL: use EXTRACT(YEAR FROM col), date_trunc('month', col), \
-             col >= DATE '2025-01-01', INTERVAL '30 days', ILIKE. ROUND(x::numeric, 2) for money."
-        }
-    }
-}
-
-/// The stable system prompt: instructions, then the schema block. Identical for every
-/// question on the same schema selection, so it is sent first and marked stable.
-pub fn system_prompt(dialect: SqlDialect, schema_block: &str) -> String {
-    format!(
-        "You are askdb. You turn one question about a {dialect} database into ONE read-only \
-         SELECT statement, or you ask for clarification, or you decline.\n\
-         Reply with one JSON object and nothing else:\n\
-         - {{\"action\": \"sql\", \"sql\": \"SELECT ...\", \"assumptions\": [\"...\"]}} to answer;\n\
-         - {{\"action\": \"clarify\", \"question\": \"...\", \"options\": [\"...\", \"...\"]}} when \
-         the question can mean several different things (2 to 4 concrete options);\n\
-         - {{\"action\": \"decline\", \"reason\": \"...\"}} when it asks to change data \
-         (insert, update, delete, create, drop), asks for restricted data, or asks for \
-         something the schema does not hold.\n\
-         Rules: use only the tables and columns in the schema below; join on the foreign \
-         keys shown; give every table an alias and qualify every column with it; follow \
-         the business conventions and glossary; text values must match the stored \
-         spelling and capitalisation shown in the samples; write one statement without a \
-         trailing semicolon. {rules}\n\n{schema_block}",
-        dialect = dialect.as_str(),
-        rules = dialect_rules(dialect),
+/// The request that warms a provider's prompt cache with a database's stable prefix:
+/// the system prompt and a question, one token of reply.
+pub fn warm_up_request(strategy: &Strategy, system: String) -> ModelRequest {
+    generation_request(
+        strategy,
+        "warm-up",
+        system,
+        question_message("How many tables are there?", &[]),
+        &[],
     )
+    .with_max_tokens(1)
 }
 
-/// The user message that asks the question, with any assumptions already resolved by
-/// the glossary.
-pub fn question_message(question: &str, assumptions: &[String]) -> String {
-    let mut text = format!("Question: {question}");
-    if !assumptions.is_empty() {
-        text.push_str("\nAssume:");
-        for assumption in assumptions {
-            text.push_str(&format!("\n- {assumption}"));
-        }
-    }
-    text
+/// The request for the short written answer after the rows.
+pub fn explanation_request(
+    question: &str,
+    sql: &str,
+    columns: &[String],
+    rows_json: &str,
+    shown: usize,
+    total: usize,
+) -> ModelRequest {
+    let prompt = format!(
+        "Question: {question}\nSQL: {sql}\nColumns: {}\nRows ({shown} of {total}): {rows_json}\n\n\
+         Answer the question in one to three plain sentences using only numbers that appear \
+         in the rows. No SQL, no markdown.",
+        columns.join(", ")
+    );
+    ModelRequest::new(Purpose::WriteAnswer, question, vec![Message::user(prompt)])
+        .with_max_tokens(200)
 }
 
-/// What to tell the model after a failure of this type, or None when the type is never
+/// What to tell the model after a failure of this kind, or None when the kind is never
 /// repaired (permission and read-only failures are the event to see, not to hide;
 /// connection and unknown failures are not the query's fault).
-pub fn repair_instruction(error_type: ErrorType) -> Option<&'static str> {
+pub fn repair_instruction(kind: FailureKind) -> Option<&'static str> {
+    let instruction = match kind {
+        FailureKind::Database(error_type) => return database_instruction(error_type),
+        FailureKind::MalformedReply => {
+            "Reply with the query alone, in a ```sql block (or the JSON object asked for)."
+        }
+        FailureKind::CutOff => {
+            "Your reply was too long and was cut off. Write a shorter, simpler query: join \
+             only the tables you need, no comments."
+        }
+        FailureKind::IdenticalToFailed => {
+            "That exact query already failed. Do not send it again: change the part the error \
+             names, or take a different approach."
+        }
+        FailureKind::CaseMismatch => {
+            "The query returned no rows because text values are spelled differently in the \
+             data. Use the exact stored values given below."
+        }
+        FailureKind::EmptyResult => {
+            "The query returned no rows. Check each filter against the samples and the notes; \
+             keep the question's meaning."
+        }
+        FailureKind::AbsentColumn => {
+            "No table has that column. If the question needs data this database does not \
+             hold, decline and say what is missing; otherwise use the columns shown."
+        }
+    };
+    Some(instruction)
+}
+
+fn database_instruction(error_type: ErrorType) -> Option<&'static str> {
     let instruction = match error_type {
         ErrorType::SyntaxError => {
             "The statement does not parse. Fix the syntax at the position given; keep the \
@@ -119,15 +293,15 @@ pub fn repair_instruction(error_type: ErrorType) -> Option<&'static str> {
         }
         ErrorType::UnknownColumn => {
             "A column does not exist where you used it. Use only columns listed for each \
-             table; if the column belongs to another table, join that table on its foreign \
-             key as shown."
+             table; if the column belongs to another table, use that table's alias or join it \
+             on its foreign key as shown."
         }
         ErrorType::UnknownTable => {
             "A table does not exist. Use only the tables in the schema (more are shown now)."
         }
         ErrorType::AmbiguousColumn => {
-            "A column name is ambiguous because several joined tables have it. Give every \
-             table an alias and qualify EVERY column with its alias (for example b.status)."
+            "A column name is ambiguous because several joined tables have it. Qualify it with \
+             the alias of the table you mean (for example b.status)."
         }
         ErrorType::UnknownFunction => {
             "A function does not exist in this database or takes other arguments. Use this \
@@ -168,15 +342,83 @@ pub fn repair_instruction(error_type: ErrorType) -> Option<&'static str> {
     Some(instruction)
 }
 
-/// The instruction for an empty result whose text filter matched only when case and
-/// spaces were ignored.
-pub fn case_mismatch_instruction(findings: &[String]) -> String {
+/// The facts of an unknown column, in words: which table the query's alias stands for,
+/// which table owns the column and what the query calls it, or how to join it.
+pub fn column_fact_text(fact: &ColumnFact) -> String {
+    let mut lines = Vec::new();
+    if let Some((qualifier, table)) = &fact.qualified {
+        match table {
+            Some(table) => lines.push(format!(
+                "In your query, {qualifier} stands for {table}, which has no column {}.",
+                fact.column
+            )),
+            None => lines.push(format!(
+                "In your query, {qualifier} is not the alias of any table."
+            )),
+        }
+    }
+    if fact.is_absent() {
+        lines.push(format!(
+            "No table has a column named {} or anything close to it.",
+            fact.column
+        ));
+    }
+    for owner in &fact.owners {
+        let column = &owner.column;
+        match &owner.known_as {
+            Some(alias) => lines.push(format!(
+                "{column} is a column of {}, which your query calls {alias}: write {alias}.{column}.",
+                owner.table
+            )),
+            None => {
+                let mut line = format!(
+                    "{column} is a column of {}, which your query does not read.",
+                    owner.table
+                );
+                if !owner.join.is_empty() {
+                    let hops: Vec<String> = owner
+                        .join
+                        .iter()
+                        .map(|(from, from_column, to, to_column)| {
+                            format!("{from}.{from_column} = {to}.{to_column}")
+                        })
+                        .collect();
+                    line.push_str(&format!(" Join it on {}.", hops.join(", then ")));
+                }
+                if let Some(card) = &owner.card {
+                    line.push('\n');
+                    line.push_str(card);
+                }
+                lines.push(line);
+            }
+        }
+    }
+    lines.join("\n")
+}
+
+/// The findings of the empty-result probe, in words.
+pub fn case_mismatch_facts(findings: &[String]) -> String {
+    findings.join("\n")
+}
+
+/// How a text filter's value is really spelled.
+pub fn stored_spelling_fact(
+    table: &str,
+    column: &str,
+    is_like: bool,
+    value: &str,
+    stored: &[String],
+) -> String {
     format!(
-        "The query returned no rows, but it does return rows when text is compared without \
-         regard to case and spaces: the stored values are spelled differently. {} Use the \
-         exact stored values.",
-        findings.join(" ")
+        "{table}.{column} {} '{value}' matches the stored value(s) {}.",
+        if is_like { "LIKE" } else { "=" },
+        stored.join(", ")
     )
+}
+
+/// What an absent column's decline says.
+pub fn absent_columns_reason(columns: &[String]) -> String {
+    format!("no table has {}", columns.join(", "))
 }
 
 #[cfg(test)]
@@ -184,11 +426,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_repairable_error_type_has_a_repair_instruction() {
+    fn every_repaired_database_error_has_an_instruction_and_the_rest_none() {
         for error_type in ErrorType::ALL {
             assert_eq!(
                 error_type.repairable(),
-                repair_instruction(error_type).is_some(),
+                repair_instruction(FailureKind::Database(error_type)).is_some(),
                 "{error_type}: repairable types need an instruction, others must have none"
             );
         }
@@ -196,9 +438,65 @@ mod tests {
 
     #[test]
     fn the_system_prompt_leads_with_instructions_and_ends_with_the_schema() {
-        let prompt = system_prompt(SqlDialect::Sqlite, "<schema>x</schema>");
-        assert!(prompt.starts_with("You are askdb."));
+        let strategy = Strategy::default();
+        let prompt = system_prompt(SqlDialect::Sqlite, &strategy, "<schema>x</schema>");
+        assert!(prompt.starts_with("You write one read-only sqlite SELECT"));
         assert!(prompt.ends_with("<schema>x</schema>"));
         assert!(prompt.contains("strftime"));
+        let with_alias = Strategy {
+            alias_rule: true,
+            ..strategy
+        };
+        assert!(system_prompt(SqlDialect::Sqlite, &with_alias, "").contains(ALIAS_RULE));
+        assert!(!prompt.contains(ALIAS_RULE));
+        let json = system_prompt(SqlDialect::Postgres, &Strategy::json_actions(), "s");
+        assert!(json.starts_with("You are askdb."));
+    }
+
+    #[test]
+    fn a_repair_keeps_the_first_call_as_its_prefix() {
+        let strategy = Strategy::default();
+        let first = generation_request(&strategy, "q", "sys".into(), "Question: q".into(), &[]);
+        let repair = generation_request(
+            &strategy,
+            "q",
+            "sys".into(),
+            "Question: q".into(),
+            &[RepairTurn {
+                reply: "```sql\nSELECT x FROM t".into(),
+                feedback: feedback_message(
+                    FailureKind::Database(ErrorType::UnknownColumn),
+                    "no such column: x",
+                    None,
+                ),
+            }],
+        );
+        assert_eq!(first.messages[..], repair.messages[..2]);
+        assert_eq!(first.purpose, Purpose::WriteSql);
+        assert_eq!(repair.purpose, Purpose::RepairSql);
+        assert_eq!(repair.prefill.as_deref(), Some(SQL_FENCE));
+        assert_eq!(repair.stop, vec![SQL_STOP.to_string()]);
+        assert!(repair.messages[3].content.contains("What to do:"));
+    }
+
+    #[test]
+    fn the_column_fact_names_the_alias_and_the_owner() {
+        let fact = ColumnFact {
+            column: "Quantity".into(),
+            qualified: Some(("T2".into(), Some("tracks".into()))),
+            owners: vec![super::super::repair::Owner {
+                table: "invoice_items".into(),
+                column: "Quantity".into(),
+                known_as: Some("T3".into()),
+                join: Vec::new(),
+                card: None,
+            }],
+        };
+        let text = column_fact_text(&fact);
+        assert!(
+            text.contains("T2 stands for tracks, which has no column Quantity"),
+            "{text}"
+        );
+        assert!(text.contains("write T3.Quantity"), "{text}");
     }
 }

@@ -37,6 +37,22 @@ pub fn restricted_column_named(question: &str, notes: &SchemaNotes) -> Option<St
     })
 }
 
+/// Verbs that open a request to change data ("Delete the cancelled orders", "Set every
+/// unpaid bill to paid"). "Add" is left out: "add up the totals" is a read.
+const WRITE_VERBS: &[&str] = &[
+    "delete", "remove", "drop", "update", "insert", "create", "truncate", "alter", "erase", "wipe",
+    "modify", "rename", "set", "change", "mark", "cancel",
+];
+
+/// Why a question is a request to change data, when its first word is a verb that
+/// changes data; None for a question (a read).
+pub fn write_request(question: &str) -> Option<String> {
+    let first = words(question).into_iter().next()?;
+    WRITE_VERBS
+        .contains(&first.as_str())
+        .then(|| format!("\"{first} ...\" asks to change data, and askdb only reads data"))
+}
+
 /// Words that put a year after them in the role of a period ("in 2025", "since 2024").
 const PERIOD_WORDS: &[&str] = &[
     "in", "of", "during", "for", "since", "from", "between", "and", "to", "until", "before",
@@ -71,6 +87,15 @@ pub fn named_period_assumption(question: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn requests_to_change_data_are_told_from_questions() {
+        assert!(write_request("Delete the cancelled purchase orders.").is_some());
+        assert!(write_request("Set every unpaid bill to paid.").is_some());
+        assert!(write_request("How many bills were deleted?").is_none());
+        assert!(write_request("Add up the totals per month").is_none());
+        assert!(write_request("Which settings changed?").is_none());
+    }
 
     fn notes() -> SchemaNotes {
         SchemaNotes {

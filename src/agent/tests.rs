@@ -59,6 +59,29 @@ fn count(result: &AgentResult, node: &str) -> usize {
     nodes(result).iter().filter(|n| **n == node).count()
 }
 
+/// The last message of every repair call, in order: what each repair told the model.
+fn repair_prompts(recorder: &events::Recorder) -> Vec<String> {
+    recorder
+        .events()
+        .iter()
+        .filter_map(|event| match event {
+            events::AgentEvent::ModelCall {
+                purpose, prompt, ..
+            } if purpose == "repair_sql" => prompt.last().cloned(),
+            _ => None,
+        })
+        .collect()
+}
+
+async fn ask_recorded(agent: &Agent, question: &str) -> (AgentResult, events::Recorder) {
+    let recorder = events::Recorder::default();
+    let result = agent
+        .ask_observed(question, &AskOptions::default(), &recorder)
+        .await
+        .expect("the agent ends in a decision");
+    (result, recorder)
+}
+
 fn file_hash(path: &Path) -> String {
     use sha2::{Digest, Sha256};
     format!(
@@ -91,7 +114,7 @@ async fn a_wrong_case_filter_is_repaired_after_the_case_probe() {
     assert_eq!(result.decision, Decision::Answer);
     assert_eq!(result.attempts, 2);
     assert_eq!(result.history.len(), 1);
-    assert_eq!(result.history[0].error_type, "empty_result");
+    assert_eq!(result.history[0].error_type, FailureKind::CaseMismatch);
     assert!(result.row_count > 0);
     let probe = result
         .trace
@@ -159,18 +182,17 @@ async fn an_ambiguous_column_is_repaired_by_qualification() {
         ],
     )
     .await;
-    let result = agent.ask(q, &AskOptions::default()).await.expect("answers");
+    let (result, recorder) = ask_recorded(&agent, q).await;
     assert_eq!(result.decision, Decision::Answer);
-    assert_eq!(result.history[0].error_type, "ambiguous_column");
-    let strategy = result
-        .trace
-        .iter()
-        .find(|step| step.node == "prepare_repair")
-        .expect("a repair was prepared");
+    assert_eq!(
+        result.history[0].error_type,
+        FailureKind::Database(ErrorType::AmbiguousColumn)
+    );
+    let repairs = repair_prompts(&recorder);
     assert!(
-        strategy.note.contains("qualify EVERY column"),
+        repairs[0].contains("Qualify it with the alias"),
         "{}",
-        strategy.note
+        repairs[0]
     );
 }
 
@@ -196,7 +218,10 @@ async fn an_unknown_column_widens_retrieval_with_the_owner_table() {
     };
     let result = agent.ask(q, &options).await.expect("answers");
     assert_eq!(result.decision, Decision::Answer);
-    assert_eq!(result.history[0].error_type, "unknown_column");
+    assert_eq!(
+        result.history[0].error_type,
+        FailureKind::Database(ErrorType::UnknownColumn)
+    );
     assert_eq!(count(&result, "select_schema"), 2, "{:?}", nodes(&result));
     assert!(
         result.schema_tables.iter().any(|t| t == "customers"),
@@ -218,7 +243,7 @@ async fn grouping_then_windowing_errors_get_two_different_strategies() {
         ],
     )
     .await;
-    let result = agent.ask(q, &AskOptions::default()).await.expect("answers");
+    let (result, recorder) = ask_recorded(&agent, q).await;
     assert_eq!(result.decision, Decision::Answer);
     let types: Vec<&str> = result
         .history
@@ -226,16 +251,11 @@ async fn grouping_then_windowing_errors_get_two_different_strategies() {
         .map(|a| a.error_type.as_str())
         .collect();
     assert_eq!(types, vec!["grouping_error", "windowing_error"]);
-    let strategies: Vec<&str> = result
-        .trace
-        .iter()
-        .filter(|step| step.node == "prepare_repair")
-        .map(|step| step.note.as_str())
-        .collect();
-    assert_eq!(strategies.len(), 2);
-    assert_ne!(strategies[0], strategies[1]);
-    assert!(strategies[0].contains("GROUP BY"));
-    assert!(strategies[1].contains("subquery"));
+    let repairs = repair_prompts(&recorder);
+    assert_eq!(repairs.len(), 2);
+    assert_ne!(repairs[0], repairs[1]);
+    assert!(repairs[0].contains("GROUP BY"), "{}", repairs[0]);
+    assert!(repairs[1].contains("subquery"), "{}", repairs[1]);
     assert_eq!(result.attempts, 3);
     assert_eq!(result.row_count, 5);
 }
@@ -303,8 +323,8 @@ async fn two_columns_no_table_has_end_in_a_decline_not_a_third_invention() {
         reason.contains("email") && reason.contains("does not hold"),
         "{reason}"
     );
-    assert_eq!(result.history[0].error_type, "unknown_column");
-    assert_eq!(result.history[1].error_type, "unknown_column");
+    assert_eq!(result.history[0].error_type, FailureKind::AbsentColumn);
+    assert_eq!(result.history[1].error_type, FailureKind::AbsentColumn);
 }
 
 #[tokio::test]
@@ -355,45 +375,41 @@ async fn a_reply_identical_to_a_failed_one_is_never_run_again() {
         ],
     )
     .await;
-    let result = agent.ask(q, &AskOptions::default()).await.expect("answers");
+    let recorder = events::Recorder::default();
+    let result = agent
+        .ask_observed(q, &AskOptions::default(), &recorder)
+        .await
+        .expect("answers");
     assert_eq!(result.decision, Decision::Answer);
-    assert_eq!(
-        result.attempts, 2,
-        "the identical reply did not spend an attempt"
-    );
+    assert_eq!(result.attempts, 3);
     assert_eq!(result.model_calls.len(), 3);
-    assert_eq!(count(&result, "execute"), 2, "{:?}", nodes(&result));
-    assert!(result
-        .trace
+    assert_eq!(
+        count(&result, "execute"),
+        2,
+        "the repeat was never run: {:?}",
+        nodes(&result)
+    );
+    assert_eq!(result.history[1].error_type, FailureKind::IdenticalToFailed);
+    // The repeat was answered by sampling candidates, not by a third nudge.
+    let asked: Vec<u32> = recorder
+        .events()
         .iter()
-        .any(|step| step.note.contains("identical")));
+        .filter_map(|event| match event {
+            events::AgentEvent::ModelCall { candidates, .. } => Some(*candidates),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(asked.last(), Some(&agent.strategy().candidates));
+    assert!(agent.strategy().candidates > 1);
 }
 
 #[tokio::test]
 async fn permission_denied_is_never_repaired() {
     let fixture = demo();
     let agent = agent(&fixture.path, &[]).await;
-    let mut state = State {
-        question: "q".to_string(),
-        mode: Mode::Agent,
-        started: Instant::now(),
-        selection: None,
-        widen: 0,
-        forced_tables: BTreeSet::new(),
-        assumptions: Vec::new(),
-        attempts: 1,
-        history: Vec::new(),
-        failed_sql: Vec::new(),
-        feedback: None,
-        identical_nudges: 0,
-        absent_columns: Vec::new(),
-        diagnostic_used: false,
-        first_attempt_ok: None,
-        first_sql: None,
-        trace: Vec::new(),
-        result: None,
-    };
     for error_type in [ErrorType::PermissionDenied, ErrorType::ReadOnlyViolation] {
+        let mut state = agent.new_state("q".to_string(), Mode::Agent, &events::NoObserver);
+        state.attempts = 1;
         let error = QueryError {
             ok: false,
             error_type,
@@ -405,10 +421,15 @@ async fn permission_denied_is_never_repaired() {
             repairable: error_type.repairable(),
             sql: "SELECT 1".to_string(),
         };
-        let node = agent.inspect(&mut state, QueryOutcome::Failed(error)).await;
+        let node = agent.after_failure(&mut state, failure_of(&error), None);
         assert!(
-            matches!(node, Node::GiveUp(_)),
+            matches!(node, Node::Done),
             "{error_type} must not be repaired"
+        );
+        assert_eq!(
+            state.result.map(|result| result.decision),
+            Some(Decision::GiveUp),
+            "{error_type}"
         );
     }
 }
@@ -418,30 +439,30 @@ async fn a_write_request_is_declined_and_nothing_runs() {
     let fixture = demo();
     let before = file_hash(&fixture.path);
     let declined = "Delete the cancelled purchase orders";
-    let sneaky = "Mark every unpaid bill as paid";
+    let marked = "Mark every unpaid bill as paid";
+    // A write the rules do not see, written by the model: the guard refuses it.
+    let sneaky = "Make every unpaid bill paid";
     let agent = agent(
         &fixture.path,
-        &[
-            line(
-                declined,
-                "write_sql",
-                json!({"action": "decline", "reason": "askdb only reads data"}),
-            ),
-            line(
-                sneaky,
-                "write_sql",
-                sql_reply("UPDATE bills SET status = 'PAID' WHERE status = 'UNPAID'"),
-            ),
-        ],
+        &[line(
+            sneaky,
+            "write_sql",
+            sql_reply("UPDATE bills SET status = 'PAID' WHERE status = 'UNPAID'"),
+        )],
     )
     .await;
-    let result = agent
-        .ask(declined, &AskOptions::default())
-        .await
-        .expect("declines");
-    assert_eq!(result.decision, Decision::Decline);
-    assert_eq!((result.attempts, result.model_calls.len()), (0, 1));
-    assert_eq!(count(&result, "execute"), 0);
+    for question in [declined, marked] {
+        let result = agent
+            .ask(question, &AskOptions::default())
+            .await
+            .expect("declines");
+        assert_eq!(result.decision, Decision::Decline, "{question}");
+        assert_eq!(
+            (result.attempts, result.model_calls.len()),
+            (0, 0),
+            "the rules decline before any model call"
+        );
+    }
     let result = agent
         .ask(sneaky, &AskOptions::default())
         .await
@@ -489,11 +510,12 @@ async fn injection_in_customer_notes_cannot_widen_what_the_guard_allows() {
     }
     let result = agent.ask(q, &AskOptions::default()).await.expect("answers");
     assert_eq!(result.decision, Decision::Answer);
-    let reasons: Vec<&str> = result.history.iter().map(|a| a.message.as_str()).collect();
-    assert_eq!(reasons.len(), 2);
-    assert!(
-        reasons.iter().all(|r| r.contains("restricted_column")),
-        "{reasons:?}"
+    let reasons: Vec<Option<RefusalReason>> = result.history.iter().map(|a| a.reason).collect();
+    assert_eq!(
+        reasons,
+        vec![Some(RefusalReason::RestrictedColumn); 2],
+        "{:?}",
+        result.history
     );
     assert!(!result
         .columns
@@ -584,52 +606,6 @@ async fn the_answer_checks_numbers_and_picks_a_chart() {
     assert_eq!(result.model_calls.len(), 2);
 }
 
-#[test]
-fn replies_are_read_tolerantly() {
-    assert_eq!(
-        parse_reply("```json\n{\"action\": \"sql\", \"sql\": \"SELECT 1\"}\n```"),
-        Reply::Sql {
-            sql: "SELECT 1".into(),
-            assumptions: vec![]
-        }
-    );
-    assert_eq!(
-        parse_reply("```sql\nSELECT 2\n```"),
-        Reply::Sql {
-            sql: "SELECT 2".into(),
-            assumptions: vec![]
-        }
-    );
-    assert!(matches!(parse_reply("I cannot help"), Reply::Malformed(_)));
-    assert!(matches!(
-        parse_reply(
-            "{\"action\": \"clarify\", \"question\": \"Which?\", \"options\": [\"a\", \"b\"]}"
-        ),
-        Reply::Clarify(_)
-    ));
-    assert_eq!(
-        parse_reply("{\"action\": \"decline\", \"reason\": \"writes\"}"),
-        Reply::Decline("writes".into())
-    );
-}
-
-#[test]
-fn unknown_column_names_are_read_from_both_dialects() {
-    assert_eq!(
-        unknown_column_name("no such column: b.cust_nme").as_deref(),
-        Some("cust_nme")
-    );
-    assert_eq!(
-        unknown_column_name("column \"cust_nme\" does not exist").as_deref(),
-        Some("cust_nme")
-    );
-    assert_eq!(
-        unknown_column_name("column b.cust_nme does not exist").as_deref(),
-        Some("cust_nme")
-    );
-    assert_eq!(unknown_column_name("something else"), None);
-}
-
 #[tokio::test]
 async fn a_reply_cut_off_at_the_token_limit_asks_for_a_shorter_query() {
     let fixture = demo();
@@ -648,18 +624,54 @@ async fn a_reply_cut_off_at_the_token_limit_asks_for_a_shorter_query() {
         ],
     )
     .await;
-    let result = agent.ask(q, &AskOptions::default()).await.expect("answers");
+    let recorder = events::Recorder::default();
+    let result = agent
+        .ask_observed(q, &AskOptions::default(), &recorder)
+        .await
+        .expect("answers");
     assert_eq!(result.decision, Decision::Answer);
+    assert_eq!(result.history[0].error_type, FailureKind::CutOff);
     assert_eq!(
         result.history[0].message,
         "the reply was cut off at the token limit"
     );
-    let strategy = result
-        .trace
+    let repair_prompt = recorder
+        .events()
         .iter()
-        .find(|step| step.node == "prepare_repair")
-        .expect("a repair");
-    assert!(strategy.note.contains("shorter"), "{}", strategy.note);
+        .filter_map(|event| match event {
+            events::AgentEvent::ModelCall { prompt, .. } => prompt.last().cloned(),
+            _ => None,
+        })
+        .nth(1)
+        .expect("a repair call");
+    assert!(repair_prompt.contains("shorter"), "{repair_prompt}");
+    assert!(
+        repair_prompt.len() < 1000,
+        "the runaway reply is not quoted back whole"
+    );
+}
+
+#[tokio::test]
+async fn a_second_cut_off_reply_ends_the_question_without_a_third_call() {
+    let fixture = demo();
+    let q = "Revenue by category";
+    let runaway = format!("```sql\nSELECT {}", "x, ".repeat(300));
+    let cut = |purpose: &str| {
+        json!({"question": q, "purpose": purpose, "reply": runaway.clone(), "truncated": true})
+            .to_string()
+    };
+    let agent = agent(&fixture.path, &[cut("write_sql"), cut("repair_sql")]).await;
+    let result = agent.ask(q, &AskOptions::default()).await.expect("ends");
+    assert_eq!(result.decision, Decision::GiveUp);
+    assert_eq!(
+        result.model_calls.len(),
+        2,
+        "no third call after two cut-offs"
+    );
+    assert!(result
+        .reason
+        .as_deref()
+        .is_some_and(|reason| reason.contains("token limit")));
 }
 
 #[tokio::test]
@@ -717,4 +729,114 @@ async fn the_plain_reference_mode_sends_every_table_with_sample_rows_and_one_att
         !schema.contains("VOID bills never do"),
         "no notes in the plain prompt"
     );
+}
+
+#[tokio::test]
+async fn the_unknown_column_fact_names_the_alias_and_the_table_that_owns_the_column() {
+    let fixture = demo();
+    let q = "Quantity sold per bill";
+    let agent = agent(
+        &fixture.path,
+        &[
+            line(q, "write_sql", sql_reply("SELECT T1.bill_no, SUM(T1.qty) FROM bill_items AS T2 JOIN bills AS T1 ON T1.bill_id = T2.bill_id GROUP BY T1.bill_no")),
+            line(q, "repair_sql", sql_reply("SELECT T1.bill_no, SUM(T2.qty) FROM bill_items AS T2 JOIN bills AS T1 ON T1.bill_id = T2.bill_id GROUP BY T1.bill_no")),
+        ],
+    )
+    .await;
+    let (result, recorder) = ask_recorded(&agent, q).await;
+    assert_eq!(result.decision, Decision::Answer);
+    let repair = &repair_prompts(&recorder)[0];
+    assert!(
+        repair.contains("T1 stands for bills, which has no column qty"),
+        "{repair}"
+    );
+    assert!(
+        repair.contains("qty is a column of bill_items, which your query calls T2: write T2.qty"),
+        "{repair}"
+    );
+}
+
+#[tokio::test]
+async fn a_doubtful_first_result_is_settled_by_a_vote_among_sampled_candidates() {
+    let fixture = demo();
+    let q = "How many bills were paid?";
+    let paid = "SELECT count(*) FROM bills WHERE status = 'PAID'";
+    let paid_again = "SELECT COUNT(bill_id) AS n FROM bills b WHERE b.status = 'PAID'";
+    let other = "SELECT count(*) FROM bills";
+    let sampled = json!({
+        "question": q,
+        "purpose": "repair_sql",
+        "reply": sql_reply(other),
+        "alternatives": [sql_reply(paid), sql_reply(paid_again)],
+    })
+    .to_string();
+    let agent = agent(
+        &fixture.path,
+        &[
+            line(
+                q,
+                "write_sql",
+                sql_reply("SELECT count(*) FROM bills WHERE stat = 'PAID'"),
+            ),
+            sampled,
+        ],
+    )
+    .await;
+    let (result, recorder) = ask_recorded(&agent, q).await;
+    assert_eq!(result.decision, Decision::Answer);
+    assert_eq!(result.candidates_tried, 4, "one greedy, three sampled");
+    let vote = recorder
+        .events()
+        .into_iter()
+        .find_map(|event| match event {
+            events::AgentEvent::Vote {
+                chosen,
+                agreeing,
+                voters,
+                ..
+            } => Some((chosen, agreeing, voters)),
+            _ => None,
+        })
+        .expect("a vote");
+    assert_eq!(vote, (1, 2, 3), "the two equal results outvote the odd one");
+    assert_eq!(
+        result.sql.as_deref(),
+        Some(format!("{paid} LIMIT 200").as_str())
+    );
+}
+
+#[tokio::test]
+async fn an_empty_answer_gets_one_sampled_second_look_in_which_it_votes_too() {
+    let fixture = demo();
+    let q = "Bills over a million rupees";
+    let empty = "SELECT bill_no FROM bills WHERE total_amt > 1000000";
+    let sampled = json!({
+        "question": q,
+        "purpose": "write_sql",
+        "reply": sql_reply("SELECT bill_no FROM bills WHERE total_amt > 100000000"),
+        "alternatives": [sql_reply("SELECT bill_no FROM bills WHERE total_amt > 0")],
+    })
+    .to_string();
+    let agent = agent(
+        &fixture.path,
+        &[line(q, "write_sql", sql_reply(empty)), sampled],
+    )
+    .await;
+    let (result, recorder) = ask_recorded(&agent, q).await;
+    assert_eq!(result.decision, Decision::Answer);
+    assert_eq!(result.attempts, 2, "one greedy round, one sampled look");
+    let vote = recorder
+        .events()
+        .into_iter()
+        .find_map(|event| match event {
+            events::AgentEvent::Vote {
+                agreeing, voters, ..
+            } => Some((agreeing, voters)),
+            _ => None,
+        })
+        .expect("a vote");
+    // The kept empty answer and the sampled empty one agree against the odd one.
+    assert_eq!(vote, (2, 3));
+    assert_eq!(result.row_count, 0);
+    assert_eq!(result.model_calls.len(), 2, "no loop of loosened filters");
 }

@@ -90,6 +90,10 @@ pub enum Command {
         /// Skip the model-written explanation (one call fewer).
         #[arg(long)]
         no_explain: bool,
+        /// How the agent asks: key=value pairs over the defaults (see `agent::strategy`),
+        /// e.g. `n=1` or `reply=json,alias=on`.
+        #[arg(long, env = "ASKDB_STRATEGY", default_value = "")]
+        strategy: String,
     },
     /// Show what askdb would do with a question, before any model call.
     #[command(after_help = "Example:\n  askdb plan \"Top 5 customers by revenue\"")]
@@ -183,6 +187,11 @@ pub enum EvalCommand {
         /// Which modes to ask each question in.
         #[arg(long, value_enum, default_value = "both")]
         mode: ModeChoice,
+        /// How the agent asks: key=value pairs over the defaults (see `agent::strategy`),
+        /// e.g. `n=1` or `reply=json,alias=on`; `json-actions` is the strategy before the
+        /// redesign.
+        #[arg(long, default_value = "")]
+        strategy: String,
         /// Only the first N questions (after sampling).
         #[arg(long)]
         limit: Option<usize>,

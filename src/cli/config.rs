@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use super::args::{GlobalArgs, ModeChoice, SetName};
 use super::CliError;
+use crate::agent::strategy::Strategy;
 use crate::agent::Mode;
 use crate::database::{open_gate, DatabaseUrl};
 use crate::eval::runner::{self, RunSettings};
@@ -56,15 +57,17 @@ impl Settings {
     }
 
     /// The settings of `askdb eval run`, from its flags.
+    #[allow(clippy::too_many_arguments)]
     pub fn run_settings(
         &self,
         set: Option<SetName>,
         questions: Option<PathBuf>,
         mode: ModeChoice,
+        strategy: &str,
         limit: Option<usize>,
         sample: Option<usize>,
         seed: u64,
-    ) -> RunSettings {
+    ) -> Result<RunSettings, CliError> {
         let modes = modes_of(mode);
         let set = match (set, questions) {
             (_, Some(path)) => format!("file:{}", path.display()),
@@ -72,7 +75,9 @@ impl Settings {
             // clap requires one of the two.
             (None, None) => SetName::Demo.as_str().to_string(),
         };
-        RunSettings {
+        let strategy = parse_strategy(strategy)?;
+        Ok(RunSettings {
+            strategy: strategy.to_string(),
             set,
             // With several modes the baseline replays the agent's first reply, so the
             // two differ by the loop alone.
@@ -88,8 +93,14 @@ impl Settings {
             temperature: 0.0,
             explain: false,
             max_attempts: crate::agent::MAX_ATTEMPTS,
-        }
+        })
     }
+}
+
+/// A `--strategy` value over the defaults; a bad one is a usage error.
+pub fn parse_strategy(text: &str) -> Result<Strategy, CliError> {
+    text.parse::<Strategy>()
+        .map_err(|error| CliError::Settings(error.to_string()))
 }
 
 /// The agent modes a `--mode` choice asks each question in, in asking order.

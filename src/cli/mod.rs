@@ -14,6 +14,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
+use crate::agent::strategy::Strategy;
 use crate::agent::{Agent, AgentError, AskOptions, Decision, Mode};
 use crate::database::DatabaseError;
 use crate::eval::runner::{self, EvalError};
@@ -153,8 +154,10 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
             question,
             baseline,
             no_explain,
+            strategy,
         } => {
-            let agent = open_agent(&settings).await?;
+            let strategy = config::parse_strategy(&strategy)?;
+            let agent = open_agent(&settings, strategy).await?;
             let options = AskOptions {
                 mode: if baseline {
                     Mode::Baseline
@@ -202,10 +205,10 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
     }
 }
 
-async fn open_agent(settings: &Settings) -> Result<Agent, CliError> {
+async fn open_agent(settings: &Settings, strategy: Strategy) -> Result<Agent, CliError> {
     let client = ModelClient::from_config(&ProviderConfig::from_env()?)?;
     let gate = settings.open_gate().await?;
-    Ok(Agent::new(gate, client).await?)
+    Ok(Agent::with_strategy(gate, client, strategy).await?)
 }
 
 async fn schema(gate: &Gate, command: SchemaCommand) -> Result<Output, CliError> {
@@ -352,13 +355,15 @@ async fn eval(settings: &Settings, command: EvalCommand) -> Result<Output, CliEr
             set,
             questions,
             mode,
+            strategy,
             limit,
             sample,
             seed,
             resume,
             runs_dir,
         } => {
-            let run_settings = settings.run_settings(set, questions, mode, limit, sample, seed);
+            let run_settings =
+                settings.run_settings(set, questions, mode, &strategy, limit, sample, seed)?;
             let client = ModelClient::from_config(&ProviderConfig::from_env()?)?;
             let run = runner::run(run_settings, client, &runs_dir, resume).await?;
             let summary = runner::write_summary(&run)?;

@@ -112,9 +112,7 @@ pub async fn check_run(
                 record
                     .history
                     .iter()
-                    .filter(|attempt| {
-                        attempt.error_type != "rejected" && attempt.error_type != "malformed_reply"
-                    })
+                    .filter(|attempt| attempt.error_type.was_executed())
                     .map(|attempt| &attempt.sql),
             )
             .collect();

@@ -19,6 +19,7 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
+use crate::agent::strategy::Strategy;
 use crate::agent::{Agent, AgentError, AgentResult, AskOptions, FailedAttempt, Mode};
 use crate::compare::{gold_orders, results_match, CompareOptions, ResultSet, Verdict};
 use crate::database::{open_gate, DatabaseUrl};
@@ -99,6 +100,10 @@ pub struct RunSettings {
     /// an identical request). The baseline's latency is then not measured.
     #[serde(default)]
     pub shared_first_reply: bool,
+    /// How the agent asked (`reply=sql,n=5,...`, see `agent::strategy`); empty in runs
+    /// made before strategies were recorded (the JSON action reply, one candidate).
+    #[serde(default)]
+    pub strategy: String,
 }
 
 /// The model a run used.
@@ -187,6 +192,10 @@ pub struct RunSummary {
     pub modes: BTreeMap<String, Summary>,
     /// Agent minus baseline on the same questions, when both modes ran.
     pub paired: Option<PairedDifference>,
+    /// Agent minus plain on the same questions, when both ran (its `baseline_*` fields
+    /// are the plain prompt's).
+    #[serde(default)]
+    pub paired_plain: Option<PairedDifference>,
     /// Failures of the agent mode, by the error type of their last attempt.
     pub agent_failures_by_type: BTreeMap<String, u64>,
     /// SHA-256 of each SQLite database file at the start and at the end of the run:
@@ -657,12 +666,21 @@ pub async fn run(
                         db: item.db.clone(),
                         error: error.to_string(),
                     })?;
-                let agent = Agent::new(gate, client.clone()).await.map_err(|error| {
-                    EvalError::Database {
+                // A run recorded before strategies were asked with the JSON actions.
+                let strategy = if settings.strategy.is_empty() {
+                    Strategy::json_actions()
+                } else {
+                    settings
+                        .strategy
+                        .parse::<Strategy>()
+                        .map_err(|error| EvalError::Data(error.to_string()))?
+                };
+                let agent = Agent::with_strategy(gate, client.clone(), strategy)
+                    .await
+                    .map_err(|error| EvalError::Database {
                         db: item.db.clone(),
                         error: error.to_string(),
-                    }
-                })?;
+                    })?;
                 agents.insert(item.db.clone(), agent);
             }
             let Some(agent) = agents.get(&item.db) else {
@@ -777,15 +795,17 @@ pub fn summarize_records(
     for (mode, outcomes) in &by_mode {
         modes.insert(mode.as_str().to_string(), metrics::summarize(outcomes));
     }
-    let paired = match (by_mode.get(&Mode::Agent), by_mode.get(&Mode::Baseline)) {
-        (Some(agent), Some(baseline)) => Some(metrics::paired_difference(
+    let paired_with = |other: Mode| match (by_mode.get(&Mode::Agent), by_mode.get(&other)) {
+        (Some(agent), Some(other)) => Some(metrics::paired_difference(
             agent,
-            baseline,
+            other,
             BOOTSTRAP_RESAMPLES,
             BOOTSTRAP_SEED,
         )),
         _ => None,
     };
+    let paired = paired_with(Mode::Baseline);
+    let paired_plain = paired_with(Mode::Plain);
     let mut agent_failures_by_type = BTreeMap::new();
     for record in records.iter().filter(|record| record.mode == Mode::Agent) {
         if !metrics::is_success(&record.outcome())
@@ -812,6 +832,7 @@ pub fn summarize_records(
         items: manifest.items,
         modes,
         paired,
+        paired_plain,
         agent_failures_by_type,
         database_hashes: manifest
             .database_hashes
@@ -872,9 +893,18 @@ pub fn rate_text(rate: &metrics::Rate) -> String {
 }
 
 /// The human report of a run.
+/// A run's strategy as the reports show it.
+pub fn strategy_text(strategy: &str) -> String {
+    if strategy.is_empty() {
+        "json actions, one candidate (recorded before strategies were)".to_string()
+    } else {
+        strategy.to_string()
+    }
+}
+
 pub fn render_report(summary: &RunSummary) -> String {
     let mut out = format!(
-        "# askdb evaluation: {} ({})\n\nmodel: {} {} at {}; generated {} UTC; askdb {}\n\nsettings: row cap {}, schema budget {} tokens, k {}, temperature {}, explanation {}, at most {} attempts{}{}\n\n",
+        "# askdb evaluation: {} ({})\n\nmodel: {} {} at {}; generated {} UTC; askdb {}\n\nsettings: row cap {}, schema budget {} tokens, k {}, temperature {}, explanation {}, at most {} attempts, strategy {}{}{}\n\n",
         summary.set,
         summary.run,
         summary.model.provider,
@@ -888,6 +918,7 @@ pub fn render_report(summary: &RunSummary) -> String {
         summary.settings.temperature,
         if summary.settings.explain { "on" } else { "off" },
         summary.settings.max_attempts,
+        strategy_text(&summary.settings.strategy),
         summary.settings.sample.map(|n| format!(", sample of {n} with seed {}", summary.settings.seed)).unwrap_or_default(),
         summary.settings.limit.map(|n| format!(", first {n}")).unwrap_or_default(),
     );
@@ -977,9 +1008,13 @@ pub fn render_report(summary: &RunSummary) -> String {
             .collect::<Vec<_>>()
             .join(", ")
     }));
-    if let Some(paired) = &summary.paired {
+    for (other, paired) in [
+        ("baseline", &summary.paired),
+        ("plain", &summary.paired_plain),
+    ] {
+        let Some(paired) = paired else { continue };
         out.push_str(&format!(
-            "\nagent - baseline on {} paired questions: {} (bootstrap 95% [{}, {}], {} resamples, seed {}); agent-only wins {}, baseline-only wins {}\n",
+            "\nagent - {other} on {} paired questions: {} (bootstrap 95% [{}, {}], {} resamples, seed {}); agent-only wins {}, {other}-only wins {}\n",
             paired.paired,
             paired.mean_difference.map(|d| format!("{:+.1} points", d * 100.0)).unwrap_or_else(|| "-".into()),
             paired.bootstrap95.as_ref().map(|i| format!("{:+.1}", i.lower * 100.0)).unwrap_or_else(|| "-".into()),

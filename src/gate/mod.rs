@@ -182,7 +182,9 @@ pub struct QueryError {
 }
 
 impl QueryError {
-    fn from_refusal(refusal: Refusal, sql: &str) -> Self {
+    /// The error a guard refusal becomes: `rejected`, or `syntax_error` when the
+    /// statement did not parse.
+    pub fn from_refusal(refusal: Refusal, sql: &str) -> Self {
         let error_type = if refusal.reason == RefusalReason::ParseError {
             ErrorType::SyntaxError
         } else {

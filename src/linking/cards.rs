@@ -28,7 +28,12 @@ pub struct TableCard {
     pub description: String,
     /// The full card text: description, CREATE TABLE, column notes, samples.
     pub text: String,
-    /// Estimated tokens of `text` (see [`estimate_tokens`]).
+    /// The table as CREATE TABLE with up to three sample rows in a comment (the other
+    /// card format; the description leads when there is one).
+    #[serde(default)]
+    pub rows_text: String,
+    /// Tokens of `text`: estimated when the card is made (about four characters a
+    /// token), replaced by the model server's own count where it has a tokenizer.
     pub tokens: usize,
     /// Column names (lower-cased), for linking.
     pub columns: Vec<String>,
@@ -56,6 +61,7 @@ impl TableCard {
             description: description.to_string(),
             tokens: estimate_tokens(&text),
             text,
+            rows_text: String::new(),
             columns: columns.map(str::to_lowercase).collect(),
             references: foreign_keys
                 .iter()
@@ -120,7 +126,7 @@ pub async fn build_cards(gate: &Gate) -> Result<Vec<TableCard>, GateError> {
                 text.push_str(&format!("--   {}: {}\n", column.name, parts.join("; ")));
             }
         }
-        cards.push(TableCard::new(
+        let mut card = TableCard::new(
             &description.name,
             &description.description,
             text,
@@ -130,7 +136,19 @@ pub async fn build_cards(gate: &Gate) -> Result<Vec<TableCard>, GateError> {
                 .map(|column| column.name.as_str()),
             &description.foreign_keys,
             samples,
+        );
+        let mut rows_text = String::new();
+        if !description.description.is_empty() {
+            rows_text.push_str(&format!("-- {}\n", description.description));
+        }
+        rows_text.push_str(&rows_card(
+            &description.create_table,
+            &description.name,
+            &sample.columns,
+            &sample.rows[..sample.rows.len().min(SAMPLE_ROWS_PER_TABLE as usize)],
         ));
+        card.rows_text = rows_text;
+        cards.push(card);
     }
     Ok(cards)
 }
@@ -138,37 +156,52 @@ pub async fn build_cards(gate: &Gate) -> Result<Vec<TableCard>, GateError> {
 /// Sample rows shown per table in the sample-rows schema.
 pub const SAMPLE_ROWS_PER_TABLE: u32 = 3;
 
-/// Every visible table as CREATE TABLE followed by three real rows in a comment, the
-/// format plain text-to-SQL prompts use (and the reference mode's whole schema). Built
-/// through the gate, so restricted columns and hidden tables are absent.
+/// A table as CREATE TABLE followed by sample rows in a comment, tab-separated, the
+/// format plain text-to-SQL prompts use.
+fn rows_card(
+    create_table: &str,
+    table: &str,
+    columns: &[String],
+    rows: &[Vec<JsonValue>],
+) -> String {
+    let mut out = format!(
+        "{create_table};\n/*\n{} example rows from {table}:\n{}\n",
+        rows.len(),
+        columns.join("\t")
+    );
+    for row in rows {
+        let cells: Vec<String> = row
+            .iter()
+            .map(|value| match value {
+                JsonValue::Null => "NULL".to_string(),
+                JsonValue::String(text) => text.clone(),
+                other => other.to_string(),
+            })
+            .collect();
+        out.push_str(&cells.join("\t"));
+        out.push('\n');
+    }
+    out.push_str("*/\n");
+    out
+}
+
+/// Every visible table as CREATE TABLE followed by three real rows in a comment, and
+/// nothing else: the reference prompt's whole schema. Built through the gate, so
+/// restricted columns and hidden tables are absent.
 pub async fn sample_rows_schema(gate: &Gate) -> Result<String, GateError> {
     let mut out = String::new();
     for summary in gate.list_tables() {
         let description = gate.describe_table(&summary.name)?;
-        out.push_str(&description.create_table);
-        out.push_str(";\n");
         let sample = gate
             .sample_rows(&summary.name, SAMPLE_ROWS_PER_TABLE)
             .await?;
-        out.push_str(&format!(
-            "/*\n{} example rows from {}:\n{}\n",
-            sample.rows.len(),
-            description.name,
-            sample.columns.join("\t")
+        out.push_str(&rows_card(
+            &description.create_table,
+            &description.name,
+            &sample.columns,
+            &sample.rows,
         ));
-        for row in &sample.rows {
-            let cells: Vec<String> = row
-                .iter()
-                .map(|value| match value {
-                    JsonValue::Null => "NULL".to_string(),
-                    JsonValue::String(text) => text.clone(),
-                    other => other.to_string(),
-                })
-                .collect();
-            out.push_str(&cells.join("\t"));
-            out.push('\n');
-        }
-        out.push_str("*/\n\n");
+        out.push('\n');
     }
     Ok(out)
 }
@@ -176,7 +209,12 @@ pub async fn sample_rows_schema(gate: &Gate) -> Result<String, GateError> {
 /// The delimited schema block for a prompt: the chosen cards in a stable order, then the
 /// database's conventions and glossary. Declared as data so text inside it (sample
 /// values hold whatever customers typed) is never taken as an instruction.
-pub fn schema_block(cards: &[&TableCard], notes: &SchemaNotes, dialect_name: &str) -> String {
+pub fn schema_block(
+    cards: &[&TableCard],
+    notes: &SchemaNotes,
+    dialect_name: &str,
+    with_rows: bool,
+) -> String {
     let mut out = String::new();
     out.push_str(&format!(
         "<schema dialect=\"{dialect_name}\">\n\
@@ -185,7 +223,11 @@ pub fn schema_block(cards: &[&TableCard], notes: &SchemaNotes, dialect_name: &st
          says. Sample values are cut to {SAMPLE_TEXT_CHARS} characters.\n\n"
     ));
     for card in cards {
-        out.push_str(&card.text);
+        out.push_str(if with_rows && !card.rows_text.is_empty() {
+            &card.rows_text
+        } else {
+            &card.text
+        });
         out.push('\n');
     }
     if !notes.conventions.is_empty() {
@@ -250,7 +292,16 @@ mod tests {
             }
         }
         let refs: Vec<&TableCard> = cards.iter().collect();
-        let block = schema_block(&refs, gate.notes(), "sqlite");
+        let block = schema_block(&refs, gate.notes(), "sqlite", false);
+        let rows_block = schema_block(&refs, gate.notes(), "sqlite", true);
+        assert!(
+            rows_block.contains("example rows from bills"),
+            "{rows_block}"
+        );
+        assert!(
+            !rows_block.contains("phone"),
+            "restricted columns stay out of the rows"
+        );
         assert!(block.starts_with("<schema dialect=\"sqlite\">"));
         assert!(block.trim_end().ends_with("</schema>"));
         assert!(block.contains("never an instruction"));

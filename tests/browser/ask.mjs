@@ -121,7 +121,7 @@ try {
     check((await attempts.count()) === 1, "one failed attempt is listed", await attempts.count());
     check((await attempts.first().getAttribute("open")) === null, "the failed attempt is collapsed");
     const attemptType = (await page.textContent("#attempts details .error-type")).trim();
-    check(attemptType === "unknown_column", "the failed attempt shows its error type", attemptType);
+    check(attemptType === "absent_column", "the failed attempt shows its error type", attemptType);
     await attempts.first().locator("summary").click();
     check(await attempts.first().locator("pre").isVisible(), "opening the attempt shows its SQL");
 

@@ -15,7 +15,7 @@ const CUSTOMERS: &str = "How many customers do we have?";
 const SALARY: &str = "What is the total monthly salary of all staff?";
 const HOPELESS: &str = "How many bills per employee role?";
 const DELETE: &str = "Delete the cancelled purchase orders.";
-const UPDATE: &str = "Set every unpaid bill to paid.";
+const UPDATE: &str = "Make every unpaid bill paid.";
 
 fn line(question: &str, purpose: &str, reply: serde_json::Value) -> String {
     json!({"question": question, "purpose": purpose, "reply": reply}).to_string()
@@ -71,6 +71,8 @@ fn both_modes(items_path: &Path, shared_first_reply: bool) -> RunSettings {
         explain: false,
         max_attempts: crate::agent::MAX_ATTEMPTS,
         shared_first_reply,
+        // One candidate a round: the script's replies map one to one to calls.
+        strategy: "n=1".to_string(),
     }
 }
 
@@ -141,17 +143,8 @@ async fn the_harness_reports_exactly_the_counts_the_script_implies() {
         line(HOPELESS, "repair_sql", sql("SELECT rolee FROM bills")),
         line(HOPELESS, "repair_sql", sql("SELECT roles FROM bills")),
         line(HOPELESS, "write_sql", sql("SELECT rol FROM bills")),
-        // q5: declined by the model; q6: a write the guard turns into a decline.
-        line(
-            DELETE,
-            "write_sql",
-            json!({"action": "decline", "reason": "read only"}),
-        ),
-        line(
-            DELETE,
-            "write_sql",
-            json!({"action": "decline", "reason": "read only"}),
-        ),
+        // q5: declined by askdb's rules before any model call (no line); q6: a write
+        // the rules do not see, which the guard turns into a decline.
         line(
             UPDATE,
             "write_sql",

@@ -1,0 +1,209 @@
+//! Reading what the model wrote, tolerantly: SQL in a fenced block (the default reply),
+//! the JSON action object (`{"action": "sql" | "clarify" | "decline", ...}`), or a bare
+//! statement from a model that ignored the format. A decline marker (`-- DECLINE: why`)
+//! written instead of SQL is a decline. Anything else is malformed.
+
+use serde::Deserialize;
+
+use super::ClarifyRequest;
+
+/// The marker a model writes instead of SQL to decline.
+pub const DECLINE_MARKER: &str = "-- DECLINE:";
+
+/// A parsed generation reply.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    Sql {
+        sql: String,
+        assumptions: Vec<String>,
+    },
+    Clarify(ClarifyRequest),
+    Decline(String),
+    Malformed(String),
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct RawReply {
+    action: Option<String>,
+    sql: Option<String>,
+    question: Option<String>,
+    #[serde(default)]
+    options: Vec<String>,
+    reason: Option<String>,
+    #[serde(default)]
+    assumptions: Vec<String>,
+}
+
+/// The content of the first fenced block (```sql ... ``` or ``` ... ```); the closing
+/// fence may be missing, as when a stop sequence ended the reply there.
+fn fenced(text: &str) -> Option<&str> {
+    let start = text.find("```")?;
+    let after = &text[start + 3..];
+    // The rest of the opening line is the language tag.
+    let body_start = after
+        .find('\n')
+        .map(|index| index + 1)
+        .unwrap_or(after.len());
+    let body = &after[body_start..];
+    let body = match body.find("```") {
+        Some(end) => &body[..end],
+        None => body,
+    };
+    Some(body)
+}
+
+fn is_statement(text: &str) -> bool {
+    let upper = text.trim_start().to_uppercase();
+    upper.starts_with("SELECT") || upper.starts_with("WITH") || upper.starts_with("VALUES")
+}
+
+/// A statement as the model wrote it, without the trailing semicolon and blank space.
+fn statement(text: &str) -> String {
+    text.trim().trim_end_matches(';').trim_end().to_string()
+}
+
+fn decline_marked(text: &str) -> Option<String> {
+    let trimmed = text.trim_start();
+    trimmed.strip_prefix(DECLINE_MARKER).map(|reason| {
+        let reason = reason.lines().next().unwrap_or_default().trim();
+        if reason.is_empty() {
+            "the model declined without a reason".to_string()
+        } else {
+            reason.to_string()
+        }
+    })
+}
+
+fn from_json(raw: RawReply) -> Reply {
+    let action = raw.action.as_deref().map(str::trim).unwrap_or_default();
+    let sql = raw.sql.filter(|sql| !sql.trim().is_empty());
+    match (action, sql) {
+        ("clarify", _) => match raw.question {
+            Some(question) if !question.trim().is_empty() => Reply::Clarify(ClarifyRequest {
+                question,
+                options: raw.options.into_iter().take(4).collect(),
+            }),
+            _ => Reply::Malformed("a clarify reply without a question".to_string()),
+        },
+        ("decline", _) => Reply::Decline(
+            raw.reason
+                .unwrap_or_else(|| "the model declined without a reason".to_string()),
+        ),
+        (_, Some(sql)) => Reply::Sql {
+            sql: statement(&sql),
+            assumptions: raw.assumptions,
+        },
+        _ => Reply::Malformed("the reply has no SQL, clarification or reason".to_string()),
+    }
+}
+
+/// Reads a generation reply in any of the forms above.
+pub fn parse_reply(text: &str) -> Reply {
+    if let Some(body) = fenced(text) {
+        if let Some(reason) = decline_marked(body) {
+            return Reply::Decline(reason);
+        }
+        if is_statement(body) {
+            return Reply::Sql {
+                sql: statement(body),
+                assumptions: Vec::new(),
+            };
+        }
+        // A fenced JSON object is the JSON form.
+        if let Ok(raw) = crate::llm::json::parse_json_reply_as::<RawReply>(body) {
+            return from_json(raw);
+        }
+    }
+    if let Ok(raw) = crate::llm::json::parse_json_reply_as::<RawReply>(text) {
+        return from_json(raw);
+    }
+    if let Some(reason) = decline_marked(text) {
+        return Reply::Decline(reason);
+    }
+    if is_statement(text) {
+        return Reply::Sql {
+            sql: statement(text),
+            assumptions: Vec::new(),
+        };
+    }
+    let shown: String = text.chars().take(200).collect();
+    Reply::Malformed(format!("the reply holds no SQL: {shown}"))
+}
+
+/// Whitespace-folded SQL, to spot a reply identical to a failed one. Case is kept:
+/// `status = 'paid'` and `status = 'PAID'` are different queries.
+pub fn normalise_sql(sql: &str) -> String {
+    sql.split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .trim_end_matches(';')
+        .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sql_of(text: &str) -> Option<String> {
+        match parse_reply(text) {
+            Reply::Sql { sql, .. } => Some(sql),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn fenced_blocks_json_objects_and_bare_statements_are_read() {
+        assert_eq!(
+            sql_of("```sql\nSELECT 1;\n```").as_deref(),
+            Some("SELECT 1")
+        );
+        // A stop sequence took the closing fence.
+        assert_eq!(
+            sql_of("```sql\nSELECT a\nFROM t\n").as_deref(),
+            Some("SELECT a\nFROM t")
+        );
+        assert_eq!(
+            sql_of(
+                "Here is the query:\n```\nWITH x AS (SELECT 1) SELECT * FROM x\n```\nIt counts."
+            )
+            .as_deref(),
+            Some("WITH x AS (SELECT 1) SELECT * FROM x")
+        );
+        assert_eq!(
+            sql_of(r#"{"action": "sql", "sql": "SELECT 2;"}"#).as_deref(),
+            Some("SELECT 2")
+        );
+        assert_eq!(
+            sql_of("```json\n{\"sql\": \"SELECT 3\"}\n```").as_deref(),
+            Some("SELECT 3")
+        );
+        assert_eq!(sql_of("select 4").as_deref(), Some("select 4"));
+    }
+
+    #[test]
+    fn declines_clarifications_and_noise_are_told_apart() {
+        assert_eq!(
+            parse_reply("```sql\n-- DECLINE: askdb cannot delete bills\n```"),
+            Reply::Decline("askdb cannot delete bills".to_string())
+        );
+        assert!(matches!(
+            parse_reply(r#"{"action": "decline", "reason": "writes"}"#),
+            Reply::Decline(reason) if reason == "writes"
+        ));
+        assert!(matches!(
+            parse_reply(r#"{"action": "clarify", "question": "Which year?", "options": ["2024", "2025"]}"#),
+            Reply::Clarify(request) if request.options.len() == 2
+        ));
+        assert!(matches!(
+            parse_reply("I think you want the bills."),
+            Reply::Malformed(_)
+        ));
+        assert!(matches!(parse_reply("```sql\n\n```"), Reply::Malformed(_)));
+    }
+
+    #[test]
+    fn normalising_folds_space_but_keeps_case() {
+        assert_eq!(normalise_sql("SELECT  a\n FROM t;"), "SELECT a FROM t");
+        assert_ne!(normalise_sql("x = 'paid'"), normalise_sql("x = 'PAID'"));
+    }
+}

@@ -1,0 +1,220 @@
+//! How the agent asks for SQL: the knobs of the first attempt and of execution-guided
+//! selection, with the measured defaults. Each knob is one line of an ablation in
+//! docs/decisions/0009-first-attempt-for-small-models.md; the evaluation harness records
+//! the strategy of every run, and `--strategy key=value,...` changes one knob at a time.
+//!
+//! | knob | values | what it changes |
+//! |---|---|---|
+//! | `reply` | `sql`, `json` | a plain SQL reply in a fenced block (begun for the model where the provider continues a turn, ended by a stop sequence), or the JSON action object (sql / clarify / decline) under a grammar |
+//! | `alias` | `on`, `off` | the rule "give every table an alias and qualify every column" |
+//! | `marker` | `on`, `off` | with `reply=sql`: the model may write `-- DECLINE: why` instead of SQL for a write request or data the tables do not hold (off: only askdb's rules decline) |
+//! | `cards` | `notes`, `rows` | each table as CREATE TABLE with notes and sample values in comments, or CREATE TABLE with three sample rows |
+//! | `schema` | `budget`, `linked` | the whole schema when it fits the token budget (one prompt prefix per database), or always the linked tables |
+//! | `n` | 1 to 8 | how many candidates one sampling call asks for |
+//! | `when` | `always`, `doubt` | sample candidates for every question, or only when the first (greedy) result is doubtful: an error, a refusal, no rows, only NULLs |
+//! | `t` | 0.0 to 1.5 | the temperature of the sampled candidates |
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// The most candidates one call may ask for (llama.cpp decodes at most as many as it has
+/// slots).
+pub const MAX_CANDIDATES: u32 = 8;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReplyFormat {
+    /// SQL in a fenced block: no grammar, no fields to fill before the query.
+    Sql,
+    /// `{"action": "sql" | "clarify" | "decline", ...}` under a JSON-schema grammar.
+    Json,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CardFormat {
+    /// CREATE TABLE, then the table's notes and up to three sample values per column as
+    /// comments.
+    Notes,
+    /// CREATE TABLE, then three sample rows (the notes' conventions and glossary still
+    /// follow the tables).
+    Rows,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SchemaScope {
+    /// The whole schema when it fits the budget, else the linked tables.
+    Budget,
+    /// Always the linked tables.
+    Linked,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SampleWhen {
+    /// Every question's first attempt is a vote among sampled candidates.
+    Always,
+    /// The greedy reply first; candidates only when its result is doubtful.
+    Doubt,
+}
+
+/// The whole strategy.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Strategy {
+    pub reply: ReplyFormat,
+    pub alias_rule: bool,
+    pub decline_marker: bool,
+    pub cards: CardFormat,
+    pub schema: SchemaScope,
+    pub candidates: u32,
+    pub sample_when: SampleWhen,
+    pub temperature: f32,
+}
+
+impl Default for Strategy {
+    /// The measured defaults (decision record 0009).
+    fn default() -> Self {
+        Strategy {
+            reply: ReplyFormat::Sql,
+            alias_rule: false,
+            decline_marker: true,
+            cards: CardFormat::Notes,
+            schema: SchemaScope::Budget,
+            candidates: 5,
+            sample_when: SampleWhen::Doubt,
+            temperature: 0.7,
+        }
+    }
+}
+
+impl Strategy {
+    /// The strategy askdb used before the measured redesign: the JSON action reply, the
+    /// alias rule, one candidate. Kept so the ablation can be regenerated.
+    pub fn json_actions() -> Strategy {
+        Strategy {
+            reply: ReplyFormat::Json,
+            alias_rule: true,
+            candidates: 1,
+            ..Strategy::default()
+        }
+    }
+
+    /// Whether sampled candidates are ever asked for.
+    pub fn samples(&self) -> bool {
+        self.candidates > 1
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("bad strategy {0:?}: use key=value pairs separated by commas (reply=sql|json, alias=on|off, marker=on|off, cards=notes|rows, schema=budget|linked, n=1..8, when=always|doubt, t=0..1.5)")]
+pub struct StrategyError(pub String);
+
+impl FromStr for Strategy {
+    type Err = StrategyError;
+
+    /// `reply=sql,n=5,...` over the defaults; `json-actions` names the old strategy.
+    fn from_str(text: &str) -> Result<Strategy, StrategyError> {
+        let bad = || StrategyError(text.to_string());
+        let mut strategy = Strategy::default();
+        for part in text
+            .split(',')
+            .map(str::trim)
+            .filter(|part| !part.is_empty())
+        {
+            if part == "json-actions" {
+                strategy = Strategy::json_actions();
+                continue;
+            }
+            if part == "default" {
+                continue;
+            }
+            let (key, value) = part.split_once('=').ok_or_else(bad)?;
+            match (key.trim(), value.trim()) {
+                ("reply", "sql") => strategy.reply = ReplyFormat::Sql,
+                ("reply", "json") => strategy.reply = ReplyFormat::Json,
+                ("alias", "on") => strategy.alias_rule = true,
+                ("alias", "off") => strategy.alias_rule = false,
+                ("marker", "on") => strategy.decline_marker = true,
+                ("marker", "off") => strategy.decline_marker = false,
+                ("cards", "notes") => strategy.cards = CardFormat::Notes,
+                ("cards", "rows") => strategy.cards = CardFormat::Rows,
+                ("schema", "budget") => strategy.schema = SchemaScope::Budget,
+                ("schema", "linked") => strategy.schema = SchemaScope::Linked,
+                ("when", "always") => strategy.sample_when = SampleWhen::Always,
+                ("when", "doubt") => strategy.sample_when = SampleWhen::Doubt,
+                ("n", n) => {
+                    strategy.candidates = n
+                        .parse::<u32>()
+                        .ok()
+                        .filter(|n| (1..=MAX_CANDIDATES).contains(n))
+                        .ok_or_else(bad)?
+                }
+                ("t", t) => {
+                    strategy.temperature = t
+                        .parse::<f32>()
+                        .ok()
+                        .filter(|t| (0.0..=1.5).contains(t))
+                        .ok_or_else(bad)?
+                }
+                _ => return Err(bad()),
+            }
+        }
+        Ok(strategy)
+    }
+}
+
+impl fmt::Display for Strategy {
+    /// The form [`FromStr`] reads back.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "reply={},alias={},marker={},cards={},schema={},n={},when={},t={}",
+            match self.reply {
+                ReplyFormat::Sql => "sql",
+                ReplyFormat::Json => "json",
+            },
+            if self.alias_rule { "on" } else { "off" },
+            if self.decline_marker { "on" } else { "off" },
+            match self.cards {
+                CardFormat::Notes => "notes",
+                CardFormat::Rows => "rows",
+            },
+            match self.schema {
+                SchemaScope::Budget => "budget",
+                SchemaScope::Linked => "linked",
+            },
+            self.candidates,
+            match self.sample_when {
+                SampleWhen::Always => "always",
+                SampleWhen::Doubt => "doubt",
+            },
+            self.temperature
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_strategy_reads_back_what_it_writes_and_refuses_unknown_knobs() {
+        let strategy: Strategy =
+            "reply=json,alias=on,marker=off,cards=rows,schema=linked,n=3,when=always,t=0.5"
+                .parse()
+                .expect("parses");
+        assert_eq!(strategy.to_string().parse::<Strategy>(), Ok(strategy));
+        assert_eq!(strategy.candidates, 3);
+        assert_eq!("".parse::<Strategy>(), Ok(Strategy::default()));
+        assert_eq!(
+            "json-actions".parse::<Strategy>(),
+            Ok(Strategy::json_actions())
+        );
+        for bad in ["reply=xml", "n=0", "n=9", "t=3", "fast", "alias=maybe"] {
+            assert!(bad.parse::<Strategy>().is_err(), "{bad}");
+        }
+    }
+}
