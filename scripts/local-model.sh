@@ -19,8 +19,12 @@
 #   ASKDB_LOCAL_MODEL           1.5b (default) or 0.5b (smaller and faster, for quick experiments)
 #   ASKDB_MODEL_PORT            port to listen on (default: a free port the server picks)
 #   ASKDB_MODEL_THREADS         CPU threads (default 2)
-#   ASKDB_MODEL_CTX             context size in tokens (default 8192: the demo schema card
-#                               alone is a few thousand tokens)
+#   ASKDB_MODEL_CTX             context size in tokens, shared by every slot (default 16384:
+#                               the demo schema alone is about 5,000 tokens, and sampled
+#                               candidates share one prompt)
+#   ASKDB_MODEL_PARALLEL        slots decoding at once (default 5): askdb asks for several
+#                               candidates from one prompt (`n`), which llama.cpp reads once
+#                               and decodes in parallel, up to this many
 #   ASKDB_MODEL_START_TIMEOUT   seconds to wait for the server to answer (default 600)
 #   ASKDB_PYTHON                the Python 3 to build the venv with (default python3)
 #
@@ -31,7 +35,8 @@ set -euo pipefail
 
 XLLAMACPP_VERSION="2026.10.11549"
 THREADS="${ASKDB_MODEL_THREADS:-2}"
-CONTEXT="${ASKDB_MODEL_CTX:-8192}"
+CONTEXT="${ASKDB_MODEL_CTX:-16384}"
+PARALLEL="${ASKDB_MODEL_PARALLEL:-5}"
 PORT="${ASKDB_MODEL_PORT:-0}"
 START_TIMEOUT="${ASKDB_MODEL_START_TIMEOUT:-600}"
 PYTHON="${ASKDB_PYTHON:-python3}"
@@ -196,12 +201,15 @@ SERVER_PY='
 import os, signal, sys, threading
 import xllamacpp as xlc
 
-gguf, name, threads, context, port, state_dir = sys.argv[2:8]
+gguf, name, threads, context, port, state_dir, parallel = sys.argv[2:9]
 params = xlc.CommonParams()
 params.model.path = gguf
 params.model_alias = {name}
 params.n_ctx = int(context)
-params.n_parallel = 1
+# Several slots share one unified KV cache, so the candidates of one request (n) copy
+# the cached prompt instead of reading it again.
+params.n_parallel = int(parallel)
+params.kv_unified = True
 params.cpuparams.n_threads = int(threads)
 params.cpuparams_batch.n_threads = int(threads)
 params.hostnames = ["127.0.0.1"]
@@ -253,12 +261,12 @@ start() {
   ensure_model
   local setup_seconds=$((SECONDS - began))
   rm -f "$PID_FILE" "$URL_FILE" "$MODEL_FILE"
-  say "starting $MODEL_NAME ($THREADS threads, context $CONTEXT) after ${setup_seconds}s of setup; log in $LOG_FILE"
+  say "starting $MODEL_NAME ($THREADS threads, context $CONTEXT, $PARALLEL slots) after ${setup_seconds}s of setup; log in $LOG_FILE"
   local load_began=$SECONDS
   # nohup execs Python, so no wrapper stays between us and the server; the server
   # records its own pid anyway, and that file is the one `stop` trusts.
   nohup "$VENV_PYTHON" -c "$SERVER_PY" askdb-local-model-server "$GGUF" "$MODEL_NAME" \
-    "$THREADS" "$CONTEXT" "$PORT" "$STATE_DIR" >"$LOG_FILE" 2>&1 </dev/null 9>&- &
+    "$THREADS" "$CONTEXT" "$PORT" "$STATE_DIR" "$PARALLEL" >"$LOG_FILE" 2>&1 </dev/null 9>&- &
   local launched=$!
   while true; do
     if ! kill -0 "$launched" 2>/dev/null; then
