@@ -30,7 +30,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use deadpool_postgres::{
-    Manager, ManagerConfig, Object, Pool, PoolError, RecyclingMethod, Runtime, Transaction,
+    Manager, ManagerConfig, Object, Pool, PoolError, RecyclingMethod, Runtime, TimeoutType,
+    Transaction,
 };
 use serde_json::Value as JsonValue;
 use tokio_postgres::error::ErrorPosition;
@@ -49,8 +50,12 @@ const POOL_SIZE: usize = 4;
 /// How long to wait for a new connection before calling the server unreachable.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// How long a caller waits for a free pooled connection.
-const POOL_WAIT: Duration = Duration::from_secs(30);
+/// How long a caller waits for a free pooled connection before it is told that askdb
+/// is busy (`ErrorType::Busy`). Long enough to queue behind a burst of short
+/// statements (the pool turns over in milliseconds), short enough that a caller stuck
+/// behind statements running to their timeout hears so promptly instead of waiting
+/// without end.
+pub(crate) const POOL_WAIT: Duration = Duration::from_secs(5);
 
 /// Beyond the server-side statement timeout, how long the client waits before it
 /// gives up on the server itself (a hung network, a server that never answers).
@@ -152,11 +157,21 @@ impl PostgresExecutor {
     async fn checkout(&self) -> Result<Object, ExecFailure> {
         self.pool.get().await.map_err(|error| {
             let reason = match &error {
-                PoolError::Backend(error) => describe(error),
-                PoolError::Timeout(_) => {
-                    "timed out waiting for a connection (server unreachable or pool exhausted)"
-                        .to_string()
+                PoolError::Timeout(TimeoutType::Wait) => {
+                    // Not a connection problem: every connection is taken.
+                    return ExecFailure::new(
+                        ErrorType::Busy,
+                        format!(
+                            "all {POOL_SIZE} connections to PostgreSQL were in use for {} s; nothing ran, try again",
+                            POOL_WAIT.as_secs()
+                        ),
+                    );
                 }
+                PoolError::Backend(error) => describe(error),
+                PoolError::Timeout(_) => format!(
+                    "no connection within {} s (server unreachable or not answering)",
+                    CONNECT_TIMEOUT.as_secs()
+                ),
                 other => other.to_string(),
             };
             ExecFailure::new(
