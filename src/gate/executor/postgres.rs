@@ -310,24 +310,24 @@ async fn run_statement(
         .clamp(1, i32::MAX as u128);
     let lock_ms = timeout_ms.min(MAX_LOCK_WAIT.as_millis()).max(1);
     // SET cannot take bind parameters; these are integers formatted here, never text
-    // from a caller. LOCAL: the setting ends with the transaction.
-    transaction
-        .execute(
-            format!("SET LOCAL statement_timeout = {timeout_ms}").as_str(),
-            &[],
-        )
-        .await
-        .map_err(|error| failure_from(&error))?;
-    transaction
-        .execute(format!("SET LOCAL lock_timeout = {lock_ms}").as_str(), &[])
-        .await
-        .map_err(|error| failure_from(&error))?;
+    // from a caller. LOCAL: the settings end with the transaction.
+    let statement_timeout = format!("SET LOCAL statement_timeout = {timeout_ms}");
+    let lock_timeout = format!("SET LOCAL lock_timeout = {lock_ms}");
     // Parse (one statement only: the server refuses a second one), then bind to a
-    // portal and fetch at most cap + 1 rows from it.
-    let statement = transaction
-        .prepare(sql)
-        .await
-        .map_err(|error| failure_from(&error))?;
+    // portal and fetch at most cap + 1 rows from it. The two settings and the Parse are
+    // sent together (pipelined on the connection; the server handles them in order, and
+    // both settings are done before the statement is bound and run): two round trips
+    // instead of five.
+    let (set_statement_timeout, set_lock_timeout, prepared) = tokio::join!(
+        transaction.execute(statement_timeout.as_str(), &[]),
+        transaction.execute(lock_timeout.as_str(), &[]),
+        transaction.prepare(sql)
+    );
+    // The statement's own error first: when its Parse fails, the transaction is
+    // aborted and the settings sent after it fail only because of that.
+    let statement = prepared.map_err(|error| failure_from(&error))?;
+    set_statement_timeout.map_err(|error| failure_from(&error))?;
+    set_lock_timeout.map_err(|error| failure_from(&error))?;
     let columns: Vec<String> = statement
         .columns()
         .iter()
