@@ -5,7 +5,8 @@
 //!
 //! Phases, each bounded in count and time:
 //! 1. `POST /api/sql`, `ASKDB_LOAD_SQL_N` small queries (20,000) at concurrency
-//!    `ASKDB_LOAD_SQL_CONCURRENCY` (32), run twice: the second run shows whether memory
+//!    `ASKDB_LOAD_SQL_CONCURRENCY` (32), run `ASKDB_LOAD_SQL_RUNS` times (5): memory
+//!    settles over the first runs, and the last against the one before shows whether it
 //!    keeps growing with the number of requests;
 //! 2. `POST /api/ask`, `ASKDB_LOAD_ASK_N` questions (2,000) at concurrency
 //!    `ASKDB_LOAD_ASK_CONCURRENCY` (16) against the default two ask slots, so most are
@@ -18,8 +19,8 @@
 //! It prints throughput, p50/p99, answers by status, the server's resident memory
 //! (VmRSS) before, during (the peak sampled every 50 ms) and after each phase, and checks
 //! the requirements: every request answered within its timeout, no 5xx but the
-//! designed 503s, and memory flat (VmRSS after the second /api/sql run at most
-//! `FLAT_BOUND_KIB` above the first; for MCP, the end at most that above half way).
+//! designed 503s, and memory flat (VmRSS after the last /api/sql run at most
+//! `FLAT_BOUND_KIB` above the run before; for MCP, the end at most that above half way).
 //! Exits 1 when one fails.
 //!
 //! `cargo bench --bench load` (release build). `ASKDB_LOAD_DB=postgres` uses the server
@@ -28,18 +29,20 @@
 //! dropped at the end. `ASKDB_LOAD_OUT=FILE` also writes the report as Markdown, with the
 //! date, machine and settings.
 
+#[path = "support/harness.rs"]
+mod harness;
 #[path = "support/mcp_client.rs"]
 mod mcp_client;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mcp_client::{machine, micros, percentile, proc_kib, utc_now, McpServer};
+use harness::{postgres_scratch, sequential, start_serve, ASK_TIMEOUT_SECS};
+use mcp_client::{load_average, machine, micros, percentile, proc_kib, utc_now, McpServer};
 use serde_json::{json, Value};
 
 /// The small query every phase runs.
@@ -51,8 +54,6 @@ const FLAT_BOUND_KIB: u64 = 4 * 1024;
 /// The longest a /api/sql request may take before it counts as a hang: the statement
 /// timeout (5 s), the pool wait (5 s) and slack.
 const SQL_TIMEOUT: Duration = Duration::from_secs(15);
-/// The ask timeout the server is started with, and the client's limit above it.
-const ASK_TIMEOUT_SECS: u64 = 30;
 
 fn setting(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -103,51 +104,6 @@ impl Phase {
             self.rss_after as f64 / 1024.0,
         )
     }
-}
-
-struct Serve {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_serve(bin: &str, db: &str, home: &std::path::Path, script: &std::path::Path) -> Serve {
-    let log = std::fs::File::create(home.join("serve.log")).expect("log file");
-    let mut child = Command::new(bin)
-        .args(["serve", "--addr", "127.0.0.1:0", "--asks-per-minute", "0"])
-        .args(["--explain", "false", "--ask-timeout-secs"])
-        .arg(ASK_TIMEOUT_SECS.to_string())
-        .env("ASKDB_DATABASE_URL", db)
-        .env("ASKDB_HOME", home)
-        .env("ASKDB_PROVIDER", "scripted")
-        .env("ASKDB_SCRIPT", script)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(log)
-        .spawn()
-        .expect("askdb serve starts");
-    let stdout = child.stdout.take().expect("stdout");
-    let mut lines = BufReader::new(stdout).lines();
-    let url = loop {
-        match lines.next() {
-            Some(Ok(line)) => {
-                if let Some(url) = line.strip_prefix("askdb serve: listening on ") {
-                    break url.trim().trim_end_matches('/').to_string();
-                }
-            }
-            _ => panic!(
-                "askdb serve printed no address; see {}",
-                home.join("serve.log").display()
-            ),
-        }
-    };
-    Serve { child, url }
 }
 
 /// Samples VmRSS every 50 ms until stopped; returns the peak.
@@ -249,78 +205,11 @@ async fn run_http(
     phase
 }
 
-/// p50 of `n` sequential runs of `step`.
-async fn sequential<F, Fut>(n: usize, mut step: F) -> Duration
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = ()>,
-{
-    let mut times = Vec::with_capacity(n);
-    for _ in 0..n {
-        let started = Instant::now();
-        step().await;
-        times.push(started.elapsed());
-    }
-    times.sort();
-    percentile(&times, 0.5)
-}
-
-/// A scratch PostgreSQL database with the demo and uniquely named roles, dropped on drop.
-struct Scratch {
-    admin_url: String,
-    database: String,
-    roles: Vec<String>,
-    read_only_url: String,
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        if let Err(error) =
-            askdb::db_setup::drop_scratch_with_roles(&self.admin_url, &self.database, &self.roles)
-        {
-            eprintln!("load: could not drop the scratch database: {error}");
-        }
-    }
-}
-
-async fn postgres_scratch() -> Scratch {
-    let admin_url = std::env::var("ASKDB_TEST_POSTGRES_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_string());
-    let suffix = format!(
-        "{}_{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |elapsed| elapsed.as_millis() % 1_000_000_000)
-    );
-    let database = format!("askdb_load_{suffix}");
-    let roles = vec![
-        format!("askdb_ro_l{suffix}"),
-        format!("askdb_log_l{suffix}"),
-    ];
-    let options = askdb::db_setup::SetupOptions {
-        admin_url: admin_url.clone(),
-        database: database.clone(),
-        read_only_role: askdb::db_setup::RoleSpec::new(&roles[0]),
-        log_role: askdb::db_setup::RoleSpec::new(&roles[1]),
-    };
-    let mut scratch = Scratch {
-        admin_url,
-        database,
-        roles,
-        read_only_url: String::new(),
-    };
-    let report = askdb::db_setup::setup(&options)
-        .await
-        .unwrap_or_else(|error| panic!("db setup: {error}"));
-    scratch.read_only_url = report.read_only.connection_url().to_string();
-    scratch
-}
-
 fn main() {
     askdb::llm::install_tls_provider();
     let sql_n = setting("ASKDB_LOAD_SQL_N", 20_000);
     let sql_c = setting("ASKDB_LOAD_SQL_CONCURRENCY", 32);
+    let sql_rounds = setting("ASKDB_LOAD_SQL_RUNS", 5).max(2);
     let ask_n = setting("ASKDB_LOAD_ASK_N", 2_000);
     let ask_c = setting("ASKDB_LOAD_ASK_CONCURRENCY", 16);
     let mcp_n = setting("ASKDB_LOAD_MCP_N", 10_000);
@@ -336,7 +225,7 @@ fn main() {
 
     let mut scratch = None;
     let (db_url, db_label) = if postgres {
-        let made = runtime.block_on(postgres_scratch());
+        let made = runtime.block_on(postgres_scratch("load"));
         let url = made.read_only_url.clone();
         let label = format!(
             "PostgreSQL scratch database as its read-only role ({})",
@@ -371,7 +260,7 @@ fn main() {
     let ask_url = format!("{}/api/ask", serve.url);
     let rss_started = proc_kib(pid, "VmRSS:").unwrap_or(0);
 
-    let (sql_first, sql_second, asks) = runtime.block_on(async {
+    let (sql_runs, asks) = runtime.block_on(async {
         // Warm-up: connections, caches.
         let _ = run_http(
             "warm-up",
@@ -383,26 +272,21 @@ fn main() {
             pid,
         )
         .await;
-        let first = run_http(
-            "POST /api/sql",
-            &sql_url,
-            json!({ "sql": QUERY }),
-            sql_n,
-            sql_c,
-            SQL_TIMEOUT,
-            pid,
-        )
-        .await;
-        let second = run_http(
-            "POST /api/sql (again)",
-            &sql_url,
-            json!({ "sql": QUERY }),
-            sql_n,
-            sql_c,
-            SQL_TIMEOUT,
-            pid,
-        )
-        .await;
+        let mut rounds = Vec::new();
+        for round in 1..=sql_rounds {
+            rounds.push(
+                run_http(
+                    &format!("POST /api/sql, run {round}"),
+                    &sql_url,
+                    json!({ "sql": QUERY }),
+                    sql_n,
+                    sql_c,
+                    SQL_TIMEOUT,
+                    pid,
+                )
+                .await,
+            );
+        }
         let asks = run_http(
             "POST /api/ask",
             &ask_url,
@@ -413,7 +297,7 @@ fn main() {
             pid,
         )
         .await;
-        (first, second, asks)
+        (rounds, asks)
     });
 
     // Overhead: the same query directly, through /api/sql, and as a scripted question.
@@ -510,7 +394,7 @@ fn main() {
 
     // Requirements.
     let mut failures = Vec::new();
-    for phase in [&sql_first, &sql_second, &asks] {
+    for phase in sql_runs.iter().chain([&asks]) {
         if phase.unanswered > 0 {
             failures.push(format!(
                 "{}: {} requests unanswered",
@@ -526,10 +410,14 @@ fn main() {
             }
         }
     }
-    let growth = sql_second.rss_after.saturating_sub(sql_first.rss_after);
+    // Memory settles over the first runs (connections, allocator arenas); what must not
+    // happen is growth that goes on: the last run against the one before it.
+    let last = &sql_runs[sql_runs.len() - 1];
+    let before_last = &sql_runs[sql_runs.len().saturating_sub(2)];
+    let growth = last.rss_after.saturating_sub(before_last.rss_after);
     if growth > FLAT_BOUND_KIB {
         failures.push(format!(
-            "serve memory grew {growth} KiB between two identical /api/sql runs (bound {FLAT_BOUND_KIB} KiB)"
+            "serve memory grew {growth} KiB between the last two identical /api/sql runs (bound {FLAT_BOUND_KIB} KiB)"
         ));
     }
     let mcp_growth = mcp_end.saturating_sub(mcp_half);
@@ -546,14 +434,15 @@ fn main() {
     let _ = writeln!(report, "# Load: askdb serve and askdb mcp on {db_label}\n");
     let _ = writeln!(
         report,
-        "Generated by `cargo bench --bench load`{} on {}, {}.\n",
+        "Generated by `cargo bench --bench load`{} on {}, {}; load average at the end {}.\n",
         if postgres {
             " with ASKDB_LOAD_DB=postgres"
         } else {
             ""
         },
         utc_now(),
-        machine()
+        machine(),
+        load_average()
     );
     let _ = writeln!(
         report,
@@ -564,7 +453,7 @@ fn main() {
         "| phase | requests at concurrency | throughput | p50 | p99 | answers by status | unanswered | VmRSS before / peak / after |"
     );
     let _ = writeln!(report, "|---|---:|---:|---:|---:|---|---:|---|");
-    for phase in [&sql_first, &sql_second, &asks] {
+    for phase in sql_runs.iter().chain([&asks]) {
         let _ = writeln!(report, "{}", phase.line());
     }
     let _ = writeln!(
@@ -580,7 +469,7 @@ fn main() {
     );
     let _ = writeln!(
         report,
-        "\nServe memory: {:.1} MiB at start, {:.1} MiB after everything (peak VmHWM {:.1} MiB); growth between the two identical /api/sql runs {:.1} MiB (bound {:.0} MiB). MCP: {:.1} MiB half way, {:.1} MiB at the end.\n",
+        "\nServe memory: {:.1} MiB at start, {:.1} MiB after everything (peak VmHWM {:.1} MiB); growth between the last two identical /api/sql runs {:.1} MiB (bound {:.0} MiB). MCP: {:.1} MiB half way, {:.1} MiB at the end.\n",
         rss_started as f64 / 1024.0,
         rss_end as f64 / 1024.0,
         serve_peak as f64 / 1024.0,

@@ -202,3 +202,16 @@ pub fn utc_now() -> String {
         rest % 60
     )
 }
+
+/// The 1, 5 and 15 minute load averages: the machine is shared, so figures say how
+/// busy it was.
+pub fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|text| {
+            text.split_whitespace()
+                .take(3)
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_default()
+}
