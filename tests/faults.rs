@@ -226,7 +226,7 @@ async fn postgres_restarted_under_load_gives_connection_errors_and_the_pool_reco
     assert_eq!(health["database_reachable"], true, "{health}");
     assert_eq!(health["read_only_confirmed"], true, "{health}");
     eprintln!(
-        "{test}: {} requests, {} connection_error while PostgreSQL restarted ({} ms to accept connections again), {} after it, all answered",
+        "fault figure: PostgreSQL restarted under load (8 clients): {} requests, {} answered connection_error while it restarted ({} ms until it accepted connections again), all {} sent after that answered with rows",
         outcomes.len(),
         failures.len(),
         (back - restart_started).as_millis(),
@@ -289,7 +289,7 @@ async fn an_exhausted_postgres_pool_is_a_503_with_retry_after_not_an_endless_wai
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["rows"], json!([[1]]), "the pool is free again");
     eprintln!(
-        "{test}: the fifth caller was told busy after {} ms",
+        "fault figure: PostgreSQL pool exhausted (4 statements holding the 4 connections): the fifth caller was answered 503 database_busy after {} ms",
         waited.as_millis()
     );
 }
@@ -346,8 +346,10 @@ async fn the_model_server_killed_during_a_question_is_a_502_the_slot_comes_back_
         tokio::spawn(async move { post(&http, &url, &json!({ "question": QUESTION })).await })
     };
     wait_for_requests(&model, 1).await;
+    let killed = Instant::now();
     model.kill();
     let (status, body) = asking.await.expect("ask");
+    let answered_after = killed.elapsed();
     assert_eq!(status, StatusCode::BAD_GATEWAY, "{body}\n{}", server.log());
     assert_eq!(body["error"], "model_unavailable", "{body}");
     assert!(
@@ -378,6 +380,10 @@ async fn the_model_server_killed_during_a_question_is_a_502_the_slot_comes_back_
     assert_eq!(status, StatusCode::OK, "{body}\n{}", server.log());
     assert_eq!(body["decision"], "answer", "{body}");
     assert_eq!(body["rows"], json!([[120]]));
+    eprintln!(
+        "fault figure: the model server killed during a question: 502 model_unavailable {} ms after the kill (2 attempts), the slot free, the next question answered once it was back",
+        answered_after.as_millis()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -430,7 +436,7 @@ async fn a_model_that_accepts_and_never_answers_is_a_504_at_the_ask_timeout_and_
     );
     assert_eq!(body["rows"], json!([[120]]));
     eprintln!(
-        "a hung model was answered 504 after {} ms",
+        "fault figure: a model that never answers: 504 ask_timeout after {} ms (--ask-timeout-secs 2), the next question answered",
         took.as_millis()
     );
 }
@@ -524,6 +530,9 @@ async fn an_unwritable_spend_ledger_or_a_full_disk_refuses_calls_and_every_call_
     assert_eq!(
         counted, made as u64,
         "every call the model server received is in the ledger"
+    );
+    eprintln!(
+        "fault figure: spend ledger unwritable, then on a full disk: both refused 503 spend_ledger_unavailable with no model call; {made} calls received by the model, {counted} counted by the ledger"
     );
 }
 
@@ -630,7 +639,7 @@ async fn the_sqlite_file_removed_or_replaced_while_serving_gives_clear_errors_th
     );
     assert!(!server.log().contains("panicked"), "{}", server.log());
     eprintln!(
-        "sqlite file faults: {} requests under load, error types {types:?}",
+        "fault figure: SQLite file moved away, replaced by text, put back, replaced by another database, under load (4 clients): {} requests, all 200, error types {types:?}, no panic",
         outcomes.len()
     );
 }
@@ -680,6 +689,7 @@ async fn sigterm_under_load_finishes_the_requests_in_flight_refuses_new_ones_and
     let stop = Arc::new(AtomicBool::new(false));
     let (outcomes, workers) = sql_load(&server.url, "SELECT count(*) FROM bills", 2, &stop);
     tokio::time::sleep(Duration::from_millis(800)).await;
+    let terminated = Instant::now();
     server.terminate();
 
     // New connections are refused once the server stops accepting.
@@ -722,6 +732,7 @@ async fn sigterm_under_load_finishes_the_requests_in_flight_refuses_new_ones_and
     let status = server
         .wait_exit(Duration::from_secs(60))
         .expect("the server exits after the requests in flight");
+    let exited_after = terminated.elapsed();
     assert_eq!(status.code(), Some(0), "exit 0: {status}\n{}", server.log());
     assert!(server.log().contains("shutting down"), "{}", server.log());
     let outcomes = outcomes.lock().expect("outcomes").clone();
@@ -729,5 +740,10 @@ async fn sigterm_under_load_finishes_the_requests_in_flight_refuses_new_ones_and
     assert!(
         answered.iter().all(|o| o.status == 200),
         "every answered SQL request is a 200: {answered:?}"
+    );
+    eprintln!(
+        "fault figure: SIGTERM with 4 questions (2.5 s each) and 2 SQL clients in flight: the 4 questions answered 200, new connections refused, exit 0 after {} ms, {} SQL requests answered 200",
+        exited_after.as_millis(),
+        answered.len()
     );
 }
