@@ -169,6 +169,10 @@ fn main() {
     if let Ok(path) = std::env::var("ASKDB_BENCH_JSON") {
         if !path.is_empty() {
             let figures = json!({
+                "generated_by": "cargo bench --bench mcp_latency",
+                "generated_at": mcp_client::utc_now(),
+                "machine": mcp_client::machine(),
+                "load_average": mcp_client::load_average(),
                 "server": name,
                 "tool": tool,
                 "sql": sql,
