@@ -53,6 +53,9 @@ fn required(name: &str) -> String {
         .unwrap_or_else(|| panic!("{name} is not set: run scripts/bench-peers.sh"))
 }
 
+/// A server to measure: its name, its command line and the environment it gets.
+type ServerCommand = (String, Vec<String>, Vec<(String, String)>);
+
 /// One MCP server's figures.
 struct McpFigures {
     name: String,
@@ -237,7 +240,7 @@ fn main() {
     let node = "node".to_string();
     let reference_pkg = "@modelcontextprotocol/server-postgres";
     let dbhub_pkg = "@bytebase/dbhub";
-    let servers: Vec<(String, Vec<String>, Vec<(String, String)>)> = vec![
+    let servers: Vec<ServerCommand> = vec![
         (
             "askdb mcp".to_string(),
             vec![bin.to_string(), "mcp".to_string()],
