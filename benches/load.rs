@@ -29,10 +29,14 @@
 //! dropped at the end. `ASKDB_LOAD_OUT=FILE` also writes the report as Markdown, with the
 //! date, machine and settings.
 
+#[path = "../tests/support/ci.rs"]
+mod ci;
 #[path = "support/harness.rs"]
 mod harness;
 #[path = "support/mcp_client.rs"]
 mod mcp_client;
+#[path = "../tests/support/scratch.rs"]
+mod scratch;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

@@ -17,10 +17,14 @@
 //! file for the table, with date, machine and versions), `ASKDB_TEST_POSTGRES_URL`
 //! (the admin URL for the scratch database). Not a timed test: figures only.
 
+#[path = "../tests/support/ci.rs"]
+mod ci;
 #[path = "support/harness.rs"]
 mod harness;
 #[path = "support/mcp_client.rs"]
 mod mcp_client;
+#[path = "../tests/support/scratch.rs"]
+mod scratch;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -28,8 +32,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use askdb::database::DatabaseUrl;
 use askdb::eval::external::{self, ExternalDialect};
-use askdb::gate::{DatabaseUrl, Gate, GateOptions};
+use askdb::gate::{Gate, GateOptions};
 use harness::{postgres_scratch, sequential, start_serve};
 use mcp_client::{load_average, machine, micros, percentile, proc_kib, utc_now, McpServer};
 use serde_json::{json, Value};
@@ -186,7 +191,7 @@ fn main() {
     for (path, _) in &corpus {
         if !gates.contains_key(path) {
             let gate = runtime
-                .block_on(Gate::open(
+                .block_on(askdb::database::open_gate(
                     &DatabaseUrl::Sqlite(path.clone()),
                     GateOptions::default(),
                 ))

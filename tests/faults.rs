@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
+#[path = "support/ci.rs"]
+mod ci;
 #[path = "support/fake_model.rs"]
 mod fake_model;
 #[path = "support/private_postgres.rs"]
@@ -24,10 +26,6 @@ mod serve;
 use fake_model::{Behaviour, FakeModel};
 use private_postgres::PrivatePostgres;
 use serve::Server;
-
-fn in_ci() -> bool {
-    std::env::var_os("CI").is_some_and(|value| !value.is_empty())
-}
 
 fn client() -> reqwest::Client {
     askdb::llm::install_tls_provider();
@@ -83,21 +81,17 @@ async fn private_demo(test: &str) -> Option<(PrivatePostgres, String)> {
     let server = match PrivatePostgres::start() {
         Ok(server) => server,
         Err(why) => {
-            assert!(
-                !in_ci(),
-                "CI: {test} needs its own PostgreSQL server: {why}"
-            );
-            eprintln!("SKIPPED {test}: cannot start a private PostgreSQL ({why})");
+            ci::skip_or_fail(test, &format!("cannot start a private PostgreSQL ({why})"));
             return None;
         }
     };
-    let options = askdb::db_setup::SetupOptions {
+    let options = askdb::admin::SetupOptions {
         admin_url: server.admin_url(),
         database: "askdb_demo".to_string(),
-        read_only_role: askdb::db_setup::RoleSpec::new("askdb_ro"),
-        log_role: askdb::db_setup::RoleSpec::new("askdb_log"),
+        read_only_role: askdb::admin::RoleSpec::new("askdb_ro"),
+        log_role: askdb::admin::RoleSpec::new("askdb_log"),
     };
-    let report = askdb::db_setup::setup(&options)
+    let report = askdb::admin::setup(&options)
         .await
         .unwrap_or_else(|error| panic!("db setup on the private server: {error}"));
     let url = report.read_only.connection_url().to_string();

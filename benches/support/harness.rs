@@ -1,7 +1,8 @@
 //! What the load and peer benches share: `askdb serve` started with the scripted
 //! model on a free port, a scratch PostgreSQL database with the demo and uniquely named
 //! roles (made by `askdb db setup`'s code and dropped afterwards), and the median of
-//! sequential runs.
+//! sequential runs. A bench that includes it also includes tests/support/ci.rs and
+//! scratch.rs as `ci` and `scratch`.
 
 #![allow(dead_code)]
 
@@ -75,54 +76,27 @@ where
     percentile(&times, 0.5)
 }
 
-/// A scratch PostgreSQL database with the demo and uniquely named roles, dropped on drop.
+/// A scratch PostgreSQL database with the demo and uniquely named roles (the tests'
+/// scratch helper, tests/support/scratch.rs), dropped on drop.
 pub struct Scratch {
-    admin_url: String,
-    database: String,
-    roles: Vec<String>,
+    _names: crate::scratch::Scratch,
     pub read_only_url: String,
 }
 
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        if let Err(error) =
-            askdb::db_setup::drop_scratch_with_roles(&self.admin_url, &self.database, &self.roles)
-        {
-            eprintln!("load: could not drop the scratch database: {error}");
-        }
-    }
-}
-
-pub async fn postgres_scratch(prefix: &str) -> Scratch {
-    let admin_url = std::env::var("ASKDB_TEST_POSTGRES_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_string());
-    let suffix = format!(
-        "{}_{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |elapsed| elapsed.as_millis() % 1_000_000_000)
-    );
-    let database = format!("askdb_{prefix}_{suffix}");
-    let roles = vec![
-        format!("askdb_ro_l{suffix}"),
-        format!("askdb_log_l{suffix}"),
-    ];
-    let options = askdb::db_setup::SetupOptions {
-        admin_url: admin_url.clone(),
-        database: database.clone(),
-        read_only_role: askdb::db_setup::RoleSpec::new(&roles[0]),
-        log_role: askdb::db_setup::RoleSpec::new(&roles[1]),
+pub async fn postgres_scratch(kind: &str) -> Scratch {
+    let names = crate::scratch::Scratch::new(&format!("{kind} bench"), kind)
+        .unwrap_or_else(|| panic!("the {kind} bench needs PostgreSQL (ASKDB_TEST_POSTGRES_URL)"));
+    let options = askdb::admin::SetupOptions {
+        admin_url: names.admin_url.clone(),
+        database: names.database.clone(),
+        read_only_role: askdb::admin::RoleSpec::new(&names.read_only_role),
+        log_role: askdb::admin::RoleSpec::new(&names.log_role),
     };
-    let mut scratch = Scratch {
-        admin_url,
-        database,
-        roles,
-        read_only_url: String::new(),
-    };
-    let report = askdb::db_setup::setup(&options)
+    let report = askdb::admin::setup(&options)
         .await
         .unwrap_or_else(|error| panic!("db setup: {error}"));
-    scratch.read_only_url = report.read_only.connection_url().to_string();
-    scratch
+    Scratch {
+        read_only_url: report.read_only.connection_url().to_string(),
+        _names: names,
+    }
 }

@@ -88,7 +88,6 @@ pub struct SpendLedger {
     state: Mutex<LedgerState>,
 }
 
-
 impl SpendLedger {
     /// A ledger for this process only.
     pub fn in_memory(cap_usd: Option<f64>) -> SpendLedger {
