@@ -1,8 +1,9 @@
 //! A small OpenAI-compatible model server for fault tests: it answers every chat
 //! completion with one fixed reply, or accepts requests and never answers, and it can
 //! be killed (listener and every open connection dropped at once) and started again on
-//! the same port. It counts the requests it received, so a test can tell whether askdb
-//! made a call.
+//! the same port. It counts the chat completions it received, so a test can tell whether
+//! askdb made a model call; any other path (llama.cpp's `/tokenize`, which askdb may ask
+//! to count tokens, and which is not a model call) is answered 404 and not counted.
 
 #![allow(dead_code)]
 
@@ -48,7 +49,7 @@ impl FakeModel {
         format!("http://127.0.0.1:{}/v1", self.port)
     }
 
-    /// Requests received so far (each is one model call attempt).
+    /// Chat completions received so far (each is one model call attempt).
     pub fn received(&self) -> usize {
         self.received.load(Ordering::SeqCst)
     }
@@ -144,6 +145,17 @@ async fn answer(
             break;
         }
         buffer.extend_from_slice(&chunk[..read]);
+    }
+    let path = head
+        .lines()
+        .next()
+        .and_then(|line| line.split(' ').nth(1))
+        .unwrap_or_default()
+        .to_string();
+    if !path.ends_with("/chat/completions") {
+        let response = "HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
+        stream.write_all(response.as_bytes()).await?;
+        return stream.shutdown().await;
     }
     received.fetch_add(1, Ordering::SeqCst);
     let current = behaviour
