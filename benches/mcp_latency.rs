@@ -1,55 +1,32 @@
-//! run_query round trips over MCP stdio: the real `askdb mcp` binary, driven by a
-//! minimal JSON-RPC client of its own (initialize, notifications/initialized, then N
-//! sequential tools/call run_query of one small query). Prints the setup, the startup
-//! time (spawn to the initialize reply), median / p95 / p99 / max round-trip latency,
-//! and the server's resident memory (VmRSS and its peak VmHWM from /proc/PID/status).
+//! Tool-call round trips over MCP stdio: the real `askdb mcp` binary (or, for the side
+//! by side comparison, another MCP server given as a command), driven by one minimal
+//! JSON-RPC client (benches/support/mcp_client.rs): cold starts (spawn to the
+//! `initialize` reply), then N sequential `tools/call`s of one query. Prints the
+//! median / p95 / p99 / max round trip, errors, and the server's resident memory
+//! (VmRSS after initialize, half way and at the end; the peak VmHWM) from /proc.
 //!
 //! `cargo bench --bench mcp_latency` (release build). Settings by environment:
-//! `ASKDB_BENCH_N` (calls, default 1000), `ASKDB_BENCH_SQL` (the query), and
-//! `ASKDB_BENCH_DB` (a database URL; default: the demo written to a temporary file).
-//! Not a timed test: it reports figures and asserts nothing about them.
+//! `ASKDB_BENCH_N` (calls, default 1000), `ASKDB_BENCH_SQL` (the query),
+//! `ASKDB_BENCH_DB` (askdb's database URL; default: the demo written to a temporary
+//! file), `ASKDB_BENCH_STARTS` (cold starts timed, default 5), `ASKDB_BENCH_SERVER`
+//! (another server's command as a JSON array, with `ASKDB_BENCH_TOOL` and
+//! `ASKDB_BENCH_ARG`, the tool and its SQL argument, and `ASKDB_BENCH_NAME`), and
+//! `ASKDB_BENCH_JSON` (a file to write the figures to). Not a timed test: it reports
+//! figures and asserts nothing about them.
 
-use std::io::{BufRead, BufReader, Write};
+#[path = "support/mcp_client.rs"]
+mod mcp_client;
+
 use std::path::Path;
-use std::process::{ChildStdin, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
+use mcp_client::{micros, percentile, proc_kib, McpServer};
+use serde_json::json;
 
 const DEFAULT_CALLS: usize = 1000;
 const WARMUP_CALLS: usize = 20;
 const DEFAULT_SQL: &str = "SELECT status, count(*) AS bills FROM bills GROUP BY status";
-
-struct Client {
-    stdin: ChildStdin,
-    stdout: BufReader<std::process::ChildStdout>,
-    next_id: u64,
-}
-
-impl Client {
-    fn send(&mut self, message: &Value) {
-        writeln!(self.stdin, "{message}").expect("request written to the server");
-        self.stdin.flush().expect("request flushed");
-    }
-
-    /// Sends a request and reads lines until its reply (skipping notifications).
-    fn request(&mut self, method: &str, params: Value) -> Value {
-        self.next_id += 1;
-        let id = self.next_id;
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
-        let mut line = String::new();
-        loop {
-            line.clear();
-            let read = self.stdout.read_line(&mut line).expect("server stdout");
-            assert!(read > 0, "the server closed stdout");
-            let message: Value = serde_json::from_str(&line)
-                .unwrap_or_else(|error| panic!("not JSON-RPC ({error}): {line}"));
-            if message["id"] == id {
-                return message;
-            }
-        }
-    }
-}
 
 fn env_or(name: &str, default: &str) -> String {
     std::env::var(name)
@@ -58,125 +35,166 @@ fn env_or(name: &str, default: &str) -> String {
         .unwrap_or_else(|| default.to_string())
 }
 
-fn percentile(sorted: &[Duration], fraction: f64) -> Duration {
-    let rank = ((sorted.len() as f64 - 1.0) * fraction).round() as usize;
-    sorted[rank.min(sorted.len() - 1)]
-}
-
-fn micros(duration: Duration) -> String {
-    format!("{:.0} us", duration.as_secs_f64() * 1e6)
-}
-
-/// A `Vm*:` line of /proc/PID/status, e.g. "14512 kB".
-fn proc_status(pid: u32, field: &str) -> String {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|status| {
-            status
-                .lines()
-                .find(|line| line.starts_with(field))
-                .map(|line| line[field.len()..].trim().to_string())
-        })
-        .unwrap_or_else(|| "unavailable".to_string())
-}
-
 fn main() {
     let calls: usize = env_or("ASKDB_BENCH_N", &DEFAULT_CALLS.to_string())
         .parse()
         .expect("ASKDB_BENCH_N is a number");
     assert!(calls > 0, "ASKDB_BENCH_N must be at least 1");
+    let starts: usize = env_or("ASKDB_BENCH_STARTS", "5")
+        .parse()
+        .expect("ASKDB_BENCH_STARTS is a number");
     let sql = env_or("ASKDB_BENCH_SQL", DEFAULT_SQL);
     let bin = env!("CARGO_BIN_EXE_askdb");
     let scratch = tempfile::tempdir().expect("temp dir");
-    let db = match std::env::var("ASKDB_BENCH_DB") {
-        Ok(url) if !url.is_empty() => url,
+
+    let (name, argv, tool, argument, env) = match std::env::var("ASKDB_BENCH_SERVER") {
+        Ok(command) if !command.is_empty() => {
+            let argv: Vec<String> =
+                serde_json::from_str(&command).expect("ASKDB_BENCH_SERVER is a JSON array");
+            (
+                env_or("ASKDB_BENCH_NAME", &argv.join(" ")),
+                argv,
+                env_or("ASKDB_BENCH_TOOL", "query"),
+                env_or("ASKDB_BENCH_ARG", "sql"),
+                Vec::new(),
+            )
+        }
         _ => {
-            let path = scratch.path().join("demo.sqlite");
-            build_demo(bin, &path);
-            format!("sqlite:{}", path.display())
+            let db = match std::env::var("ASKDB_BENCH_DB") {
+                Ok(url) if !url.is_empty() => url,
+                _ => {
+                    let path = scratch.path().join("demo.sqlite");
+                    build_demo(bin, &path);
+                    format!("sqlite:{}", path.display())
+                }
+            };
+            let argv = vec![bin.to_string(), "mcp".to_string()];
+            // The URL through the environment, as the README advises (no password on
+            // the command line).
+            let env = vec![
+                ("ASKDB_DATABASE_URL".to_string(), db.clone()),
+                (
+                    "ASKDB_HOME".to_string(),
+                    scratch.path().display().to_string(),
+                ),
+            ];
+            (
+                format!("askdb mcp ({})", askdb::text::redact_password(&db)),
+                argv,
+                "run_query".to_string(),
+                "sql".to_string(),
+                env,
+            )
         }
     };
 
-    let started = Instant::now();
-    let mut child = Command::new(bin)
-        .args(["mcp", "--db", &db])
-        .env("ASKDB_HOME", scratch.path())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("askdb mcp starts");
-    let pid = child.id();
-    let mut client = Client {
-        stdin: child.stdin.take().expect("stdin"),
-        stdout: BufReader::new(child.stdout.take().expect("stdout")),
-        next_id: 0,
-    };
-    let init = client.request(
-        "initialize",
-        json!({"protocolVersion": "2025-06-18", "capabilities": {},
-               "clientInfo": {"name": "mcp_latency", "version": "0"}}),
-    );
-    let startup = started.elapsed();
-    assert!(init["result"]["serverInfo"].is_object(), "{init}");
-    client.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-    let rss_idle = proc_status(pid, "VmRSS:");
-
-    let arguments = json!({"name": "run_query", "arguments": {"sql": sql}});
+    let mut cold_starts = Vec::new();
+    for _ in 0..starts.max(1) {
+        let server = McpServer::start(&argv, &env).unwrap_or_else(|error| panic!("{error}"));
+        cold_starts.push(server.cold_start);
+    }
+    cold_starts.sort();
+    let mut server = McpServer::start(&argv, &env).unwrap_or_else(|error| panic!("{error}"));
+    let pid = server.pid();
+    let rss_initialized = proc_kib(pid, "VmRSS:");
+    let arguments = json!({ argument.as_str(): sql });
     let first_started = Instant::now();
-    let first = client.request("tools/call", arguments.clone());
+    server
+        .call(&tool, &arguments)
+        .unwrap_or_else(|error| panic!("the first call failed: {error}"));
     let first_call = first_started.elapsed();
-    assert_eq!(
-        first["result"]["isError"], false,
-        "the query failed: {first}"
-    );
-    let rows = first["result"]["structuredContent"]["row_count"].clone();
     for _ in 0..WARMUP_CALLS {
-        client.request("tools/call", arguments.clone());
+        let _ = server.call(&tool, &arguments);
     }
     let mut times = Vec::with_capacity(calls);
+    let mut errors = 0usize;
+    let mut rss_half = None;
     let run_started = Instant::now();
-    for _ in 0..calls {
+    for index in 0..calls {
         let call_started = Instant::now();
-        let reply = client.request("tools/call", arguments.clone());
+        let outcome = server.call(&tool, &arguments);
         times.push(call_started.elapsed());
-        assert_eq!(reply["result"]["isError"], false, "{reply}");
+        if outcome.is_err() {
+            errors += 1;
+        }
+        if index + 1 == calls / 2 {
+            rss_half = proc_kib(pid, "VmRSS:");
+        }
     }
     let total = run_started.elapsed();
-    let rss = proc_status(pid, "VmRSS:");
-    let peak = proc_status(pid, "VmHWM:");
-    drop(client);
-    let _ = child.wait();
+    let rss_end = proc_kib(pid, "VmRSS:");
+    let peak = proc_kib(pid, "VmHWM:");
+    drop(server);
 
     times.sort();
-    let mean = total / calls as u32;
+    let median = percentile(&times, 0.5);
+    let p95 = percentile(&times, 0.95);
+    let p99 = percentile(&times, 0.99);
+    let max = times.last().copied().unwrap_or(Duration::ZERO);
+    let cold = percentile(&cold_starts, 0.5);
     let profile = if cfg!(debug_assertions) {
         "debug"
     } else {
         "release (cargo bench)"
     };
-    println!("mcp_latency: run_query round trips over MCP stdio");
-    println!("  server:   {bin} mcp --db {}", redact(&db));
+    let kib = |value: Option<u64>| value.map_or("unavailable".to_string(), |v| format!("{v} kB"));
+    println!("mcp_latency: {tool} round trips over MCP stdio");
+    println!("  server:   {name}");
     println!("  build:    {profile}");
     println!("  client:   minimal JSON-RPC over pipes, one request in flight");
-    println!("  query:    {sql} ({rows} rows)");
-    println!("  calls:    {calls} measured after {WARMUP_CALLS} warm-up calls");
+    println!("  query:    {sql}");
+    println!("  calls:    {calls} measured after {WARMUP_CALLS} warm-up calls, {errors} errors");
     println!(
-        "  startup:  {} (spawn to initialize reply, gate opened)",
-        micros(startup)
+        "  cold start: median {:.1} ms of {} (spawn to initialize reply), min {:.1} ms",
+        cold.as_secs_f64() * 1e3,
+        cold_starts.len(),
+        cold_starts[0].as_secs_f64() * 1e3
     );
-    println!("  first:    {}", micros(first_call));
+    println!("  first:    {:.0} us", micros(first_call));
     println!(
-        "  latency:  median {}, p95 {}, p99 {}, max {}, mean {}",
-        micros(percentile(&times, 0.5)),
-        micros(percentile(&times, 0.95)),
-        micros(percentile(&times, 0.99)),
-        micros(times[times.len() - 1]),
-        micros(mean)
+        "  latency:  median {:.0} us, p95 {:.0} us, p99 {:.0} us, max {:.0} us, {:.0} calls/s",
+        micros(median),
+        micros(p95),
+        micros(p99),
+        micros(max),
+        calls as f64 / total.as_secs_f64()
     );
     println!(
-        "  memory:   VmRSS {rss_idle} after initialize, {rss} after the calls, peak VmHWM {peak}"
+        "  memory:   VmRSS {} after initialize, {} half way, {} at the end, peak VmHWM {}",
+        kib(rss_initialized),
+        kib(rss_half),
+        kib(rss_end),
+        kib(peak)
     );
+    if let Ok(path) = std::env::var("ASKDB_BENCH_JSON") {
+        if !path.is_empty() {
+            let figures = json!({
+                "generated_by": "cargo bench --bench mcp_latency",
+                "generated_at": mcp_client::utc_now(),
+                "machine": mcp_client::machine(),
+                "load_average": mcp_client::load_average(),
+                "server": name,
+                "tool": tool,
+                "sql": sql,
+                "calls": calls,
+                "errors": errors,
+                "cold_start_ms": cold.as_secs_f64() * 1e3,
+                "cold_starts": cold_starts.len(),
+                "median_us": micros(median),
+                "p95_us": micros(p95),
+                "p99_us": micros(p99),
+                "max_us": micros(max),
+                "calls_per_second": calls as f64 / total.as_secs_f64(),
+                "rss_initialized_kib": rss_initialized,
+                "rss_half_kib": rss_half,
+                "rss_end_kib": rss_end,
+                "rss_peak_kib": peak,
+                "build": profile,
+            });
+            std::fs::write(&path, format!("{figures:#}\n"))
+                .unwrap_or_else(|error| panic!("cannot write {path}: {error}"));
+        }
+    }
 }
 
 fn build_demo(bin: &str, path: &Path) {
@@ -186,9 +204,4 @@ fn build_demo(bin: &str, path: &Path) {
         .output()
         .expect("askdb demo build runs");
     assert!(output.status.success(), "demo build failed: {output:?}");
-}
-
-/// A URL as printed: without its password.
-fn redact(url: &str) -> String {
-    askdb::text::redact_password(url)
 }

@@ -337,6 +337,7 @@ fn database_instruction(error_type: ErrorType) -> Option<&'static str> {
         ErrorType::PermissionDenied
         | ErrorType::ReadOnlyViolation
         | ErrorType::ConnectionError
+        | ErrorType::Busy
         | ErrorType::Unknown => return None,
     };
     Some(instruction)

@@ -625,7 +625,7 @@ impl Gate {
             }
             Err(failure) => match failure.error_type {
                 ErrorType::ReadOnlyViolation | ErrorType::PermissionDenied => Ok(true),
-                ErrorType::ConnectionError | ErrorType::Timeout => {
+                ErrorType::ConnectionError | ErrorType::Busy | ErrorType::Timeout => {
                     Err(GateError::Open(failure.message))
                 }
                 _ => Err(GateError::Query(format!(

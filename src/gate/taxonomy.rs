@@ -27,12 +27,15 @@ pub enum ErrorType {
     /// The database could not be reached or the connection dropped: infrastructure,
     /// not a fault of the query.
     ConnectionError,
+    /// Every connection to the database was in use and none came free in time, so
+    /// nothing ran: askdb is overloaded, the query is not at fault; try again.
+    Busy,
     Unknown,
 }
 
 impl ErrorType {
     /// Every type, for exhaustive checks (a repairable type must have a repair).
-    pub const ALL: [ErrorType; 16] = [
+    pub const ALL: [ErrorType; 17] = [
         ErrorType::SyntaxError,
         ErrorType::UnknownColumn,
         ErrorType::UnknownTable,
@@ -48,6 +51,7 @@ impl ErrorType {
         ErrorType::ReadOnlyViolation,
         ErrorType::Rejected,
         ErrorType::ConnectionError,
+        ErrorType::Busy,
         ErrorType::Unknown,
     ];
 
@@ -72,6 +76,7 @@ impl ErrorType {
             ErrorType::PermissionDenied
             | ErrorType::ReadOnlyViolation
             | ErrorType::ConnectionError
+            | ErrorType::Busy
             | ErrorType::Unknown => false,
         }
     }
@@ -94,6 +99,7 @@ impl ErrorType {
             ErrorType::ReadOnlyViolation => "read_only_violation",
             ErrorType::Rejected => "rejected",
             ErrorType::ConnectionError => "connection_error",
+            ErrorType::Busy => "busy",
             ErrorType::Unknown => "unknown",
         }
     }

@@ -6,7 +6,16 @@
 //! In memory by default (one process, one cap). With `ASKDB_SPEND_LEDGER=path` every
 //! call is appended to that file as a JSON line and the spend already in the file counts
 //! against the cap, so the cap spans runs; delete or move the file to start over.
+//!
+//! A file ledger is written ahead: the reservation is appended before the call is made,
+//! and a call whose reservation cannot be written (an unwritable file, a full disk) is
+//! refused, so no call is ever made that the file does not count. After the call a
+//! settled line replaces the reservation's worst case with the real cost (or a release
+//! line gives it back when the call failed). A reservation that is never settled (the
+//! process died, or the disk filled up after the call) keeps counting at its worst case
+//! when the file is read again: the ledger may overcount, never undercount.
 
+use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
@@ -14,15 +23,18 @@ use std::sync::{Mutex, MutexGuard};
 use serde::{Deserialize, Serialize};
 
 use super::{Completion, LlmError, Purpose};
+use crate::calendar::unix_seconds;
 
 #[derive(Debug, Default)]
 struct LedgerState {
     spent_usd: f64,
     reserved_usd: f64,
     calls: u64,
+    /// Reservations made by this process, for their ids.
+    next_reservation: u64,
 }
 
-/// One line of a ledger file.
+/// One settled call in a ledger file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LedgerEntry {
     /// Unix seconds.
@@ -33,6 +45,37 @@ pub struct LedgerEntry {
     pub input_tokens: u64,
     pub output_tokens: u64,
     pub cost_usd: f64,
+    /// The reservation this call settles (absent in files written before reservations
+    /// were written ahead).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reservation: Option<String>,
+}
+
+/// A reservation written before its call: counted at `estimate_usd` until settled.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReservedLine {
+    reserve: String,
+    at: u64,
+    purpose: Purpose,
+    estimate_usd: f64,
+}
+
+/// A reservation whose call failed: it costs nothing.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReleasedLine {
+    release: String,
+    at: u64,
+}
+
+/// Any line of a ledger file.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+enum LedgerLine {
+    Settled(LedgerEntry),
+    Reserved(ReservedLine),
+    Released(ReleasedLine),
 }
 
 /// Money spent on model calls, with an optional hard cap in dollars.
@@ -40,6 +83,8 @@ pub struct LedgerEntry {
 pub struct SpendLedger {
     cap_usd: Option<f64>,
     file: Option<PathBuf>,
+    /// Makes this process's reservation ids unique in a file other runs share.
+    session: String,
     state: Mutex<LedgerState>,
 }
 
@@ -49,25 +94,57 @@ impl SpendLedger {
         SpendLedger {
             cap_usd,
             file: None,
+            session: String::new(),
             state: Mutex::new(LedgerState::default()),
         }
     }
 
-    /// A ledger kept in a JSONL file; what the file records already counts against the cap.
+    /// A ledger kept in a JSONL file; what the file records already counts against the
+    /// cap, reservations never settled at their worst case.
     pub fn open(path: &Path, cap_usd: Option<f64>) -> Result<SpendLedger, LlmError> {
+        // Only a regular file can be a ledger: reading a device such as /dev/zero
+        // would never end.
+        if let Ok(metadata) = std::fs::metadata(path) {
+            if !metadata.is_file() {
+                return Err(LlmError::Ledger(format!(
+                    "{} is not a regular file",
+                    path.display()
+                )));
+            }
+        }
         let mut state = LedgerState::default();
         match std::fs::read_to_string(path) {
             Ok(text) => {
+                let mut open_reservations: HashMap<String, f64> = HashMap::new();
                 for (number, line) in text.lines().enumerate() {
                     if line.trim().is_empty() {
                         continue;
                     }
                     // A line that does not parse would make the ledger undercount, and an
                     // undercounting ledger is no cap at all: refuse it.
-                    let entry: LedgerEntry = serde_json::from_str(line).map_err(|error| {
+                    let parsed: LedgerLine = serde_json::from_str(line).map_err(|error| {
                         LlmError::Ledger(format!("{} line {}: {error}", path.display(), number + 1))
                     })?;
-                    state.spent_usd += entry.cost_usd;
+                    match parsed {
+                        LedgerLine::Settled(entry) => {
+                            if let Some(id) = &entry.reservation {
+                                open_reservations.remove(id);
+                            }
+                            state.spent_usd += entry.cost_usd;
+                            state.calls += 1;
+                        }
+                        LedgerLine::Reserved(reserved) => {
+                            open_reservations.insert(reserved.reserve, reserved.estimate_usd);
+                        }
+                        LedgerLine::Released(released) => {
+                            open_reservations.remove(&released.release);
+                        }
+                    }
+                }
+                // A call that may have been made but was never settled counts as made,
+                // at the most it could have cost.
+                for estimate in open_reservations.values() {
+                    state.spent_usd += estimate;
                     state.calls += 1;
                 }
             }
@@ -79,9 +156,11 @@ impl SpendLedger {
                 )))
             }
         }
+        let started = crate::calendar::unix_millis();
         Ok(SpendLedger {
             cap_usd,
             file: Some(path.to_path_buf()),
+            session: format!("{}-{started}", std::process::id()),
             state: Mutex::new(state),
         })
     }
@@ -108,8 +187,17 @@ impl SpendLedger {
     }
 
     /// Reserves `estimate_usd` for a call about to be made, or refuses when the cap
-    /// would be passed.
+    /// would be passed or, for a file ledger, when the reservation cannot be written.
     pub fn reserve(&self, estimate_usd: f64) -> Result<Reservation<'_>, LlmError> {
+        self.reserve_for(estimate_usd, Purpose::Check)
+    }
+
+    /// [`SpendLedger::reserve`], recording which step the call is for.
+    pub fn reserve_for(
+        &self,
+        estimate_usd: f64,
+        purpose: Purpose,
+    ) -> Result<Reservation<'_>, LlmError> {
         let estimate_usd = if estimate_usd.is_finite() {
             estimate_usd.max(0.0)
         } else {
@@ -128,18 +216,70 @@ impl SpendLedger {
                 });
             }
         }
+        let mut id = None;
+        if let Some(path) = &self.file {
+            state.next_reservation += 1;
+            let reservation = format!("{}-{}", self.session, state.next_reservation);
+            let line = ReservedLine {
+                reserve: reservation.clone(),
+                at: unix_seconds(),
+                purpose,
+                estimate_usd,
+            };
+            // Written while the lock is held, so concurrent reservations cannot
+            // interleave inside a line. Fail closed: no line, no call.
+            append_line(path, &line).map_err(|error| {
+                LlmError::Ledger(format!(
+                    "{error}; the call was not made, because a call the ledger cannot count is never made"
+                ))
+            })?;
+            id = Some(reservation);
+        }
         state.reserved_usd += estimate_usd;
         Ok(Reservation {
             ledger: self,
             estimate_usd,
+            id,
             settled: false,
         })
     }
 
-    fn release(&self, estimate_usd: f64) {
+    fn release(&self, estimate_usd: f64, id: Option<&str>) {
         let mut state = self.lock();
         state.reserved_usd = (state.reserved_usd - estimate_usd).max(0.0);
+        if let (Some(path), Some(id)) = (&self.file, id) {
+            // Best effort: without the line the reservation keeps counting at its worst
+            // case when the file is read again, which overcounts but never undercounts.
+            let _ = append_line(
+                path,
+                &ReleasedLine {
+                    release: id.to_string(),
+                    at: unix_seconds(),
+                },
+            );
+        }
     }
+}
+
+/// Appends one JSON line to the ledger file, creating its folder and the file when
+/// missing. One `write` call per line, so a line is never split by another writer.
+fn append_line(path: &Path, line: &impl Serialize) -> Result<(), String> {
+    let mut text = serde_json::to_string(line).map_err(|error| error.to_string())?;
+    text.push('\n');
+    if let Some(parent) = path
+        .parent()
+        .filter(|parent| !parent.as_os_str().is_empty())
+    {
+        std::fs::create_dir_all(parent)
+            .map_err(|error| format!("cannot create {}: {error}", parent.display()))?;
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|error| format!("cannot open {}: {error}", path.display()))?;
+    file.write_all(text.as_bytes())
+        .map_err(|error| format!("cannot write {}: {error}", path.display()))
 }
 
 /// Money set aside for one call in flight. Settle it with the real cost; dropped
@@ -148,11 +288,15 @@ impl SpendLedger {
 pub struct Reservation<'a> {
     ledger: &'a SpendLedger,
     estimate_usd: f64,
+    /// The reservation's id in the ledger file (None in memory).
+    id: Option<String>,
     settled: bool,
 }
 
 impl Reservation<'_> {
-    /// Books the call's real cost (and appends it to the ledger file, if any).
+    /// Books the call's real cost (and appends it to the ledger file, if any). The call
+    /// has been made by now, so a line that cannot be written is not an error: the
+    /// reservation written ahead already counts it at its worst case.
     pub fn settle(
         mut self,
         cost_usd: f64,
@@ -171,40 +315,25 @@ impl Reservation<'_> {
             return Ok(());
         };
         let entry = LedgerEntry {
-            at: crate::calendar::unix_seconds(),
+            at: unix_seconds(),
             provider: provider.to_string(),
             model: completion.model.clone(),
             purpose,
             input_tokens: completion.input_tokens,
             output_tokens: completion.output_tokens,
             cost_usd,
+            reservation: self.id.clone(),
         };
-        let line =
-            serde_json::to_string(&entry).map_err(|error| LlmError::Ledger(error.to_string()))?;
-        if let Some(parent) = path
-            .parent()
-            .filter(|parent| !parent.as_os_str().is_empty())
-        {
-            std::fs::create_dir_all(parent).map_err(|error| {
-                LlmError::Ledger(format!("cannot create {}: {error}", parent.display()))
-            })?;
-        }
-        let mut file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .map_err(|error| {
-                LlmError::Ledger(format!("cannot open {}: {error}", path.display()))
-            })?;
-        writeln!(file, "{line}")
-            .map_err(|error| LlmError::Ledger(format!("cannot write {}: {error}", path.display())))
+        // Ignored on purpose (see above): the reply was paid for and is returned.
+        let _ = append_line(path, &entry);
+        Ok(())
     }
 }
 
 impl Drop for Reservation<'_> {
     fn drop(&mut self) {
         if !self.settled {
-            self.ledger.release(self.estimate_usd);
+            self.ledger.release(self.estimate_usd, self.id.as_deref());
         }
     }
 }
@@ -277,5 +406,70 @@ mod tests {
         assert_eq!(second.calls(), 1);
         std::fs::write(&path, "not json\n").expect("write");
         assert!(SpendLedger::open(&path, Some(1.0)).is_err());
+    }
+
+    #[test]
+    fn a_file_ledger_writes_the_reservation_before_the_call_and_settles_it_after() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("spend.jsonl");
+        let ledger = SpendLedger::open(&path, Some(1.0)).expect("opens");
+        let reservation = ledger.reserve_for(0.4, Purpose::WriteSql).expect("room");
+        let text = std::fs::read_to_string(&path).expect("written ahead");
+        assert!(text.contains("\"reserve\""), "{text}");
+        // Read now, as if the process had died in the call: the worst case counts.
+        let crashed = SpendLedger::open(&path, Some(1.0)).expect("reopens");
+        assert!((crashed.spent_usd() - 0.4).abs() < 1e-12);
+        assert_eq!(crashed.calls(), 1);
+        reservation
+            .settle(0.1, Purpose::WriteSql, "p", &completion())
+            .expect("settled");
+        let settled = SpendLedger::open(&path, Some(1.0)).expect("reopens");
+        assert!(
+            (settled.spent_usd() - 0.1).abs() < 1e-12,
+            "the real cost replaces the estimate"
+        );
+        assert_eq!(settled.calls(), 1);
+        drop(ledger.reserve_for(0.3, Purpose::RepairSql).expect("room"));
+        let released = SpendLedger::open(&path, Some(1.0)).expect("reopens");
+        assert!(
+            (released.spent_usd() - 0.1).abs() < 1e-12,
+            "a failed call costs nothing"
+        );
+        assert_eq!(released.calls(), 1);
+    }
+
+    #[test]
+    fn a_reservation_that_cannot_be_written_is_refused() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let folder = dir.path().join("ledger");
+        let ledger = SpendLedger::open(&folder.join("spend.jsonl"), None).expect("opens");
+        // The folder becomes a file: nothing can be written below it, even by root.
+        std::fs::write(&folder, "x").expect("write");
+        let refused = ledger.reserve(0.0).expect_err("unwritable");
+        assert_eq!(refused.kind(), "ledger");
+        assert!(refused.to_string().contains("was not made"), "{refused}");
+        assert_eq!(ledger.calls(), 0);
+    }
+
+    #[test]
+    fn a_ledger_on_a_device_is_refused_instead_of_read_forever() {
+        let device = Path::new("/dev/zero");
+        if device.exists() {
+            assert!(SpendLedger::open(device, None).is_err());
+        }
+    }
+
+    #[test]
+    fn ledger_files_from_before_reservations_still_count() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("spend.jsonl");
+        std::fs::write(
+            &path,
+            "{\"at\":1,\"provider\":\"anthropic\",\"model\":\"m\",\"purpose\":\"write_sql\",\"input_tokens\":1,\"output_tokens\":1,\"cost_usd\":0.5}\n",
+        )
+        .expect("write");
+        let ledger = SpendLedger::open(&path, Some(1.0)).expect("opens");
+        assert!((ledger.spent_usd() - 0.5).abs() < 1e-12);
+        assert_eq!(ledger.calls(), 1);
     }
 }

@@ -656,7 +656,7 @@ impl ModelClient {
             }
         }
         let estimate = self.worst_case_cost(request);
-        let reservation = match self.ledger.reserve(estimate) {
+        let reservation = match self.ledger.reserve_for(estimate, request.purpose) {
             Ok(reservation) => reservation,
             Err(error) => {
                 log.push(self.failure_record(request.purpose, started.elapsed(), &error));

@@ -14,10 +14,10 @@ use serde_json::json;
 
 use super::error::{empty_question, question_too_long, ApiJson, AppError};
 use super::health::{self, HealthReport, MODEL_CHECK_TTL};
-use super::limits::BUSY_RETRY_AFTER;
+use super::limits::{BUSY_RETRY_AFTER, DATABASE_BUSY_RETRY_AFTER};
 use super::AppState;
 use crate::agent::{AgentResult, AskOptions, Mode, MAX_QUESTION_CHARS};
-use crate::gate::{QueryOutcome, TableDescription};
+use crate::gate::{ErrorType, QueryOutcome, TableDescription};
 
 /// The address the request came from, for the per-client rate limit. It is the TCP
 /// peer: forwarding headers are not trusted, since any client can write them. Requests
@@ -112,7 +112,9 @@ pub struct SqlRequest {
 
 /// POST /api/sql: the whole gate. A refused or failed statement is a 200 with the
 /// structured error (`ok: false`), exactly as `run_query` returns it: the failure is
-/// data for the console to show, not a failure of the request.
+/// data for the console to show, not a failure of the request. The exception is a
+/// statement that never ran because every database connection was taken: that is the
+/// server being overloaded, a 503 with Retry-After like a busy ask.
 pub async fn sql(
     State(state): State<AppState>,
     ApiJson(request): ApiJson<SqlRequest>,
@@ -123,7 +125,14 @@ pub async fn sql(
             detail: "the SQL is empty: write one SELECT statement".to_string(),
         });
     }
-    Ok(Json(state.gate().run_query(&request.sql).await))
+    match state.gate().run_query(&request.sql).await {
+        QueryOutcome::Failed(error) if error.error_type == ErrorType::Busy => {
+            Err(AppError::DatabaseBusy {
+                retry_after: DATABASE_BUSY_RETRY_AFTER,
+            })
+        }
+        outcome => Ok(Json(outcome)),
+    }
 }
 
 /// What GET /api/schema returns.

@@ -42,6 +42,11 @@ pub enum AppError {
     ModelNotConfigured(String),
     /// 503: the spend cap would be crossed.
     SpendCapReached,
+    /// 503: the spend ledger cannot be written, so no model call is made (fail closed).
+    /// The text is logged, never sent.
+    SpendLedger(String),
+    /// 503: every database connection was in use and none came free in time.
+    DatabaseBusy { retry_after: Duration },
     /// 502: the model could not be asked (timeouts, quota, authentication, ...).
     Model(LlmError),
     /// 504: the question took longer than the server allows.
@@ -60,9 +65,11 @@ impl AppError {
             AppError::NotFound { .. } => StatusCode::NOT_FOUND,
             AppError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             AppError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
-            AppError::Busy { .. } | AppError::ModelNotConfigured(_) | AppError::SpendCapReached => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            AppError::Busy { .. }
+            | AppError::ModelNotConfigured(_)
+            | AppError::SpendCapReached
+            | AppError::SpendLedger(_)
+            | AppError::DatabaseBusy { .. } => StatusCode::SERVICE_UNAVAILABLE,
             AppError::Model(_) => StatusCode::BAD_GATEWAY,
             AppError::AskTimeout(_) => StatusCode::GATEWAY_TIMEOUT,
             AppError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -81,6 +88,8 @@ impl AppError {
             AppError::Busy { .. } => "busy",
             AppError::ModelNotConfigured(_) => "model_not_configured",
             AppError::SpendCapReached => "spend_cap_reached",
+            AppError::SpendLedger(_) => "spend_ledger_unavailable",
+            AppError::DatabaseBusy { .. } => "database_busy",
             AppError::Model(_) => "model_unavailable",
             AppError::AskTimeout(_) => "ask_timeout",
             AppError::Internal(_) => "internal_error",
@@ -117,6 +126,14 @@ impl AppError {
                 "the model spend cap is reached, so no more questions can be answered until it is raised (ASKDB_SPEND_CAP_USD)"
                     .to_string()
             }
+            AppError::SpendLedger(_) => {
+                "the spend ledger cannot be written (ASKDB_SPEND_LEDGER), so askdb makes no model call it could not count; the server log says why"
+                    .to_string()
+            }
+            AppError::DatabaseBusy { retry_after } => format!(
+                "every database connection is in use, so the statement did not run; try again in {} s",
+                retry_after.as_secs().max(1)
+            ),
             AppError::Model(error) => format!(
                 "the model could not be asked ({}); try again later",
                 error.kind()
@@ -133,9 +150,9 @@ impl AppError {
 
     fn retry_after(&self) -> Option<Duration> {
         match self {
-            AppError::RateLimited { retry_after } | AppError::Busy { retry_after } => {
-                Some(*retry_after)
-            }
+            AppError::RateLimited { retry_after }
+            | AppError::Busy { retry_after }
+            | AppError::DatabaseBusy { retry_after } => Some(*retry_after),
             _ => None,
         }
     }
@@ -146,6 +163,9 @@ impl AppError {
             AgentError::EmptyQuestion => empty_question(),
             AgentError::QuestionTooLong(length) => question_too_long(length),
             AgentError::Model(LlmError::SpendCapReached { .. }) => AppError::SpendCapReached,
+            AgentError::Model(error @ LlmError::Ledger(_)) => {
+                AppError::SpendLedger(error.to_string())
+            }
             AgentError::Model(error) => AppError::Model(error),
             AgentError::Gate(error) => AppError::Internal(format!("database: {error}")),
         }
@@ -173,6 +193,7 @@ impl IntoResponse for AppError {
         let status = self.status();
         match &self {
             AppError::Internal(text) => eprintln!("askdb serve: internal error: {text}"),
+            AppError::SpendLedger(text) => eprintln!("askdb serve: no model call: {text}"),
             AppError::Model(error) => eprintln!("askdb serve: model call failed: {error}"),
             _ => {}
         }

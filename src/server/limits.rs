@@ -16,6 +16,10 @@ const MAX_TRACKED_CLIENTS: usize = 10_000;
 /// How long a busy client is told to wait: a question takes seconds, not minutes.
 pub const BUSY_RETRY_AFTER: Duration = Duration::from_secs(5);
 
+/// How long a client is told to wait when every database connection was taken: the
+/// pool turns over within a statement timeout.
+pub const DATABASE_BUSY_RETRY_AFTER: Duration = Duration::from_secs(1);
+
 #[derive(Debug, Clone, Copy)]
 struct Bucket {
     tokens: f64,

@@ -55,7 +55,7 @@ pub fn document() -> Value {
         },
         "429": with_retry_after(error_response("This client asked too often (per-address token bucket).", "rate_limited", "too many questions from this address; try again in 3 s")),
         "502": error_response("The model could not be asked (timeout, quota, authentication...).", "model_unavailable", "the model could not be asked (timeout); try again later"),
-        "503": with_retry_after(error_response("No model is configured (no Retry-After), the spend cap is reached, or every ask slot is taken (busy, with Retry-After).", "busy", "askdb is answering as many questions as it allows at once; try again in 5 s")),
+        "503": with_retry_after(error_response("No model is configured (no Retry-After), the spend cap is reached, the spend ledger cannot be written (spend_ledger_unavailable: no model call is made), or every ask slot is taken (busy, with Retry-After).", "busy", "askdb is answering as many questions as it allows at once; try again in 5 s")),
         "504": error_response("No answer within the server's ask timeout.", "ask_timeout", "no answer within 600 s; try a simpler question or try again later")
     });
     merge(&mut ask_responses, bad_body_responses());
@@ -66,7 +66,8 @@ pub fn document() -> Value {
                 {"$ref": "#/components/schemas/QueryResult"},
                 {"$ref": "#/components/schemas/QueryError"}
             ]}}}
-        }
+        },
+        "503": with_retry_after(error_response("Every database connection was in use and none came free in time, so the statement did not run (database_busy, with Retry-After).", "database_busy", "every database connection is in use, so the statement did not run; try again in 1 s"))
     });
     merge(&mut sql_responses, bad_body_responses());
     json!({

@@ -30,7 +30,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use deadpool_postgres::{
-    Manager, ManagerConfig, Object, Pool, PoolError, RecyclingMethod, Runtime, Transaction,
+    Manager, ManagerConfig, Object, Pool, PoolError, RecyclingMethod, Runtime, TimeoutType,
+    Transaction,
 };
 use serde_json::Value as JsonValue;
 use tokio_postgres::error::ErrorPosition;
@@ -49,8 +50,12 @@ const POOL_SIZE: usize = 4;
 /// How long to wait for a new connection before calling the server unreachable.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// How long a caller waits for a free pooled connection.
-const POOL_WAIT: Duration = Duration::from_secs(30);
+/// How long a caller waits for a free pooled connection before it is told that askdb
+/// is busy (`ErrorType::Busy`). Long enough to queue behind a burst of short
+/// statements (the pool turns over in milliseconds), short enough that a caller stuck
+/// behind statements running to their timeout hears so promptly instead of waiting
+/// without end.
+pub(crate) const POOL_WAIT: Duration = Duration::from_secs(5);
 
 /// Beyond the server-side statement timeout, how long the client waits before it
 /// gives up on the server itself (a hung network, a server that never answers).
@@ -152,11 +157,21 @@ impl PostgresExecutor {
     async fn checkout(&self) -> Result<Object, ExecFailure> {
         self.pool.get().await.map_err(|error| {
             let reason = match &error {
-                PoolError::Backend(error) => describe(error),
-                PoolError::Timeout(_) => {
-                    "timed out waiting for a connection (server unreachable or pool exhausted)"
-                        .to_string()
+                PoolError::Timeout(TimeoutType::Wait) => {
+                    // Not a connection problem: every connection is taken.
+                    return ExecFailure::new(
+                        ErrorType::Busy,
+                        format!(
+                            "all {POOL_SIZE} connections to PostgreSQL were in use for {} s; nothing ran, try again",
+                            POOL_WAIT.as_secs()
+                        ),
+                    );
                 }
+                PoolError::Backend(error) => describe(error),
+                PoolError::Timeout(_) => format!(
+                    "no connection within {} s (server unreachable or not answering)",
+                    CONNECT_TIMEOUT.as_secs()
+                ),
                 other => other.to_string(),
             };
             ExecFailure::new(
@@ -295,24 +310,24 @@ async fn run_statement(
         .clamp(1, i32::MAX as u128);
     let lock_ms = timeout_ms.min(MAX_LOCK_WAIT.as_millis()).max(1);
     // SET cannot take bind parameters; these are integers formatted here, never text
-    // from a caller. LOCAL: the setting ends with the transaction.
-    transaction
-        .execute(
-            format!("SET LOCAL statement_timeout = {timeout_ms}").as_str(),
-            &[],
-        )
-        .await
-        .map_err(|error| failure_from(&error))?;
-    transaction
-        .execute(format!("SET LOCAL lock_timeout = {lock_ms}").as_str(), &[])
-        .await
-        .map_err(|error| failure_from(&error))?;
+    // from a caller. LOCAL: the settings end with the transaction.
+    let statement_timeout = format!("SET LOCAL statement_timeout = {timeout_ms}");
+    let lock_timeout = format!("SET LOCAL lock_timeout = {lock_ms}");
     // Parse (one statement only: the server refuses a second one), then bind to a
-    // portal and fetch at most cap + 1 rows from it.
-    let statement = transaction
-        .prepare(sql)
-        .await
-        .map_err(|error| failure_from(&error))?;
+    // portal and fetch at most cap + 1 rows from it. The two settings and the Parse are
+    // sent together (pipelined on the connection; the server handles them in order, and
+    // both settings are done before the statement is bound and run): two round trips
+    // instead of five.
+    let (set_statement_timeout, set_lock_timeout, prepared) = tokio::join!(
+        transaction.execute(statement_timeout.as_str(), &[]),
+        transaction.execute(lock_timeout.as_str(), &[]),
+        transaction.prepare(sql)
+    );
+    // The statement's own error first: when its Parse fails, the transaction is
+    // aborted and the settings sent after it fail only because of that.
+    let statement = prepared.map_err(|error| failure_from(&error))?;
+    set_statement_timeout.map_err(|error| failure_from(&error))?;
+    set_lock_timeout.map_err(|error| failure_from(&error))?;
     let columns: Vec<String> = statement
         .columns()
         .iter()

@@ -8,6 +8,13 @@
 //!
 //! Introspection uses a separate read-only connection without the authorizer (it must
 //! read `sqlite_master` and run table-info pragmas) and only ever runs fixed SQL.
+//!
+//! Idle connections are kept for reuse, at most [`MAX_IDLE_CONNECTIONS`] of them, and
+//! each remembers which file it opened (device and inode). An open connection keeps
+//! reading the file it opened even after that file is removed or replaced, so before
+//! every statement the path is looked at again: a missing file is a clear
+//! `connection_error`, and connections to a file that is no longer at the path are
+//! closed and new ones opened on the file that is there now.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -37,11 +44,36 @@ const DENIED_SQLITE_FUNCTIONS: &[&str] = &[
     "edit",
 ];
 
+/// Idle connections kept for reuse. More can be open at once (one per statement in
+/// flight); past this many, a connection is closed when its statement ends, so memory
+/// (each connection has its own page cache) falls back after a burst.
+pub(crate) const MAX_IDLE_CONNECTIONS: usize = 8;
+
+/// Which file a path names: (device, inode) on Unix; elsewhere every file looks the
+/// same, so only a missing file is noticed.
+type FileIdentity = (u64, u64);
+
+#[cfg(unix)]
+fn file_identity(path: &Path) -> Option<FileIdentity> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path)
+        .ok()
+        .filter(|metadata| metadata.is_file())
+        .map(|metadata| (metadata.dev(), metadata.ino()))
+}
+
+#[cfg(not(unix))]
+fn file_identity(path: &Path) -> Option<FileIdentity> {
+    path.is_file().then_some((0, 0))
+}
+
 /// One locked-down connection and the deadline its progress handler watches.
 struct LockedConnection {
     connection: Connection,
     /// Deadline in milliseconds since the Unix epoch; 0 means none.
     deadline_ms: Arc<AtomicU64>,
+    /// The file the connection opened.
+    file: FileIdentity,
 }
 
 pub(crate) struct SqliteExecutor {
@@ -165,6 +197,9 @@ impl SqliteExecutor {
     }
 
     fn open_locked(&self) -> Result<LockedConnection, ExecFailure> {
+        // Looked at before opening: should the file be swapped in between, the
+        // connection is taken for the old file and closed at its next use.
+        let file = self.current_file()?;
         let mut connection = Self::open_plain_read_only(&self.path)?;
         let setup_error = |error: rusqlite::Error| {
             ExecFailure::new(
@@ -202,11 +237,31 @@ impl SqliteExecutor {
         Ok(LockedConnection {
             connection,
             deadline_ms,
+            file,
         })
     }
 
+    /// The identity of the file at the path now, or a clear error when there is none.
+    fn current_file(&self) -> Result<FileIdentity, ExecFailure> {
+        file_identity(&self.path).ok_or_else(|| {
+            ExecFailure::new(
+                ErrorType::ConnectionError,
+                format!(
+                    "the SQLite database file {} is missing (removed or moved); queries work again once it is back",
+                    self.path.display()
+                ),
+            )
+        })
+    }
+
+    /// An idle connection to the file at the path now, or a new one. Connections to a
+    /// file that is no longer there are closed, not reused.
     fn take(&self) -> Result<LockedConnection, ExecFailure> {
-        let pooled = self.idle.lock().ok().and_then(|mut idle| idle.pop());
+        let current = self.current_file()?;
+        let pooled = self.idle.lock().ok().and_then(|mut idle| {
+            idle.retain(|connection| connection.file == current);
+            idle.pop()
+        });
         match pooled {
             Some(connection) => Ok(connection),
             None => self.open_locked(),
@@ -216,8 +271,16 @@ impl SqliteExecutor {
     fn give_back(&self, connection: LockedConnection) {
         connection.deadline_ms.store(0, Ordering::Relaxed);
         if let Ok(mut idle) = self.idle.lock() {
-            idle.push(connection);
+            if idle.len() < MAX_IDLE_CONNECTIONS {
+                idle.push(connection);
+            }
         }
+    }
+
+    /// Idle connections kept now (tests).
+    #[cfg(test)]
+    pub fn idle_connections(&self) -> usize {
+        self.idle.lock().map(|idle| idle.len()).unwrap_or(0)
     }
 
     /// Runs one statement on a locked-down connection. Blocking: call from
@@ -385,4 +448,87 @@ fn introspect_table(connection: &Connection, name: &str) -> Result<TableSchema, 
         foreign_keys: foreign.into_values().collect(),
         row_count: Some(row_count),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn database(path: &Path, rows: i64) {
+        let connection = Connection::open(path).expect("create");
+        connection
+            .execute_batch("CREATE TABLE t (x INTEGER);")
+            .expect("table");
+        for x in 0..rows {
+            connection
+                .execute("INSERT INTO t VALUES (?1)", [x])
+                .expect("row");
+        }
+    }
+
+    fn limits() -> ExecLimits {
+        ExecLimits {
+            row_cap: 10,
+            statement_timeout: Duration::from_secs(5),
+        }
+    }
+
+    fn count(executor: &SqliteExecutor) -> Result<JsonValue, ExecFailure> {
+        executor
+            .execute("SELECT count(*) FROM t", limits())
+            .map(|rows| rows.rows[0][0].clone())
+    }
+
+    #[test]
+    fn a_replaced_file_is_read_instead_of_the_one_the_idle_connections_opened() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("db.sqlite");
+        database(&path, 1);
+        let executor = SqliteExecutor::open(&path, BTreeMap::new()).expect("opens");
+        assert_eq!(count(&executor).expect("rows"), JsonValue::from(1));
+
+        let replacement = dir.path().join("new.sqlite");
+        database(&replacement, 3);
+        std::fs::rename(&replacement, &path).expect("replace");
+        assert_eq!(
+            count(&executor).expect("rows"),
+            JsonValue::from(3),
+            "the new file, not the old one an idle connection still has open"
+        );
+    }
+
+    #[test]
+    fn a_removed_file_is_a_connection_error_until_it_is_back() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("db.sqlite");
+        database(&path, 2);
+        let executor = SqliteExecutor::open(&path, BTreeMap::new()).expect("opens");
+        assert!(count(&executor).is_ok());
+        let aside = dir.path().join("aside.sqlite");
+        std::fs::rename(&path, &aside).expect("remove");
+        let failure = count(&executor).expect_err("no file");
+        assert_eq!(failure.error_type, ErrorType::ConnectionError);
+        assert!(failure.message.contains("missing"), "{}", failure.message);
+        std::fs::write(&path, b"this is not a database, just text").expect("garbage");
+        let failure = count(&executor).expect_err("not a database");
+        assert_eq!(failure.error_type, ErrorType::ConnectionError);
+        std::fs::rename(&aside, &path).expect("back");
+        assert_eq!(count(&executor).expect("rows"), JsonValue::from(2));
+    }
+
+    #[test]
+    fn idle_connections_are_capped() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("db.sqlite");
+        database(&path, 1);
+        let executor = SqliteExecutor::open(&path, BTreeMap::new()).expect("opens");
+        let held: Vec<LockedConnection> = (0..MAX_IDLE_CONNECTIONS + 5)
+            .map(|_| executor.take().expect("connection"))
+            .collect();
+        for connection in held {
+            executor.give_back(connection);
+        }
+        assert_eq!(executor.idle_connections(), MAX_IDLE_CONNECTIONS);
+    }
 }
