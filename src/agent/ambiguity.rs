@@ -6,6 +6,8 @@
 //! decision also carries the [`super::scope`] findings (a restricted column asked for,
 //! a period the question names), so `askdb plan` shows everything decided before a call.
 
+use std::collections::BTreeSet;
+
 use serde::{Deserialize, Serialize};
 
 use crate::schema::SchemaNotes;
@@ -173,8 +175,48 @@ fn glossary_meaning(notes: &SchemaNotes, rule: &Rule, words: &[String]) -> Optio
     None
 }
 
-/// Applies the rules to a question.
-pub fn check(question: &str, notes: &SchemaNotes) -> AmbiguityDecision {
+/// Every table and column name as lower-case words (split at underscores and case
+/// changes: `Best_Finish` is "best finish"), for [`check`]: a vague word is not vague
+/// where the question names a schema name that contains it.
+pub fn schema_words<'a>(names: impl IntoIterator<Item = &'a str>) -> BTreeSet<String> {
+    names
+        .into_iter()
+        .map(|name| crate::words::words(name, crate::words::Split::Identifier).join(" "))
+        .filter(|name| !name.is_empty())
+        .collect()
+}
+
+/// Whether the question's words hold this schema name, each word also in the plural
+/// ("best finishes" for `Best_Finish`, "performances" for `performance`).
+fn names_schema_name(words: &[String], name: &str) -> bool {
+    let wanted: Vec<&str> = name.split_whitespace().collect();
+    let same = |said: &String, word: &str| {
+        said == word
+            || said
+                .strip_suffix('s')
+                .is_some_and(|stem| stem == word || stem.strip_suffix('e') == Some(word))
+    };
+    !wanted.is_empty()
+        && words.windows(wanted.len()).any(|window| {
+            window
+                .iter()
+                .zip(&wanted)
+                .all(|(said, word)| same(said, word))
+        })
+}
+
+/// "the most recent", "most recently": a superlative names its measure (the latest).
+fn recent_is_superlative(words: &[String]) -> bool {
+    words
+        .windows(2)
+        .any(|pair| pair[0] == "most" && pair[1].starts_with("recent"))
+}
+
+/// Applies the rules to a question. `schema` holds the database's table and column
+/// names as words ([`schema_words`]): a vague word inside a name the question uses
+/// ("performance" where a `performance` table exists, "best finishes" beside
+/// `Best_Finish`) is that table or column, not a vague measure.
+pub fn check(question: &str, notes: &SchemaNotes, schema: &BTreeSet<String>) -> AmbiguityDecision {
     let words = words(question);
     let mut decision = AmbiguityDecision {
         terms: Vec::new(),
@@ -195,6 +237,19 @@ pub fn check(question: &str, notes: &SchemaNotes) -> AmbiguityDecision {
             continue;
         }
         if rule.term == "top" && top_is_concrete(&words) {
+            continue;
+        }
+        if rule.term == "recent" && recent_is_superlative(&words) {
+            continue;
+        }
+        let names_schema = schema.iter().any(|name| {
+            rule.phrases.iter().any(|phrase| {
+                phrase
+                    .split_whitespace()
+                    .any(|word| name.split_whitespace().any(|part| part == word))
+            }) && names_schema_name(&words, name)
+        });
+        if names_schema {
             continue;
         }
         // A question that already names one of the options (the page sends
@@ -253,10 +308,18 @@ mod tests {
 
     #[test]
     fn undefined_vague_words_ask_with_concrete_options() {
-        let decision = check("Who are our best customers?", &SchemaNotes::default());
+        let decision = check(
+            "Who are our best customers?",
+            &SchemaNotes::default(),
+            &BTreeSet::new(),
+        );
         let clarify = decision.clarify.expect("asks");
         assert!((2..=4).contains(&clarify.options.len()));
-        let decision = check("How did we do last quarter?", &SchemaNotes::default());
+        let decision = check(
+            "How did we do last quarter?",
+            &SchemaNotes::default(),
+            &BTreeSet::new(),
+        );
         assert!(decision.clarify.is_some());
     }
 
@@ -266,7 +329,7 @@ mod tests {
             ("recent", "the last 30 days of data"),
             ("lately", "See recent."),
         ]);
-        let decision = check("What sold lately?", &notes);
+        let decision = check("What sold lately?", &notes, &BTreeSet::new());
         assert!(decision.clarify.is_none());
         assert_eq!(
             decision.assumptions,
@@ -282,11 +345,13 @@ mod tests {
             "Top 5 products by revenue in 2025",
             "List the top 3 customers by amount billed",
         ] {
-            let decision = check(question, &notes);
+            let decision = check(question, &notes, &BTreeSet::new());
             assert!(decision.clarify.is_none(), "{question}: {decision:?}");
         }
         // "laptop" contains "top" but is not the word top.
-        assert!(check("How many laptops?", &notes).terms.is_empty());
+        assert!(check("How many laptops?", &notes, &BTreeSet::new())
+            .terms
+            .is_empty());
     }
 
     #[test]
@@ -294,6 +359,7 @@ mod tests {
         let decision = check(
             "Who are our best customers? (most bills or orders)",
             &SchemaNotes::default(),
+            &BTreeSet::new(),
         );
         assert!(decision.clarify.is_none(), "{decision:?}");
         assert_eq!(
@@ -303,11 +369,38 @@ mod tests {
     }
 
     #[test]
-    fn the_demo_glossary_resolves_recent_but_not_best() {
-        let notes = crate::demo::demo_notes();
-        assert!(check("Show recent bills", &notes).clarify.is_none());
-        assert!(check("Who are our best customers?", &notes)
+    fn a_vague_word_that_names_the_schema_or_a_superlative_is_not_asked_about() {
+        let schema = schema_words(["orchestra", "performance", "poker_player", "Best_Finish"]);
+        let notes = SchemaNotes::default();
+        for question in [
+            "List the names of orchestras that have no performance.",
+            "What are the final tables made and best finishes for all poker players?",
+            "Find the production code of the most recently aired cartoon.",
+        ] {
+            let decision = check(question, &notes, &schema);
+            assert!(decision.clarify.is_none(), "{question}: {decision:?}");
+        }
+        // The same words stay vague where they name nothing.
+        assert!(check("Who are our best customers?", &notes, &schema)
             .clarify
             .is_some());
+        assert!(
+            check("How did our performance go?", &notes, &BTreeSet::new())
+                .clarify
+                .is_some()
+        );
+    }
+
+    #[test]
+    fn the_demo_glossary_resolves_recent_but_not_best() {
+        let notes = crate::demo::demo_notes();
+        assert!(check("Show recent bills", &notes, &BTreeSet::new())
+            .clarify
+            .is_none());
+        assert!(
+            check("Who are our best customers?", &notes, &BTreeSet::new())
+                .clarify
+                .is_some()
+        );
     }
 }

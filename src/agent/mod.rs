@@ -341,6 +341,8 @@ pub struct Agent {
     /// Every table as CREATE TABLE with three sample rows: the plain reference prompt's
     /// schema.
     plain_schema: String,
+    /// The words of the table and column names, for the vague-word rules.
+    schema_words: BTreeSet<String>,
 }
 
 impl Agent {
@@ -370,6 +372,7 @@ impl Agent {
         let index = SchemaIndex::build(&gate, &cards).await?;
         let plain_schema = crate::linking::cards::sample_rows_schema(&gate).await?;
         Ok(Agent {
+            schema_words: schema_words_of(&gate),
             gate,
             client,
             cards,
@@ -520,7 +523,7 @@ impl Agent {
             return Node::SelectSchema;
         }
         let started_ms = state.ms();
-        let decision = ambiguity::check(&state.question, self.gate.notes());
+        let decision = ambiguity::check(&state.question, self.gate.notes(), &self.schema_words);
         state
             .assumptions
             .extend(decision.assumptions.iter().cloned());
@@ -1263,6 +1266,14 @@ impl Agent {
     }
 }
 
+/// The words of a database's visible table and column names.
+fn schema_words_of(gate: &Gate) -> BTreeSet<String> {
+    ambiguity::schema_words(gate.schema().iter().flat_map(|table| {
+        std::iter::once(table.name.as_str())
+            .chain(table.columns.iter().map(|column| column.name.as_str()))
+    }))
+}
+
 /// A gate failure as the agent's typed failure.
 fn failure_of(error: &QueryError) -> Failure {
     Failure {
@@ -1305,7 +1316,7 @@ pub fn plan(
     options: &AskOptions,
 ) -> Result<Plan, AgentError> {
     let question = Agent::validate(question)?;
-    let ambiguity = ambiguity::check(&question, gate.notes());
+    let ambiguity = ambiguity::check(&question, gate.notes(), &schema_words_of(gate));
     let selection = index.select(&question, &options.select);
     let system = system_prompt_for(gate, cards, &Strategy::default(), &selection);
     let prompt_tokens = crate::words::estimate_tokens(&system)

@@ -81,7 +81,7 @@ impl Default for Strategy {
             reply: ReplyFormat::Sql,
             alias_rule: false,
             decline_marker: true,
-            cards: CardFormat::Notes,
+            cards: CardFormat::Rows,
             schema: SchemaScope::Budget,
             candidates: 5,
             sample_when: SampleWhen::Doubt,

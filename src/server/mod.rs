@@ -246,8 +246,32 @@ pub async fn run(gate: Gate, config: ServerConfig) -> Result<(), ServeError> {
         (None, Some(reason)) => eprintln!("askdb serve: {reason}"),
         (None, None) => {}
     }
+    warm_up_in_background(&state);
     serve(listener, state, shutdown_signal()).await?;
     Ok(())
+}
+
+/// Has a local model read the database's prompt prefix while the server already
+/// answers, so the first question does not wait for it cold. Only for unmetered
+/// providers: a hosted model would bill the call, and its prompt cache expires in minutes.
+fn warm_up_in_background(state: &AppState) {
+    let Ok(agent) = state.agent() else { return };
+    if agent.client().provider().is_metered() {
+        return;
+    }
+    let state = state.clone();
+    tokio::spawn(async move {
+        let started = std::time::Instant::now();
+        if let Ok(agent) = state.agent() {
+            match agent.warm_up().await {
+                Ok(()) => eprintln!(
+                    "askdb serve: the model has read the schema ({:.1} s)",
+                    started.elapsed().as_secs_f64()
+                ),
+                Err(error) => eprintln!("askdb serve: warming the model failed: {error}"),
+            }
+        }
+    });
 }
 
 /// Serves the application on a bound listener until `shutdown` completes; requests in

@@ -131,6 +131,20 @@ impl Server {
         }
     }
 
+    /// The server's log once it contains `needle`, or as it stands after `limit`: a
+    /// line is written while the response is already on its way, so a test that reads
+    /// the log right after a response can see half a line.
+    pub fn log_containing(&self, needle: &str, limit: Duration) -> String {
+        let started = std::time::Instant::now();
+        loop {
+            let log = self.log();
+            if log.contains(needle) || started.elapsed() > limit {
+                return log;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     pub fn log(&self) -> String {
         self.stderr
             .lock()
