@@ -18,7 +18,7 @@ use serde_json::json;
 
 use super::failure::FailureKind;
 use super::repair::ColumnFact;
-use super::strategy::{ReplyFormat, Strategy};
+use super::strategy::{Hints, ReplyFormat, Strategy};
 use crate::gate::{ErrorType, SqlDialect};
 use crate::llm::{Message, ModelRequest, Purpose};
 
@@ -88,14 +88,16 @@ pub fn system_prompt(dialect: SqlDialect, strategy: &Strategy, schema_block: &st
             } else {
                 String::new()
             };
+            let (joins, rules) = match strategy.hints {
+                Hints::Full => ("join on the keys shown", dialect_rules(dialect)),
+                Hints::Lean => ("join only the tables the question needs", ""),
+            };
             format!(
                 "You write one read-only {dialect} SELECT that answers the question about the \
-                 database below. Use only its tables and columns, join on the keys shown, follow \
-                 its notes, and match text values to the stored spelling in the samples.{alias} \
-                 {rules}\n\
+                 database below. Use only its tables and columns, {joins}, follow its notes, \
+                 and match text values to the stored spelling in the samples.{alias} {rules}\n\
                  Reply with the query in a ```sql block and nothing else.{marker}\n\n{schema_block}",
                 dialect = dialect.as_str(),
-                rules = dialect_rules(dialect),
             )
         }
         ReplyFormat::Json => format!(
@@ -452,6 +454,13 @@ mod tests {
         assert!(!prompt.contains(ALIAS_RULE));
         let json = system_prompt(SqlDialect::Postgres, &Strategy::json_actions(), "s");
         assert!(json.starts_with("You are askdb."));
+        let lean = Strategy {
+            hints: Hints::Lean,
+            ..strategy
+        };
+        let lean = system_prompt(SqlDialect::Sqlite, &lean, "");
+        assert!(lean.contains("join only the tables the question needs"));
+        assert!(!lean.contains("strftime") && !lean.contains("join on the keys shown"));
     }
 
     #[test]

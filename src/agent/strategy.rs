@@ -13,6 +13,7 @@
 //! | `n` | 1 to 8 | how many candidates one sampling call asks for |
 //! | `when` | `always`, `doubt` | sample candidates for every question, or only when the first (greedy) result is doubtful: an error, a refusal, no rows, only NULLs |
 //! | `t` | 0.0 to 1.5 | the temperature of the sampled candidates |
+//! | `hints` | `full`, `lean` | with `reply=sql`: the instruction to join on the keys shown and the dialect's date functions, or only "join just the tables the question needs" and no dialect paragraph |
 
 use std::fmt;
 use std::str::FromStr;
@@ -72,6 +73,20 @@ pub struct Strategy {
     pub candidates: u32,
     pub sample_when: SampleWhen,
     pub temperature: f32,
+    /// With `reply=sql`: the full instruction sentence and dialect paragraph, or the
+    /// lean one.
+    #[serde(default)]
+    pub hints: Hints,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Hints {
+    /// "join on the keys shown" and the dialect's date functions.
+    #[default]
+    Full,
+    /// "join only the tables the question needs", no dialect paragraph.
+    Lean,
 }
 
 impl Default for Strategy {
@@ -86,6 +101,7 @@ impl Default for Strategy {
             candidates: 5,
             sample_when: SampleWhen::Doubt,
             temperature: 0.7,
+            hints: Hints::Full,
         }
     }
 }
@@ -109,7 +125,7 @@ impl Strategy {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("bad strategy {0:?}: use key=value pairs separated by commas (reply=sql|json, alias=on|off, marker=on|off, cards=notes|rows, schema=budget|linked, n=1..8, when=always|doubt, t=0..1.5)")]
+#[error("bad strategy {0:?}: use key=value pairs separated by commas (reply=sql|json, alias=on|off, marker=on|off, cards=notes|rows, schema=budget|linked, n=1..8, when=always|doubt, t=0..1.5, hints=full|lean)")]
 pub struct StrategyError(pub String);
 
 impl FromStr for Strategy {
@@ -145,6 +161,8 @@ impl FromStr for Strategy {
                 ("schema", "linked") => strategy.schema = SchemaScope::Linked,
                 ("when", "always") => strategy.sample_when = SampleWhen::Always,
                 ("when", "doubt") => strategy.sample_when = SampleWhen::Doubt,
+                ("hints", "full") => strategy.hints = Hints::Full,
+                ("hints", "lean") => strategy.hints = Hints::Lean,
                 ("n", n) => {
                     strategy.candidates = n
                         .parse::<u32>()
@@ -171,7 +189,7 @@ impl fmt::Display for Strategy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "reply={},alias={},marker={},cards={},schema={},n={},when={},t={}",
+            "reply={},alias={},marker={},cards={},schema={},n={},when={},t={},hints={}",
             match self.reply {
                 ReplyFormat::Sql => "sql",
                 ReplyFormat::Json => "json",
@@ -191,7 +209,11 @@ impl fmt::Display for Strategy {
                 SampleWhen::Always => "always",
                 SampleWhen::Doubt => "doubt",
             },
-            self.temperature
+            self.temperature,
+            match self.hints {
+                Hints::Full => "full",
+                Hints::Lean => "lean",
+            }
         )
     }
 }
@@ -203,11 +225,12 @@ mod tests {
     #[test]
     fn a_strategy_reads_back_what_it_writes_and_refuses_unknown_knobs() {
         let strategy: Strategy =
-            "reply=json,alias=on,marker=off,cards=rows,schema=linked,n=3,when=always,t=0.5"
+            "reply=json,alias=on,marker=off,cards=rows,schema=linked,n=3,when=always,t=0.5,hints=lean"
                 .parse()
                 .expect("parses");
         assert_eq!(strategy.to_string().parse::<Strategy>(), Ok(strategy));
         assert_eq!(strategy.candidates, 3);
+        assert_eq!(strategy.hints, Hints::Lean);
         assert_eq!("".parse::<Strategy>(), Ok(Strategy::default()));
         assert_eq!(
             "json-actions".parse::<Strategy>(),
