@@ -741,3 +741,29 @@ async fn sigterm_under_load_finishes_the_requests_in_flight_refuses_new_ones_and
         answered.len()
     );
 }
+
+// ---- The warm-up at start ----
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_warms_an_unmetered_model_once_at_start_and_the_flag_turns_it_off() {
+    let model = FakeModel::start(Behaviour::Answer(COUNT_REPLY.to_string())).await;
+    let env = model_env(&model);
+    let server = start_with_model(&["--warm-up", "true"], &env);
+    wait_for_requests(&model, 1).await;
+    let log = server.log_containing("the model has read the schema", Duration::from_secs(10));
+    assert!(log.contains("the model has read the schema"), "{log}");
+    assert_eq!(model.received(), 1, "one warm-up call, no more");
+    drop(server);
+
+    let quiet = FakeModel::start(Behaviour::Answer(COUNT_REPLY.to_string())).await;
+    let env = model_env(&quiet);
+    let server = start_with_model(&["--warm-up", "false"], &env);
+    let (status, body) = post(
+        &client(),
+        &server.at("/api/ask"),
+        &json!({ "question": QUESTION, "explain": false }),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(quiet.received(), 1, "only the question's own call");
+}

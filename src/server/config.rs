@@ -44,6 +44,10 @@ pub struct ServeArgs {
     /// Ask the model for a one-to-three sentence answer after the rows (one more call).
     #[arg(long, env = "ASKDB_EXPLAIN", default_value_t = true, action = clap::ArgAction::Set)]
     pub explain: bool,
+    /// At start, have an unmetered (local) model read the schema prompt once, so the
+    /// first question does not wait for the cold prompt.
+    #[arg(long, env = "ASKDB_WARM_UP", default_value_t = true, action = clap::ArgAction::Set)]
+    pub warm_up: bool,
 }
 
 /// Checked server settings.
@@ -59,6 +63,8 @@ pub struct ServerConfig {
     pub eval_dir: Option<PathBuf>,
     /// The default of a request's `explain` field.
     pub explain: bool,
+    /// Warm an unmetered model's prompt cache at start.
+    pub warm_up: bool,
 }
 
 impl Default for ServerConfig {
@@ -71,6 +77,7 @@ impl Default for ServerConfig {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             eval_dir: None,
             explain: true,
+            warm_up: true,
         }
     }
 }
@@ -102,6 +109,7 @@ impl ServeArgs {
             max_body_bytes: self.max_body_bytes,
             eval_dir: self.eval_dir,
             explain: self.explain,
+            warm_up: self.warm_up,
         })
     }
 }

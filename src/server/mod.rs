@@ -226,6 +226,7 @@ pub enum ServeError {
 pub async fn run(gate: Gate, config: ServerConfig) -> Result<(), ServeError> {
     let model = ProviderConfig::from_env().and_then(|config| ModelClient::from_config(&config));
     let addr = config.addr;
+    let warm_up = config.warm_up;
     let state = AppState::new(gate, model, config).await?;
     let listener = TcpListener::bind(addr)
         .await
@@ -246,7 +247,9 @@ pub async fn run(gate: Gate, config: ServerConfig) -> Result<(), ServeError> {
         (None, Some(reason)) => eprintln!("askdb serve: {reason}"),
         (None, None) => {}
     }
-    warm_up_in_background(&state);
+    if warm_up {
+        warm_up_in_background(&state);
+    }
     serve(listener, state, shutdown_signal()).await?;
     Ok(())
 }
