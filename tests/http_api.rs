@@ -298,7 +298,9 @@ async fn the_stream_sends_each_step_as_it_happens_then_the_ask_result() {
     for delay in [900, 0] {
         lines.push(json!({"question": REPAIRED, "purpose": "write_sql", "delay_ms": delay, "reply": {"sql": BROKEN_SQL,
             "assumptions": ["walk-in bills are counted together", "Walk-in bills are counted together."]}}));
-        lines.push(json!({"question": REPAIRED, "purpose": "repair_sql", "reply": {"sql": FIXED_SQL}}));
+        lines.push(
+            json!({"question": REPAIRED, "purpose": "repair_sql", "reply": {"sql": FIXED_SQL}}),
+        );
         lines.push(json!({"question": REPAIRED, "purpose": "write_answer", "reply": "Walk-in sales make up 980 bills."}));
     }
     lines.push(json!({"question": "Which customer has the most bills?", "purpose": "write_sql", "error": {"kind": "authentication", "message": "bad key"}}));
@@ -355,7 +357,11 @@ async fn the_stream_sends_each_step_as_it_happens_then_the_ask_result() {
         expected_order.len(),
         "the steps arrive in order: {names:?}"
     );
-    assert_eq!(names.last().map(String::as_str), Some("result"), "{names:?}");
+    assert_eq!(
+        names.last().map(String::as_str),
+        Some("result"),
+        "{names:?}"
+    );
     assert_eq!(
         names.iter().filter(|name| *name == "result").count(),
         1,
@@ -364,7 +370,9 @@ async fn the_stream_sends_each_step_as_it_happens_then_the_ask_result() {
     for event in events.iter().filter(|event| event.event == "step") {
         assert!(event.data["started_ms"].is_u64(), "{}", event.data);
         assert!(
-            event.data["summary"].as_str().is_some_and(|text| !text.is_empty()),
+            event.data["summary"]
+                .as_str()
+                .is_some_and(|text| !text.is_empty()),
             "every step has its sentence: {}",
             event.data
         );
@@ -380,7 +388,14 @@ async fn the_stream_sends_each_step_as_it_happens_then_the_ask_result() {
         .filter(|event| event.data["step"] == "model_call")
         .map(|event| &event.data["purpose"])
         .collect();
-    assert_eq!(calls, [&json!("write_sql"), &json!("repair_sql"), &json!("write_answer")]);
+    assert_eq!(
+        calls,
+        [
+            &json!("write_sql"),
+            &json!("repair_sql"),
+            &json!("write_answer")
+        ]
+    );
     // Streamed as they happened: the tables were chosen before the delayed model reply.
     let schema = events
         .iter()
@@ -440,7 +455,12 @@ async fn the_stream_sends_each_step_as_it_happens_then_the_ask_result() {
     assert_eq!(last.data["error"], "model_unavailable");
 
     // Bad input is refused before any stream, as POST /api/ask refuses it.
-    let (status, body) = post(&http, &server.at("/api/ask/stream"), &json!({"question": "  "})).await;
+    let (status, body) = post(
+        &http,
+        &server.at("/api/ask/stream"),
+        &json!({"question": "  "}),
+    )
+    .await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert_eq!(body["error"], "empty_question");
 }

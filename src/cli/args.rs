@@ -138,7 +138,9 @@ pub enum Command {
 pub enum ModelCommand {
     /// Print the configured provider and model, then make one tiny call and report its
     /// latency, tokens and cost.
-    #[command(after_help = "Example:\n  ASKDB_PROVIDER=anthropic ANTHROPIC_API_KEY=sk-ant-... askdb model check")]
+    #[command(
+        after_help = "Example:\n  ASKDB_PROVIDER=anthropic ANTHROPIC_API_KEY=sk-ant-... askdb model check"
+    )]
     Check,
 }
 
@@ -291,7 +293,9 @@ pub enum SqlCommand {
         batch: Option<PathBuf>,
     },
     /// Run a statement through the whole gate (guard, read-only connection, row cap).
-    #[command(after_help = "Example:\n  askdb sql run \"SELECT status, count(*) FROM bills GROUP BY status\"")]
+    #[command(
+        after_help = "Example:\n  askdb sql run \"SELECT status, count(*) FROM bills GROUP BY status\""
+    )]
     Run { sql: String },
 }
 

@@ -14,8 +14,8 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use crate::agent::strategy::Strategy;
 use crate::agent::events::{AgentEvent, Observer};
+use crate::agent::strategy::Strategy;
 use crate::agent::{Agent, AgentError, AskOptions, Decision, Mode};
 use crate::database::DatabaseError;
 use crate::eval::runner::{self, EvalError};

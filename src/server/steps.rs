@@ -131,10 +131,7 @@ pub fn summary(event: &AgentEvent) -> String {
             error,
             ..
         } => match rows {
-            Some(count) => format!(
-                "The database returned {}",
-                plural(*count, "row", "rows")
-            ),
+            Some(count) => format!("The database returned {}", plural(*count, "row", "rows")),
             None => format!(
                 "The database refused it ({}): {}",
                 error_type.as_deref().unwrap_or("unknown"),
@@ -151,7 +148,10 @@ pub fn summary(event: &AgentEvent) -> String {
             chosen + 1
         ),
         AgentEvent::EmptyProbe { finding, .. } => {
-            format!("No rows, so askdb checked why: {}", cut_text(finding, MESSAGE_CHARS))
+            format!(
+                "No rows, so askdb checked why: {}",
+                cut_text(finding, MESSAGE_CHARS)
+            )
         }
         AgentEvent::Failed {
             kind,
@@ -313,7 +313,10 @@ mod tests {
             error_type: None,
             error: None,
         };
-        assert_eq!(line(&executed), "   1.5 s  The database returned 1 row [0.2 s]");
+        assert_eq!(
+            line(&executed),
+            "   1.5 s  The database returned 1 row [0.2 s]"
+        );
     }
 
     #[test]
@@ -335,7 +338,10 @@ mod tests {
         assert_eq!(value["step"], "model_call");
         assert!(value.get("prompt").is_none());
         assert_eq!(value["prompt_messages"], 2);
-        assert_eq!(value["summary"], "The model wrote SQL (900 tokens in, 40 out)");
+        assert_eq!(
+            value["summary"],
+            "The model wrote SQL (900 tokens in, 40 out)"
+        );
         assert_eq!(value["started_ms"], 10);
     }
 }
