@@ -1,6 +1,7 @@
 //! Small text helpers every layer uses: an error written with its chain of causes, a URL
 //! shown without its password, and text cut to a length. One home each, so that, say, a
-//! password is redacted the same way in a log line, a run manifest and an error.
+//! password is redacted the same way in a log line, a run manifest and an error. Also
+//! a list of sentences with each said once, as a reader would count them.
 
 /// An error with its chain of causes ("error connecting to server: Connection refused"):
 /// many libraries print only the outermost part by themselves. A cause whose text the
@@ -47,9 +48,44 @@ pub fn cut_text(text: &str, max: usize) -> String {
     cut
 }
 
+/// The sentences in their order with each kept once: two that differ only in case,
+/// spacing or a final full stop are the same sentence (the first spelling is kept).
+pub fn each_once(sentences: Vec<String>) -> Vec<String> {
+    let key = |text: &str| {
+        text.split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+            .trim_end_matches(['.', ';', ','])
+            .to_lowercase()
+    };
+    let mut seen = std::collections::HashSet::new();
+    sentences
+        .into_iter()
+        .filter(|sentence| !sentence.trim().is_empty() && seen.insert(key(sentence)))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_sentence_once_whatever_its_case_spacing_or_full_stop() {
+        let said = vec![
+            "The period is 2025.".to_string(),
+            "the period is  2025".to_string(),
+            "VOID bills are excluded".to_string(),
+            " ".to_string(),
+            "The period is 2025".to_string(),
+        ];
+        assert_eq!(
+            each_once(said),
+            vec![
+                "The period is 2025.".to_string(),
+                "VOID bills are excluded".to_string()
+            ]
+        );
+    }
 
     #[derive(Debug)]
     struct Layer(&'static str, Option<Box<Layer>>);

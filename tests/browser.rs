@@ -3,10 +3,15 @@
 //! browser download) to ask a question and check what a person sees.
 //!
 //! - With the scripted provider: the first SQL fails (unknown column), the repair
-//!   returns a chartable result with a NULL cell; the page must show the answer, the
-//!   SQL, the failed attempt with its error type, the chart, the NULL badge, the
-//!   evaluation numbers and a working SQL console. Screenshots are kept in
-//!   target/browser-artifacts/ (ask.png, ask-phone.png).
+//!   returns a chartable result with a NULL cell; the page must show the steps live and
+//!   in order (streamed from `POST /api/ask/stream`: the tables are on the page while
+//!   the model still works), the answer, the SQL, the failed attempt with its error
+//!   type, the chart and the other chart types that fit, the NULL badge, the rows as
+//!   TSV and as a CSV download (quoting, NULL, formula-looking text), money in the
+//!   notes' currency, the recent questions re-running one, the SQL opened in the
+//!   console, the evaluation numbers (a replayed baseline without a latency) and a
+//!   working SQL console. Screenshots and the downloaded CSV are kept in
+//!   target/browser-artifacts/ (steps-live.png, ask.png, ask-phone.png, result.csv).
 //! - With the real local model (scripts/local-model.sh): a question typed into the page
 //!   is answered end to end.
 //!
@@ -85,25 +90,45 @@ fn drive_page(server: &Server, question: &str, expect: &str, screenshot: &str, w
 
 const QUESTION: &str = "How many bills does each customer have?";
 
-/// The first SQL names a column that does not exist; the repair groups bills by
-/// customer name, where walk-in bills have NULL. The first reply is delayed so the
-/// progress indicator can be seen.
-fn script() -> String {
-    let lines = [
-        serde_json::json!({"question": QUESTION, "purpose": "write_sql", "delay_ms": 800, "reply": {
+const CSV_QUESTION: &str = "Show the tricky rows for the CSV";
+
+/// Rows that need quoting in a CSV: a comma and quotes, a line break, NULL, text a
+/// spreadsheet would run as a formula, and money.
+const CSV_SQL: &str = "SELECT 'Sharma, \"the builders\"' AS name, 1234.5 AS amount, NULL AS note, '=1+1' AS formula UNION ALL SELECT 'line one' || char(10) || 'line two', -3, 'plain', '-2'";
+
+/// The repaired question's three replies; the first (delayed by `delay_ms`) names a
+/// column that does not exist, the repair groups bills by customer name, where walk-in
+/// bills have NULL.
+fn repaired_lines(delay_ms: u64) -> Vec<serde_json::Value> {
+    vec![
+        serde_json::json!({"question": QUESTION, "purpose": "write_sql", "delay_ms": delay_ms, "reply": {
             "sql": "SELECT c.customer_name AS customer, count(*) AS bills FROM bills b LEFT JOIN customers c ON c.cust_id = b.cust_id GROUP BY 1 ORDER BY bills DESC LIMIT 6",
             "assumptions": ["walk-in bills (no customer) are counted together"]}}),
         serde_json::json!({"question": QUESTION, "purpose": "repair_sql", "reply": {
             "sql": "SELECT c.cust_name AS customer, count(*) AS bills FROM bills b LEFT JOIN customers c ON c.cust_id = b.cust_id GROUP BY c.cust_name ORDER BY bills DESC LIMIT 6"}}),
         serde_json::json!({"question": QUESTION, "purpose": "write_answer",
             "reply": "Walk-in sales without a customer account make up 980 bills; among named customers, Sharma Constructions has the most with 15."}),
+    ]
+}
+
+/// The repaired question (its first reply delayed so the live steps and the progress
+/// indicator can be seen), the CSV question, the repaired question again from the
+/// recent list, then the clarification.
+fn script() -> String {
+    let mut lines = repaired_lines(1500);
+    lines.extend([
+        serde_json::json!({"question": CSV_QUESTION, "purpose": "write_sql", "reply": {"sql": CSV_SQL}}),
+        serde_json::json!({"question": CSV_QUESTION, "purpose": "write_answer", "reply": "Two rows that need quoting."}),
+    ]);
+    lines.extend(repaired_lines(0));
+    lines.extend([
         serde_json::json!({"question": "*", "purpose": "check", "reply": "ok"}),
         serde_json::json!({"question": "*", "purpose": "check", "reply": "ok"}),
         // Should the agent answer the clarified question rather than ask again.
         serde_json::json!({"question": "*", "purpose": "write_sql", "reply": {
             "sql": "SELECT c.cust_name AS customer, count(*) AS bills FROM bills b JOIN customers c ON c.cust_id = b.cust_id GROUP BY c.cust_name ORDER BY bills DESC LIMIT 5"}}),
         serde_json::json!({"question": "*", "purpose": "write_answer", "reply": "Sharma Constructions has the most bills."}),
-    ];
+    ]);
     lines.iter().map(|line| format!("{line}\n")).collect()
 }
 
@@ -114,6 +139,7 @@ const SUMMARY: &str = r#"{
   "askdb_version": "0.1.0",
   "model": {"provider": "openai", "model": "qwen2.5-coder-1.5b-instruct-q4_k_m", "endpoint": "http://127.0.0.1:8080/v1"},
   "run": "evals/runs/demo-example",
+  "settings": {"set": "demo", "modes": ["agent", "baseline"], "shared_first_reply": true},
   "modes": {
     "agent": {"questions": 40, "scored": 40, "accuracy": {"successes": 32, "total": 40, "rate": 0.8, "wilson95": {"lower": 0.652, "upper": 0.895}}, "rescue_rate": 0.5, "latency_p50_ms": 5300, "cost_usd": 0.0},
     "baseline": {"questions": 40, "scored": 40, "accuracy": {"successes": 26, "total": 40, "rate": 0.65, "wilson95": {"lower": 0.495, "upper": 0.779}}, "rescue_rate": null, "latency_p50_ms": 3100, "cost_usd": 0.0}

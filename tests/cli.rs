@@ -237,3 +237,57 @@ fn demo_build_writes_identical_rows_twice() {
         assert_eq!(a, b, "{table} differs between builds");
     }
 }
+
+#[test]
+fn every_command_s_help_ends_with_an_example() {
+    use clap::CommandFactory;
+    fn walk(command: &clap::Command, path: &str, missing: &mut Vec<String>) {
+        let path = format!("{path} {}", command.get_name());
+        let help = command
+            .get_after_help()
+            .map(|text| text.to_string())
+            .unwrap_or_default();
+        if !help.contains("Example") {
+            missing.push(path.trim().to_string());
+        }
+        for sub in command.get_subcommands() {
+            if sub.get_name() != "help" {
+                walk(sub, &path, missing);
+            }
+        }
+    }
+    let mut missing = Vec::new();
+    walk(&askdb::cli::args::Cli::command(), "", &mut missing);
+    assert!(missing.is_empty(), "no example in --help: {missing:?}");
+
+    let home = tempfile::tempdir().expect("temp dir");
+    let help = askdb(home.path(), &["sql", "run", "--help"]);
+    assert!(help.status.success(), "{help:?}");
+    assert!(
+        stdout(&help).contains("Example:\n  askdb sql run"),
+        "{}",
+        stdout(&help)
+    );
+}
+
+#[test]
+fn completions_are_generated_for_each_shell() {
+    let home = tempfile::tempdir().expect("temp dir");
+    for (shell, marker) in [
+        ("bash", "complete -F"),
+        ("zsh", "#compdef askdb"),
+        ("fish", "complete -c askdb"),
+    ] {
+        let output = askdb(home.path(), &["completions", shell]);
+        assert!(output.status.success(), "{shell}: {output:?}");
+        let script = stdout(&output);
+        assert!(script.contains(marker), "{shell}: {script}");
+        assert!(script.contains("serve"), "{shell} completes the commands");
+    }
+    let wrong = askdb(home.path(), &["completions", "cmd.exe"]);
+    assert_eq!(
+        wrong.status.code(),
+        Some(2),
+        "an unknown shell is a usage error"
+    );
+}

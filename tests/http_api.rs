@@ -239,6 +239,232 @@ async fn every_endpoint_answers_over_real_http() {
     }
 }
 
+/// One server-sent event as the stream sent it, and when it arrived.
+struct StreamEvent {
+    event: String,
+    data: Value,
+    at: Duration,
+}
+
+/// Reads a server-sent-event body chunk by chunk, noting when each event arrived.
+async fn read_events(mut response: reqwest::Response) -> Vec<StreamEvent> {
+    let started = Instant::now();
+    let mut buffer = String::new();
+    let mut events = Vec::new();
+    while let Some(chunk) = response.chunk().await.expect("the stream reads") {
+        buffer.push_str(&String::from_utf8_lossy(&chunk));
+        while let Some(end) = buffer.find("\n\n") {
+            let block: String = buffer.drain(..end + 2).collect();
+            let mut event = "message".to_string();
+            let mut data = Vec::new();
+            for line in block.lines() {
+                if let Some(value) = line.strip_prefix("event:") {
+                    event = value.trim().to_string();
+                } else if let Some(value) = line.strip_prefix("data:") {
+                    data.push(value.strip_prefix(' ').unwrap_or(value).to_string());
+                }
+            }
+            if data.is_empty() {
+                continue; // a keep-alive comment
+            }
+            let data = serde_json::from_str(&data.join("\n"))
+                .unwrap_or_else(|error| panic!("event data is JSON ({error}): {block}"));
+            events.push(StreamEvent {
+                event,
+                data,
+                at: started.elapsed(),
+            });
+        }
+    }
+    events
+}
+
+/// The keys of a JSON object, sorted.
+fn keys(value: &Value) -> Vec<String> {
+    let mut keys: Vec<String> = value
+        .as_object()
+        .map(|object| object.keys().cloned().collect())
+        .unwrap_or_default();
+    keys.sort();
+    keys
+}
+
+#[tokio::test]
+async fn the_stream_sends_each_step_as_it_happens_then_the_ask_result() {
+    let files = tempfile::tempdir().expect("temp dir");
+    // The same repaired question twice: once streamed, once through POST /api/ask. The
+    // first model reply waits, so the steps before it must arrive well before the end.
+    let mut lines = Vec::new();
+    for delay in [900, 0] {
+        lines.push(json!({"question": REPAIRED, "purpose": "write_sql", "delay_ms": delay, "reply": {"sql": BROKEN_SQL,
+            "assumptions": ["walk-in bills are counted together", "Walk-in bills are counted together."]}}));
+        lines.push(
+            json!({"question": REPAIRED, "purpose": "repair_sql", "reply": {"sql": FIXED_SQL}}),
+        );
+        lines.push(json!({"question": REPAIRED, "purpose": "write_answer", "reply": "Walk-in sales make up 980 bills."}));
+    }
+    lines.push(json!({"question": "Which customer has the most bills?", "purpose": "write_sql", "error": {"kind": "authentication", "message": "bad key"}}));
+    let script = write_script(files.path(), &lines);
+    let server = Server::start(
+        &["--db", "demo"],
+        &[("ASKDB_PROVIDER", "scripted"), ("ASKDB_SCRIPT", &script)],
+    );
+    let http = client();
+
+    let response = http
+        .post(server.at("/api/ask/stream"))
+        .json(&json!({"question": REPAIRED, "mode": "agent"}))
+        .send()
+        .await
+        .expect("the stream answers");
+    assert_eq!(response.status(), StatusCode::OK);
+    assert!(response.headers()["content-type"]
+        .to_str()
+        .unwrap_or_default()
+        .starts_with("text/event-stream"));
+    let events = read_events(response).await;
+    let names: Vec<String> = events
+        .iter()
+        .map(|event| match event.event.as_str() {
+            "step" => event.data["step"].as_str().unwrap_or("?").to_string(),
+            other => other.to_string(),
+        })
+        .collect();
+    // Rules, the tables, the broken SQL written, guarded, failing in the database (or
+    // refused by the repair rules as data the database lacks), the repair, the fixed SQL
+    // guarded and run, the answer written, finished, and the result last.
+    let expected_order = [
+        "rules",
+        "schema_selected",
+        "model_call",
+        "guard",
+        "failed",
+        "model_call",
+        "guard",
+        "executed",
+        "model_call",
+        "finished",
+        "result",
+    ];
+    let mut position = 0;
+    for name in &names {
+        if position < expected_order.len() && name == expected_order[position] {
+            position += 1;
+        }
+    }
+    assert_eq!(
+        position,
+        expected_order.len(),
+        "the steps arrive in order: {names:?}"
+    );
+    assert_eq!(
+        names.last().map(String::as_str),
+        Some("result"),
+        "{names:?}"
+    );
+    assert_eq!(
+        names.iter().filter(|name| *name == "result").count(),
+        1,
+        "{names:?}"
+    );
+    for event in events.iter().filter(|event| event.event == "step") {
+        assert!(event.data["started_ms"].is_u64(), "{}", event.data);
+        assert!(
+            event.data["summary"]
+                .as_str()
+                .is_some_and(|text| !text.is_empty()),
+            "every step has its sentence: {}",
+            event.data
+        );
+        assert!(event.data.get("prompt").is_none(), "no prompt is streamed");
+    }
+    let failed = events
+        .iter()
+        .find(|event| event.data["step"] == "failed")
+        .expect("the failed attempt is a step");
+    assert_eq!(failed.data["next"], "repair", "{}", failed.data);
+    let calls: Vec<&Value> = events
+        .iter()
+        .filter(|event| event.data["step"] == "model_call")
+        .map(|event| &event.data["purpose"])
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            &json!("write_sql"),
+            &json!("repair_sql"),
+            &json!("write_answer")
+        ]
+    );
+    // Streamed as they happened: the tables were chosen before the delayed model reply.
+    let schema = events
+        .iter()
+        .find(|event| event.data["step"] == "schema_selected")
+        .expect("schema step");
+    let result = events.last().expect("result");
+    assert!(
+        result.at >= schema.at + Duration::from_millis(600),
+        "the schema step arrived {:?}, the result {:?}: not streamed",
+        schema.at,
+        result.at
+    );
+
+    // The same question through POST /api/ask: the same JSON shape, the same answer.
+    let (status, posted) = post(
+        &http,
+        &server.at("/api/ask"),
+        &json!({"question": REPAIRED, "mode": "agent"}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{posted}");
+    let streamed = &result.data;
+    assert_eq!(keys(streamed), keys(&posted));
+    for field in [
+        "decision",
+        "sql",
+        "columns",
+        "rows",
+        "attempts",
+        "history",
+        "explanation",
+        "chart",
+        "tables_used",
+        "assumptions",
+    ] {
+        assert_eq!(streamed[field], posted[field], "{field}");
+    }
+    assert_eq!(
+        posted["assumptions"],
+        json!(["walk-in bills are counted together"]),
+        "each assumption is listed once"
+    );
+
+    // A failure after the stream began is its last event, with the status POST would
+    // have had.
+    let response = http
+        .post(server.at("/api/ask/stream"))
+        .json(&json!({"question": "Which customer has the most bills?"}))
+        .send()
+        .await
+        .expect("the stream answers");
+    assert_eq!(response.status(), StatusCode::OK);
+    let events = read_events(response).await;
+    let last = events.last().expect("an event");
+    assert_eq!(last.event, "error", "{}", last.data);
+    assert_eq!(last.data["status"], 502, "{}", last.data);
+    assert_eq!(last.data["error"], "model_unavailable");
+
+    // Bad input is refused before any stream, as POST /api/ask refuses it.
+    let (status, body) = post(
+        &http,
+        &server.at("/api/ask/stream"),
+        &json!({"question": "  "}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(body["error"], "empty_question");
+}
+
 /// One request of a table-driven test and what its reply must hold.
 struct Exchange {
     method: &'static str,

@@ -1,5 +1,6 @@
-// askdb's page: asks the JSON API (/api/ask, /api/sql, /api/schema, /api/eval,
-// /api/health) and shows the answers. Every value from the server or the user reaches
+// askdb's page: asks the JSON API (/api/ask/stream, /api/sql, /api/schema, /api/eval,
+// /api/health) and shows the answers, each step of the agent as it happens, and the
+// rows to take away (CSV, TSV, chart, console). Every value from the server or the user reaches
 // the page through textContent or an attribute, never parsed as HTML, so data
 // (which may hold text planted in the database) can never become markup.
 (function () {
@@ -27,6 +28,36 @@
 
   const numberFormat = new Intl.NumberFormat(undefined, { maximumFractionDigits: 4 });
 
+  // Money: the currency the schema notes declare (GET /api/schema) and the names of the
+  // columns that hold it. A result column is money when its name is one of those, or
+  // has one as a whole part (sum_total_amt), or names a money word.
+  let moneyFormat = null;
+  let moneyNames = [];
+  const MONEY_WORDS = ["revenue", "billed", "collected", "outstanding", "dues", "turnover", "amount", "salary", "price"];
+
+  function setCurrency(currency, columns) {
+    moneyFormat = null;
+    moneyNames = (columns || []).map((name) => String(name).toLowerCase());
+    if (!currency) return;
+    try {
+      moneyFormat = new Intl.NumberFormat(undefined, { style: "currency", currency, maximumFractionDigits: 2 });
+    } catch (_) {
+      moneyFormat = null; // an unknown code: plain numbers
+    }
+  }
+
+  function isMoneyColumn(name) {
+    if (!moneyFormat) return false;
+    const parts = String(name).toLowerCase().split(/[^a-z0-9]+/).filter(Boolean);
+    const joined = "_" + parts.join("_") + "_";
+    return moneyNames.some((money) => joined.includes("_" + money + "_"))
+      || parts.some((part) => MONEY_WORDS.includes(part));
+  }
+
+  function formatNumber(value, money) {
+    return money && moneyFormat ? moneyFormat.format(value) : numberFormat.format(value);
+  }
+
   // Calls the API; resolves to {status, ok, body} whatever the status, and turns a
   // network failure into the same shape so callers have one path.
   async function api(method, path, payload) {
@@ -51,12 +82,12 @@
 
   // ---- The result grid: NULL is a grey badge, an empty string an empty cell ----
 
-  function cell(value) {
+  function cell(value, money) {
     if (value === null || value === undefined) {
       return el("td", { class: "is-null" }, [el("span", { class: "null", text: "NULL", title: "SQL NULL: no value" })]);
     }
     if (typeof value === "number") {
-      return el("td", { class: "num", text: numberFormat.format(value), title: String(value) });
+      return el("td", { class: money ? "num money" : "num", text: formatNumber(value, money), title: String(value) });
     }
     if (typeof value === "boolean") return el("td", { text: value ? "true" : "false" });
     if (typeof value === "object") return el("td", { text: JSON.stringify(value) });
@@ -70,8 +101,9 @@
     // A column whose values are all numbers (or NULL) is right-aligned, header included.
     const numeric = columns.map((_, index) => rows.some((row) => typeof row[index] === "number")
       && rows.every((row) => row[index] === null || typeof row[index] === "number"));
+    const money = columns.map((name, index) => numeric[index] && isMoneyColumn(name));
     const head = el("tr", {}, columns.map((name, index) => el("th", { scope: "col", class: numeric[index] ? "num" : null, text: name })));
-    const body = el("tbody", {}, rows.map((row) => el("tr", {}, row.map(cell))));
+    const body = el("tbody", {}, rows.map((row) => el("tr", {}, row.map((value, index) => cell(value, money[index])))));
     target.append(el("table", {}, [el("thead", {}, [head]), body]));
     if (note) target.after(note);
   }
@@ -84,6 +116,37 @@
   // ---- Chart (Chart.js, vendored) ----
 
   let chart = null;
+
+  // The charts that fit the rows: bar and line need a label column and a numeric one;
+  // scatter needs two numeric columns. The server's rule-chosen chart comes first.
+  function chartChoices(spec, columns, rows) {
+    const choices = [];
+    if (!columns || columns.length < 2 || !rows || rows.length === 0) return choices;
+    const numeric = columns.map((_, index) => rows.some((row) => typeof row[index] === "number")
+      && rows.every((row) => row[index] === null || typeof row[index] === "number"));
+    const numericNames = columns.filter((_, index) => numeric[index]);
+    let x = spec && spec.x && columns.includes(spec.x) ? spec.x : columns.find((_, index) => !numeric[index]);
+    let y = spec && spec.y && spec.y.length > 0 && spec.kind !== "scatter" ? spec.y.filter((name) => columns.includes(name)) : numericNames.filter((name) => name !== x);
+    if (!x && numericNames.length >= 2) {
+      x = numericNames[0];
+      y = numericNames.slice(1);
+    }
+    if (x && y.length > 0 && rows.length <= 500) {
+      choices.push({ kind: "bar", x, y });
+      if (rows.length >= 2) choices.push({ kind: "line", x, y });
+    }
+    if (numericNames.length >= 2 && rows.length >= 2) {
+      const sx = spec && spec.kind === "scatter" && spec.x ? spec.x : numericNames[0];
+      const sy = spec && spec.kind === "scatter" && spec.y && spec.y.length ? spec.y : [numericNames.find((name) => name !== sx)];
+      choices.push({ kind: "scatter", x: sx, y: sy });
+    }
+    if (spec && spec.kind && spec.kind !== "none") {
+      const first = choices.findIndex((choice) => choice.kind === spec.kind);
+      if (first > 0) choices.unshift(choices.splice(first, 1)[0]);
+    }
+    return choices;
+  }
+
   const palette = ["#4338ca", "#0ea5e9", "#f59e0b", "#10b981", "#ef4444", "#8b5cf6"];
 
   function renderChart(spec, columns, rows) {
@@ -150,7 +213,7 @@
       const started = Date.now();
       const tick = () => {
         const seconds = Math.floor((Date.now() - started) / 1000);
-        $("progress-text").textContent = "The model is working" + (seconds > 0 ? " · " + seconds + " s" : "") + "…";
+        $("progress-text").textContent = "Working" + (seconds > 0 ? " · " + seconds + " s" : "") + "…";
       };
       tick();
       timer = setInterval(tick, 500);
@@ -162,6 +225,101 @@
     return checked ? checked.value : "agent";
   }
 
+  // Parses one server-sent event block into {event, data}; null without data.
+  function parseEvent(block) {
+    let event = "message";
+    const data = [];
+    for (const line of block.split("\n")) {
+      if (line === "" || line.startsWith(":")) continue; // a comment: the keep-alive
+      const colon = line.indexOf(":");
+      const field = colon < 0 ? line : line.slice(0, colon);
+      let value = colon < 0 ? "" : line.slice(colon + 1);
+      if (value.startsWith(" ")) value = value.slice(1);
+      if (field === "event") event = value;
+      else if (field === "data") data.push(value);
+    }
+    if (data.length === 0) return null;
+    try {
+      return { event, data: JSON.parse(data.join("\n")) };
+    } catch (_) {
+      return null;
+    }
+  }
+
+  // POST /api/ask/stream: calls onStep for each step as it arrives and resolves to the
+  // same {status, ok, body} as api(), the body being the final result or the error.
+  // (EventSource cannot POST, so the stream is read with fetch.)
+  async function askStream(payload, onStep) {
+    let response;
+    try {
+      response = await fetch("/api/ask/stream", {
+        method: "POST",
+        headers: { Accept: "text/event-stream", "Content-Type": "application/json" },
+        body: JSON.stringify(payload),
+      });
+    } catch (error) {
+      return { status: 0, ok: false, body: { error: "network_error", detail: "askdb cannot be reached: " + error.message } };
+    }
+    const type = response.headers.get("content-type") || "";
+    if (!response.ok || !type.startsWith("text/event-stream") || !response.body) {
+      let body = null;
+      try {
+        body = await response.json();
+      } catch (_) {
+        body = { error: "unreadable_response", detail: "the server sent something that is not JSON (HTTP " + response.status + ")" };
+      }
+      return { status: response.status, ok: false, body };
+    }
+    const reader = response.body.getReader();
+    const decoder = new TextDecoder();
+    let buffer = "";
+    let last = null;
+    const take = (block) => {
+      const parsed = parseEvent(block);
+      if (!parsed) return;
+      if (parsed.event === "step") onStep(parsed.data);
+      else if (parsed.event === "result") last = { status: 200, ok: true, body: parsed.data };
+      else if (parsed.event === "error") last = { status: parsed.data.status || 500, ok: false, body: parsed.data };
+    };
+    try {
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buffer += decoder.decode(value, { stream: true });
+        let end;
+        while ((end = buffer.indexOf("\n\n")) >= 0) {
+          take(buffer.slice(0, end));
+          buffer = buffer.slice(end + 2);
+        }
+      }
+    } catch (error) {
+      return { status: 0, ok: false, body: { error: "network_error", detail: "the answer stream broke off: " + error.message } };
+    }
+    if (buffer.trim()) take(buffer);
+    return last || { status: 0, ok: false, body: { error: "stream_ended", detail: "the server ended the stream without an answer" } };
+  }
+
+  const seconds = (ms) => (Math.floor(ms / 100) / 10).toFixed(1) + " s";
+
+  // One live step: its time since the question, the server's sentence, and the SQL the
+  // guard saw. A step that failed is marked, so a repair reads as one.
+  function showStep(event) {
+    const list = $("steps");
+    list.hidden = false;
+    const bad = event.step === "failed" || (event.step === "guard" && !event.accepted)
+      || (event.step === "executed" && event.rows === null);
+    const good = event.step === "finished" && event.decision === "answer";
+    const took = typeof event.elapsed_ms === "number" && event.elapsed_ms >= 100 ? " (" + seconds(event.elapsed_ms) + ")" : "";
+    const item = el("li", { class: "step step-" + event.step + (bad ? " bad" : "") + (good ? " good" : ""), "data-step": event.step }, [
+      el("span", { class: "step-time", text: seconds(event.started_ms || 0) }),
+      el("span", { class: "step-text", text: (event.summary || event.step) + took }),
+    ]);
+    if (event.step === "guard" && event.sql) {
+      item.append(el("code", { class: "step-sql", text: event.sql.length > 240 ? event.sql.slice(0, 239) + "…" : event.sql }));
+    }
+    list.append(item);
+  }
+
   async function ask(question) {
     question = question.trim();
     if (!question || busy) {
@@ -169,16 +327,64 @@
       return;
     }
     $("question").value = question;
+    clear($("steps"));
+    $("steps").hidden = true;
     setBusy(true);
-    const response = await api("POST", "/api/ask", { question, mode: mode() });
+    const chosen = mode();
+    const response = await askStream({ question, mode: chosen }, showStep);
     setBusy(false);
-    if (response.ok) showResult(response.body);
-    else showError(question, response);
+    if (response.ok) {
+      remember(question, chosen);
+      showResult(response.body);
+    } else showError(question, response);
+  }
+
+  // ---- Recent questions (this browser only: localStorage) ----
+
+  const RECENT_KEY = "askdb.recent";
+  const RECENT_MAX = 10;
+
+  function recentQuestions() {
+    try {
+      const stored = JSON.parse(window.localStorage.getItem(RECENT_KEY) || "[]");
+      return Array.isArray(stored) ? stored.filter((item) => item && typeof item.question === "string") : [];
+    } catch (_) {
+      return [];
+    }
+  }
+
+  function remember(question, chosenMode) {
+    const kept = recentQuestions().filter((item) => item.question !== question);
+    kept.unshift({ question, mode: chosenMode, at: new Date().toISOString() });
+    try {
+      window.localStorage.setItem(RECENT_KEY, JSON.stringify(kept.slice(0, RECENT_MAX)));
+    } catch (_) {
+      // Storage full or switched off: the list is a convenience.
+    }
+    renderRecent();
+  }
+
+  function renderRecent() {
+    const items = recentQuestions();
+    const list = $("recent-list");
+    clear(list);
+    $("recent").hidden = items.length === 0;
+    for (const item of items) {
+      list.append(el("button", {
+        type: "button", class: "chip recent-question", text: item.question, title: "Ask again (" + (item.mode || "agent") + ")",
+        on: { click: () => {
+          const radio = document.querySelector('input[name="mode"][value="' + (item.mode === "baseline" ? "baseline" : "agent") + '"]');
+          if (radio) radio.checked = true;
+          ask(item.question);
+        } },
+      }));
+    }
   }
 
   function resetResult() {
     $("result").hidden = false;
-    for (const id of ["unverified", "clarify", "assumptions-box", "sql-box", "attempts-box", "chart-box"]) $(id).hidden = true;
+    for (const id of ["unverified", "clarify", "assumptions-box", "sql-box", "attempts-box", "chart-box", "result-tools"]) $(id).hidden = true;
+    currentResult = null;
     $("answer").className = "answer";
     clear($("grid"));
     document.querySelectorAll("#result .grid-note").forEach((node) => node.remove());
@@ -201,6 +407,8 @@
     if (body.error === "model_not_configured") showBanner(body.detail);
   }
 
+  let currentResult = null;
+
   function showResult(result) {
     resetResult();
     const decision = $("decision");
@@ -210,8 +418,9 @@
 
     let answer = "";
     if (result.decision === "answer") {
+      const only = result.rows.length > 0 ? result.rows[0][0] : null;
       answer = result.explanation || (result.row_count === 1 && result.columns.length === 1
-        ? result.columns[0] + ": " + (result.rows[0][0] === null ? "NULL" : String(result.rows[0][0]))
+        ? result.columns[0] + ": " + (only === null ? "NULL" : typeof only === "number" ? formatNumber(only, isMoneyColumn(result.columns[0])) : String(only))
         : result.row_count + (result.row_count === 1 ? " row" : " rows") + " below.");
     } else if (result.decision === "clarify") {
       answer = "The question can be read more than one way.";
@@ -236,11 +445,22 @@
       }
     }
 
-    if (result.assumptions && result.assumptions.length > 0) {
+    // Each assumption once (the server already says each once; this keeps it so for a
+    // result from an older server).
+    const assumptions = [];
+    const said = new Set();
+    for (const assumption of result.assumptions || []) {
+      const key = String(assumption).trim().replace(/\s+/g, " ").replace(/[.;,]+$/, "").toLowerCase();
+      if (key && !said.has(key)) {
+        said.add(key);
+        assumptions.push(assumption);
+      }
+    }
+    if (assumptions.length > 0) {
       $("assumptions-box").hidden = false;
       const list = $("assumptions");
       clear(list);
-      for (const assumption of result.assumptions) list.append(el("li", { text: assumption }));
+      for (const assumption of assumptions) list.append(el("li", { text: assumption }));
     }
 
     if (result.sql) {
@@ -269,7 +489,17 @@
     }
 
     if (result.decision === "answer") {
-      renderChart(result.chart, result.columns, result.rows);
+      currentResult = result;
+      const choices = chartChoices(result.chart, result.columns, result.rows);
+      const select = $("chart-kind");
+      clear(select);
+      select.append(el("option", { value: "none", text: "Table only" }));
+      for (const choice of choices) select.append(el("option", { value: choice.kind, text: CHART_LABELS[choice.kind] || choice.kind }));
+      const initial = result.chart && result.chart.kind !== "none" && choices.find((choice) => choice.kind === result.chart.kind);
+      select.value = initial ? initial.kind : "none";
+      select.disabled = choices.length === 0;
+      $("result-tools").hidden = result.columns.length === 0;
+      if (initial) renderChart(initial, result.columns, result.rows);
       renderGrid($("grid"), result.columns, result.rows, gridNote(result.row_count, result.truncated));
     }
 
@@ -282,6 +512,64 @@
     ];
     if (result.tables_used && result.tables_used.length > 0) meta.push("tables: " + result.tables_used.join(", "));
     $("result-meta").textContent = meta.join(" · ");
+  }
+
+  const CHART_LABELS = { bar: "Bar chart", line: "Line chart", scatter: "Scatter plot" };
+
+  // ---- Taking the rows away: CSV, TSV ----
+
+  // A spreadsheet runs a cell that starts with = + - @ (or a tab or carriage return) as
+  // a formula; text planted in the data must not, so such text gets a leading '.
+  function spreadsheetSafe(text) {
+    return /^[=+\-@\t\r]/.test(text) ? "'" + text : text;
+  }
+
+  function plainValue(value) {
+    if (value === null || value === undefined) return "";
+    if (typeof value === "number" || typeof value === "boolean") return String(value);
+    if (typeof value === "object") return spreadsheetSafe(JSON.stringify(value));
+    return spreadsheetSafe(String(value));
+  }
+
+  // RFC 4180: fields with a comma, quote, CR or LF (or edge spaces) are quoted, quotes
+  // doubled; lines end in CRLF; NULL is an empty field.
+  function csvField(text) {
+    return /[",\r\n]|^\s|\s$/.test(text) ? '"' + text.replace(/"/g, '""') + '"' : text;
+  }
+
+  function toCsv(columns, rows) {
+    const lines = [columns.map((name) => csvField(String(name))).join(",")];
+    for (const row of rows) lines.push(row.map((value) => csvField(plainValue(value))).join(","));
+    return lines.join("\r\n") + "\r\n";
+  }
+
+  // Tab-separated for pasting into a spreadsheet: tabs and line breaks inside a value
+  // become spaces (a TSV has no quoting).
+  function toTsv(columns, rows) {
+    const field = (text) => text.replace(/[\t\r\n]+/g, " ");
+    const lines = [columns.map((name) => field(String(name))).join("\t")];
+    for (const row of rows) lines.push(row.map((value) => field(plainValue(value))).join("\t"));
+    return lines.join("\n") + "\n";
+  }
+
+  function fileName(question) {
+    const stem = String(question || "result").toLowerCase().replace(/[^a-z0-9]+/g, "-").replace(/^-+|-+$/g, "").slice(0, 60);
+    return "askdb-" + (stem || "result") + ".csv";
+  }
+
+  function downloadCsv() {
+    if (!currentResult) return;
+    const blob = new Blob([toCsv(currentResult.columns, currentResult.rows)], { type: "text/csv;charset=utf-8" });
+    const link = el("a", { href: URL.createObjectURL(blob), download: fileName(currentResult.question) });
+    document.body.append(link);
+    link.click();
+    link.remove();
+    setTimeout(() => URL.revokeObjectURL(link.href), 10000);
+  }
+
+  async function flash(button, done, label) {
+    button.textContent = done ? "Copied" : "Select and copy";
+    setTimeout(() => { button.textContent = label; }, 1500);
   }
 
   // ---- Copy ----
@@ -393,6 +681,7 @@
       return;
     }
     schemaTables = response.body.tables || [];
+    setCurrency(response.body.currency, response.body.money_columns);
     $("schema-count").textContent = schemaTables.length + " tables · " + response.body.dialect;
     renderSchema();
   }
@@ -401,6 +690,12 @@
 
   function pill(text, state, title) {
     return el("span", { class: "pill " + state, text, title });
+  }
+
+  function openInConsole(sql) {
+    $("console-sql").value = sql;
+    $("console-sql").scrollIntoView({ block: "center" });
+    $("console-sql").focus();
   }
 
   function showBanner(text) {
@@ -451,12 +746,20 @@
     const about = [summary.set ? "set " + summary.set : null, model || null, summary.generated_at || null].filter(Boolean).join(" · ");
     if (about) body.append(el("p", { class: "eval-meta", text: about }));
     const modes = summary.modes && typeof summary.modes === "object" ? summary.modes : null;
+    // With a shared first reply the baseline replays the agent's first reply from the
+    // run's cache: its latency was not measured, and one attempt rescues nothing.
+    const replayed = (name) => name === "baseline" && summary.settings && summary.settings.shared_first_reply === true;
+    const singleAttempt = (name) => name === "baseline" || name === "plain";
     if (modes) {
       const rows = Object.entries(modes).map(([name, metrics]) => el("tr", {}, [
         el("th", { scope: "row", text: name }),
         rateCell(metrics.accuracy),
-        el("td", { class: "num", text: percent(metrics.rescue_rate) }),
-        el("td", { class: "num", text: typeof metrics.latency_p50_ms === "number" ? (metrics.latency_p50_ms / 1000).toFixed(1) + " s" : "–" }),
+        singleAttempt(name)
+          ? el("td", { class: "num muted", text: "–", title: "one attempt: nothing to rescue" })
+          : el("td", { class: "num", text: percent(metrics.rescue_rate) }),
+        replayed(name)
+          ? el("td", { class: "num muted", text: "replayed", title: "the baseline replays the agent's first reply from the run's cache, so its latency is not measured" })
+          : el("td", { class: "num", text: typeof metrics.latency_p50_ms === "number" ? (metrics.latency_p50_ms / 1000).toFixed(1) + " s" : "–" }),
       ]));
       body.append(el("table", {}, [
         el("thead", {}, [el("tr", {}, ["mode", "accuracy", "rescued", "p50"].map((name) => el("th", { scope: "col", text: name })))]),
@@ -499,6 +802,26 @@
       $("copy-sql").textContent = done ? "Copied" : "Select and copy";
       setTimeout(() => { $("copy-sql").textContent = "Copy"; }, 1500);
     });
+    $("edit-sql").addEventListener("click", () => openInConsole($("sql").textContent));
+    $("download-csv").addEventListener("click", downloadCsv);
+    $("copy-tsv").addEventListener("click", async () => {
+      if (!currentResult) return;
+      flash($("copy-tsv"), await copyText(toTsv(currentResult.columns, currentResult.rows)), "Copy as TSV");
+    });
+    $("chart-kind").addEventListener("change", () => {
+      if (!currentResult) return;
+      const choice = chartChoices(currentResult.chart, currentResult.columns, currentResult.rows).find((item) => item.kind === $("chart-kind").value);
+      renderChart(choice || { kind: "none" }, currentResult.columns, currentResult.rows);
+    });
+    $("recent-clear").addEventListener("click", () => {
+      try {
+        window.localStorage.removeItem(RECENT_KEY);
+      } catch (_) {
+        // nothing stored
+      }
+      renderRecent();
+    });
+    renderRecent();
     loadSchema();
     loadHealth();
     loadEval();

@@ -80,7 +80,7 @@ pub enum Command {
     },
     /// Ask a question in plain English.
     #[command(
-        after_help = "Example:\n  askdb ask \"What was the total billed per month in 2025?\""
+        after_help = "Each step (tables chosen, SQL written, guard verdict, rows or the error, each repair) is written on stderr as it happens; --quiet leaves it out.\n\nExample:\n  askdb ask \"What was the total billed per month in 2025?\""
     )]
     Ask {
         question: String,
@@ -94,6 +94,9 @@ pub enum Command {
         /// e.g. `n=1` or `reply=json,alias=on`.
         #[arg(long, env = "ASKDB_STRATEGY", default_value = "")]
         strategy: String,
+        /// Do not write each step on stderr as it happens.
+        #[arg(long, short = 'q')]
+        quiet: bool,
     },
     /// Show what askdb would do with a question, before any model call.
     #[command(after_help = "Example:\n  askdb plan \"Top 5 customers by revenue\"")]
@@ -120,12 +123,24 @@ pub enum Command {
         #[command(subcommand)]
         command: ModelCommand,
     },
+    /// Print a shell completion script on stdout.
+    #[command(
+        after_help = "Examples:\n  askdb completions bash > ~/.local/share/bash-completion/completions/askdb\n  askdb completions zsh > \"${fpath[1]}/_askdb\"\n  askdb completions fish > ~/.config/fish/completions/askdb.fish"
+    )]
+    Completions {
+        /// The shell to complete for.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
 
 #[derive(Subcommand)]
 pub enum ModelCommand {
     /// Print the configured provider and model, then make one tiny call and report its
     /// latency, tokens and cost.
+    #[command(
+        after_help = "Example:\n  ASKDB_PROVIDER=anthropic ANTHROPIC_API_KEY=sk-ant-... askdb model check"
+    )]
     Check,
 }
 
@@ -167,6 +182,7 @@ pub enum ModeChoice {
 #[derive(Subcommand)]
 pub enum EvalCommand {
     /// Every external gold query must pass the guard and keep its result when re-rendered.
+    #[command(after_help = "Example:\n  askdb eval guard --write")]
     Guard {
         /// Write evals/results/guard_equivalence.json and regenerate the README table
         /// (run from the repository's root, or give --repo).
@@ -177,6 +193,9 @@ pub enum EvalCommand {
         repo: PathBuf,
     },
     /// Ask a golden set through the agent and grade it by execution.
+    #[command(
+        after_help = "Examples:\n  askdb eval run --set demo --mode both\n  askdb eval run --set spider --sample 150 --seed 7 --mode all"
+    )]
     Run {
         /// The set to ask.
         #[arg(long, value_enum, required_unless_present = "questions")]
@@ -209,8 +228,10 @@ pub enum EvalCommand {
         runs_dir: PathBuf,
     },
     /// Re-score a finished run without calling the model.
+    #[command(after_help = "Example:\n  askdb eval regrade evals/runs/demo-20261201-001755")]
     Regrade { run: PathBuf },
     /// The CI gate: database unchanged, nothing unsafe ran, accuracy within tolerance.
+    #[command(after_help = "Example:\n  askdb eval gate evals/runs/demo-20261201-001755")]
     Gate {
         run: PathBuf,
         #[arg(long, default_value = "evals/gate.toml")]
@@ -220,8 +241,10 @@ pub enum EvalCommand {
         repo: PathBuf,
     },
     /// Print a run's report.
+    #[command(after_help = "Example:\n  askdb eval report evals/runs/demo-20261201-001755")]
     Report { run: PathBuf },
     /// Copy a run's summary into evals/results/ and regenerate the README results table.
+    #[command(after_help = "Example:\n  askdb eval publish evals/runs/demo-20261201-001755")]
     Publish {
         run: PathBuf,
         /// The askdb repository to publish into.
@@ -229,6 +252,9 @@ pub enum EvalCommand {
         repo: PathBuf,
     },
     /// Linking recall without a model: Spider/BIRD tables.json + questions, or our demo set.
+    #[command(
+        after_help = "Examples:\n  askdb eval linking\n  askdb eval linking --tables ../shared/data/spider/tables.json --questions ../shared/data/spider/dev.json"
+    )]
     Linking {
         #[arg(long, requires = "questions")]
         tables: Option<PathBuf>,
@@ -240,10 +266,13 @@ pub enum EvalCommand {
 #[derive(Subcommand)]
 pub enum SchemaCommand {
     /// List the visible tables with descriptions and row counts.
+    #[command(after_help = "Example:\n  askdb --db sqlite:shop.db schema tables --json")]
     Tables,
     /// Show one table's columns and keys.
+    #[command(after_help = "Example:\n  askdb schema describe bills")]
     Describe { table: String },
     /// Show a few rows of a table (text cut to 40 characters; restricted columns never shown).
+    #[command(after_help = "Example:\n  askdb schema sample customers -n 5")]
     Sample {
         table: String,
         #[arg(short = 'n', long, default_value_t = 3)]
@@ -254,6 +283,9 @@ pub enum SchemaCommand {
 #[derive(Subcommand)]
 pub enum SqlCommand {
     /// Check a statement with the guard only; reads stdin when no SQL is given.
+    #[command(
+        after_help = "Examples:\n  askdb sql check \"SELECT * FROM bills\"\n  askdb sql check --batch statements.sql --json"
+    )]
     Check {
         sql: Option<String>,
         /// Check each line of FILE as its own statement; prints one JSON verdict per line.
@@ -261,12 +293,16 @@ pub enum SqlCommand {
         batch: Option<PathBuf>,
     },
     /// Run a statement through the whole gate (guard, read-only connection, row cap).
+    #[command(
+        after_help = "Example:\n  askdb sql run \"SELECT status, count(*) FROM bills GROUP BY status\""
+    )]
     Run { sql: String },
 }
 
 #[derive(Subcommand)]
 pub enum DemoCommand {
     /// Write the demo database to a SQLite file.
+    #[command(after_help = "Example:\n  askdb demo build --out shop.sqlite")]
     Build {
         #[arg(long)]
         out: PathBuf,
@@ -278,6 +314,9 @@ pub enum DbCommand {
     /// Create (or refresh) the demo database, the query log and the askdb_ro and askdb_log
     /// roles, then prove both roles. Idempotent. Passwords come from ASKDB_RO_PASSWORD and
     /// ASKDB_LOG_PASSWORD, or are generated and printed once.
+    #[command(
+        after_help = "Example:\n  askdb db setup --admin-url postgres://postgres@127.0.0.1:5432/postgres --database askdb_demo"
+    )]
     Setup {
         /// A superuser URL (any database), e.g. postgres://postgres@127.0.0.1:5432/postgres
         #[arg(long, env = "ASKDB_ADMIN_URL", hide_env_values = true)]

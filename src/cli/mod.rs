@@ -14,6 +14,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
+use crate::agent::events::{AgentEvent, Observer};
 use crate::agent::strategy::Strategy;
 use crate::agent::{Agent, AgentError, AskOptions, Decision, Mode};
 use crate::database::DatabaseError;
@@ -129,6 +130,9 @@ fn read_file(path: &Path) -> Result<String, CliError> {
 
 /// Runs one parsed command line.
 pub async fn run(cli: Cli) -> Result<Output, CliError> {
+    if let Command::Completions { shell } = cli.command {
+        return Ok(completions(shell));
+    }
     let settings = Settings::resolve(&cli.global)?;
     match cli.command {
         Command::Schema { command } => schema(&settings.open_gate().await?, command).await,
@@ -155,6 +159,7 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
             baseline,
             no_explain,
             strategy,
+            quiet,
         } => {
             let strategy = config::parse_strategy(&strategy)?;
             let agent = open_agent(&settings, strategy).await?;
@@ -167,7 +172,14 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
                 explain: !no_explain,
                 ..AskOptions::default()
             };
-            let result = agent.ask(&question, &options).await?;
+            let mut result = if quiet {
+                agent.ask(&question, &options).await?
+            } else {
+                agent
+                    .ask_observed(&question, &options, &StepsOnStderr)
+                    .await?
+            };
+            result.assumptions = crate::text::each_once(std::mem::take(&mut result.assumptions));
             let text = crate::agent::render_text(&result);
             Output::new(
                 &result,
@@ -202,6 +214,32 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
         Command::Model {
             command: ModelCommand::Check,
         } => model_check().await,
+        Command::Completions { shell } => Ok(completions(shell)),
+    }
+}
+
+/// `askdb ask`'s progress: each step's line on stderr as it happens, in the words the
+/// page's live steps use ([`crate::server::steps`]).
+struct StepsOnStderr;
+
+impl Observer for StepsOnStderr {
+    fn observe(&self, event: &AgentEvent) {
+        eprintln!("{}", crate::server::steps::line(event));
+    }
+}
+
+/// `askdb completions SHELL`: the completion script clap_complete writes from the
+/// command line's own definition, so it never falls behind a new flag.
+fn completions(shell: clap_complete::Shell) -> Output {
+    use clap::CommandFactory;
+    let mut command = Cli::command();
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut command, "askdb", &mut script);
+    let text = String::from_utf8_lossy(&script).into_owned();
+    Output {
+        json: serde_json::Value::String(text.clone()),
+        text,
+        exit: Exit::Success,
     }
 }
 

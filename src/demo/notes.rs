@@ -11,6 +11,19 @@ use crate::schema::{SchemaNotes, TableNote};
 pub const RESTRICTED_COLUMNS: [&str; 3] =
     ["customers.phone", "customers.address", "suppliers.phone"];
 
+/// The columns that hold rupees (the shop bills in INR: till.currency in store_settings).
+const MONEY_COLUMNS: [&str; 9] = [
+    "bills.total_amt",
+    "bill_items.unit_price",
+    "bill_items.line_total",
+    "bill_archive.amt",
+    "payments.amt",
+    "products.price",
+    "stock_entries.cost_price",
+    "employees.salary",
+    "customers.credit_limit",
+];
+
 /// Tables never listed and refused as unknown.
 pub const HIDDEN_TABLES: [&str; 1] = ["askdb_query_log"];
 
@@ -430,5 +443,7 @@ pub fn demo_notes() -> SchemaNotes {
             .collect(),
         restricted_columns: RESTRICTED_COLUMNS.iter().map(|s| s.to_string()).collect(),
         hidden_tables: HIDDEN_TABLES.iter().map(|s| s.to_string()).collect(),
+        currency: Some("INR".to_string()),
+        money_columns: MONEY_COLUMNS.iter().map(|s| s.to_string()).collect(),
     }
 }

@@ -1,7 +1,7 @@
 //! Schema notes: the human knowledge about a database that introspection cannot find:
 //! table and column descriptions, business conventions, glossary terms, restricted
 //! columns (never shown, refused by the guard) and hidden tables (never listed, refused
-//! as unknown). The demo database ships its notes built in (`crate::demo::demo_notes`); any
+//! as unknown), and the currency its money columns hold. The demo database ships its notes built in (`crate::demo::demo_notes`); any
 //! other database can take them from a TOML file.
 
 use std::collections::BTreeMap;
@@ -27,6 +27,34 @@ pub struct SchemaNotes {
     /// Tables never listed, never described and refused by the guard as unknown.
     #[serde(default)]
     pub hidden_tables: Vec<String>,
+    /// The currency money is kept in, as an ISO 4217 code (`INR`, `EUR`): what the page
+    /// formats money with. None: amounts are shown as plain numbers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub currency: Option<String>,
+    /// Columns that hold money in [`Self::currency`], written `table.column`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub money_columns: Vec<String>,
+}
+
+impl SchemaNotes {
+    /// The bare names of the money columns (`total_amt` of `bills.total_amt`),
+    /// lower-cased, each once: what a result column is matched against.
+    pub fn money_column_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .money_columns
+            .iter()
+            .map(|column| {
+                column
+                    .rsplit('.')
+                    .next()
+                    .unwrap_or(column.as_str())
+                    .to_lowercase()
+            })
+            .collect();
+        names.sort();
+        names.dedup();
+        names
+    }
 }
 
 /// What one table is for (and not for), and what its columns mean.

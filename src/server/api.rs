@@ -11,11 +11,13 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
+use tokio::sync::OwnedSemaphorePermit;
 
 use super::error::{empty_question, question_too_long, ApiJson, AppError};
 use super::health::{self, HealthReport, MODEL_CHECK_TTL};
 use super::limits::{BUSY_RETRY_AFTER, DATABASE_BUSY_RETRY_AFTER};
 use super::AppState;
+use crate::agent::events::{NoObserver, Observer};
 use crate::agent::{AgentResult, AskOptions, Mode, MAX_QUESTION_CHARS};
 use crate::gate::{ErrorType, QueryOutcome, TableDescription};
 
@@ -50,14 +52,23 @@ pub struct AskRequest {
     pub explain: Option<bool>,
 }
 
-/// POST /api/ask: checks the input, then the model, a free slot and the client's rate,
-/// in that order (so neither bad input nor a busy server costs a token), then runs the
-/// agent.
-pub async fn ask(
-    State(state): State<AppState>,
-    ClientIp(client): ClientIp,
-    ApiJson(request): ApiJson<AskRequest>,
-) -> Result<Json<AgentResult>, AppError> {
+/// A question that passed every check before the agent runs: what to ask, how, and
+/// the ask slot it holds until the answer is sent.
+pub struct PreparedAsk {
+    pub question: String,
+    pub options: AskOptions,
+    pub client: IpAddr,
+    _slot: OwnedSemaphorePermit,
+}
+
+/// Checks the input, then the model, a free slot and the client's rate, in that order
+/// (so neither bad input nor a busy server costs a token). Shared by `POST /api/ask`
+/// and `POST /api/ask/stream`, so both refuse the same requests in the same words.
+pub fn prepare_ask(
+    state: &AppState,
+    client: IpAddr,
+    request: &AskRequest,
+) -> Result<PreparedAsk, AppError> {
     let question = request.question.trim();
     if question.is_empty() {
         return Err(empty_question());
@@ -75,10 +86,10 @@ pub async fn ask(
                 detail,
             })?,
     };
-    let agent = state.agent()?;
+    state.agent()?;
     // The slot first: a client told "busy" has not spent a token of its rate. A
     // rate-limited request gives the slot back at once when it returns.
-    let _slot = state.shared.slots.try_take().ok_or(AppError::Busy {
+    let slot = state.shared.slots.try_take().ok_or(AppError::Busy {
         retry_after: BUSY_RETRY_AFTER,
     })?;
     state
@@ -86,20 +97,48 @@ pub async fn ask(
         .rate
         .check(client, Instant::now())
         .map_err(|retry_after| AppError::RateLimited { retry_after })?;
-    let options = AskOptions {
-        mode,
-        explain: request.explain.unwrap_or(state.config().explain),
-        ..AskOptions::default()
-    };
+    Ok(PreparedAsk {
+        question: question.to_string(),
+        options: AskOptions {
+            mode,
+            explain: request.explain.unwrap_or(state.config().explain),
+            ..AskOptions::default()
+        },
+        client,
+        _slot: slot,
+    })
+}
+
+/// Runs the agent on a prepared question within the server's ask timeout, reporting
+/// each step to `observer`, and makes the result ready to show (each assumption once).
+pub async fn run_ask(
+    state: &AppState,
+    prepared: &PreparedAsk,
+    observer: &dyn Observer,
+) -> Result<AgentResult, AppError> {
+    let agent = state.agent()?;
     let limit = state.config().ask_timeout;
-    let result = tokio::time::timeout(limit, agent.ask(question, &options))
+    let asked = agent.ask_observed(&prepared.question, &prepared.options, observer);
+    let mut result = tokio::time::timeout(limit, asked)
         .await
         .map_err(|_| AppError::AskTimeout(limit))?
         .map_err(AppError::from_agent)?;
+    result.assumptions = crate::text::each_once(std::mem::take(&mut result.assumptions));
     eprintln!(
-        "askdb serve: ask from {client}: {:?} after {} attempt(s) in {} ms, ${:.4}",
-        result.decision, result.attempts, result.latency_ms, result.cost_usd
+        "askdb serve: ask from {}: {:?} after {} attempt(s) in {} ms, ${:.4}",
+        prepared.client, result.decision, result.attempts, result.latency_ms, result.cost_usd
     );
+    Ok(result)
+}
+
+/// POST /api/ask: [`prepare_ask`], then the agent; the whole result at the end.
+pub async fn ask(
+    State(state): State<AppState>,
+    ClientIp(client): ClientIp,
+    ApiJson(request): ApiJson<AskRequest>,
+) -> Result<Json<AgentResult>, AppError> {
+    let prepared = prepare_ask(&state, client, &request)?;
+    let result = run_ask(&state, &prepared, &NoObserver).await?;
     Ok(Json(result))
 }
 
@@ -142,6 +181,11 @@ pub struct SchemaResponse {
     pub dialect: String,
     /// Each table as `describe_table` gives it (restricted columns left out).
     pub tables: Vec<TableDescription>,
+    /// The currency the notes declare (ISO 4217), or null: the page formats money with it.
+    pub currency: Option<String>,
+    /// The money columns' bare names, lower-cased: a result column of one of these
+    /// names (or a sum of one, named after it) is shown in `currency`.
+    pub money_columns: Vec<String>,
 }
 
 /// GET /api/schema: the visible tables as the gate describes them (restricted columns
@@ -159,6 +203,8 @@ pub async fn schema(State(state): State<AppState>) -> Result<Json<SchemaResponse
         database: gate.label().to_string(),
         dialect: gate.dialect().as_str().to_string(),
         tables,
+        currency: gate.notes().currency.clone(),
+        money_columns: gate.notes().money_column_names(),
     }))
 }
 

@@ -148,6 +148,17 @@ impl AppError {
         }
     }
 
+    /// Writes what the client is not told on the server's stderr (internal failures,
+    /// the ledger's and the model's errors in full).
+    pub fn log(&self) {
+        match self {
+            AppError::Internal(text) => eprintln!("askdb serve: internal error: {text}"),
+            AppError::SpendLedger(text) => eprintln!("askdb serve: no model call: {text}"),
+            AppError::Model(error) => eprintln!("askdb serve: model call failed: {error}"),
+            _ => {}
+        }
+    }
+
     fn retry_after(&self) -> Option<Duration> {
         match self {
             AppError::RateLimited { retry_after }
@@ -191,12 +202,7 @@ pub fn question_too_long(length: usize) -> AppError {
 impl IntoResponse for AppError {
     fn into_response(self) -> Response {
         let status = self.status();
-        match &self {
-            AppError::Internal(text) => eprintln!("askdb serve: internal error: {text}"),
-            AppError::SpendLedger(text) => eprintln!("askdb serve: no model call: {text}"),
-            AppError::Model(error) => eprintln!("askdb serve: model call failed: {error}"),
-            _ => {}
-        }
+        self.log();
         let body = json!({"error": self.code(), "detail": self.detail()});
         let mut response = (status, Json(body)).into_response();
         if let Some(wait) = self.retry_after() {

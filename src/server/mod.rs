@@ -3,6 +3,7 @@
 //! | route | does |
 //! |---|---|
 //! | `POST /api/ask` | `{question, mode, explain?}` -> the agent's full result ([`crate::agent::AgentResult`]) |
+//! | `POST /api/ask/stream` | the same body -> server-sent events: a `step` per agent step as it happens, then `result` (the same JSON as `POST /api/ask`) or `error` ([`stream`]) |
 //! | `POST /api/sql` | `{sql}` -> the gate's `run_query` result (rows or a structured error) |
 //! | `GET /api/schema` | tables with descriptions, row counts and columns |
 //! | `GET /api/eval` | the newest committed evaluation summary, verbatim (404 when none) |
@@ -24,6 +25,8 @@ pub mod eval;
 pub mod health;
 pub mod limits;
 pub mod openapi;
+pub mod steps;
+pub mod stream;
 
 #[cfg(test)]
 mod tests;
@@ -161,6 +164,7 @@ pub fn app(state: AppState) -> Router {
     let body_limit = state.config().max_body_bytes;
     let mut router = Router::new()
         .route("/api/ask", post(api::ask))
+        .route("/api/ask/stream", post(stream::ask_stream))
         .route("/api/sql", post(api::sql))
         .route("/api/schema", get(api::schema))
         .route("/api/eval", get(api::eval))

@@ -8,8 +8,9 @@ use super::api::error_example;
 use crate::agent::MAX_QUESTION_CHARS;
 
 /// The API routes, as (method, path): the router and this description both list them.
-pub const API_ROUTES: [(&str, &str); 6] = [
+pub const API_ROUTES: [(&str, &str); 7] = [
     ("post", "/api/ask"),
+    ("post", "/api/ask/stream"),
     ("post", "/api/sql"),
     ("get", "/api/schema"),
     ("get", "/api/eval"),
@@ -59,6 +60,14 @@ pub fn document() -> Value {
         "504": error_response("No answer within the server's ask timeout.", "ask_timeout", "no answer within 600 s; try a simpler question or try again later")
     });
     merge(&mut ask_responses, bad_body_responses());
+    let mut stream_responses = ask_responses.clone();
+    stream_responses["200"] = json!({
+        "description": "Server-sent events while the agent works. `event: step`, one per step as it happens (rules, schema_selected, model_call, guard, executed, vote, empty_probe, failed, finished): the step's JSON with `step`, `started_ms` (since the question arrived), `elapsed_ms` where the step has a duration, its own fields and `summary`, one sentence saying what happened; a model call's prompt is replaced by `prompt_messages`. Then exactly one last event: `event: result`, the same AgentResult POST /api/ask returns, or `event: error`, {\"error\", \"detail\", \"status\"}: the error POST /api/ask would have answered with that status (the model failed, the ask timed out...). Errors found before anything runs (bad input, no model, busy, rate limit) are ordinary JSON errors with their status, as for POST /api/ask.",
+        "content": {"text/event-stream": {
+            "schema": {"type": "string"},
+            "example": "event: step\ndata: {\"step\":\"executed\",\"started_ms\":1420,\"elapsed_ms\":3,\"candidate\":0,\"sql\":\"SELECT ...\",\"rows\":null,\"error_type\":\"unknown_column\",\"error\":\"no such column: c.customer_name\",\"summary\":\"The database refused it (unknown_column): no such column: c.customer_name\"}\n\nevent: result\ndata: {\"question\":\"...\",\"decision\":\"answer\",...}\n\n"
+        }}
+    });
     let mut sql_responses = json!({
         "200": {
             "description": "Rows (ok: true), or the structured error of a refused or failed statement (ok: false). A failure is data, not an HTTP error.",
@@ -87,6 +96,15 @@ pub fn document() -> Value {
                     "example": {"question": "How many bills are there per status?", "mode": "agent"}
                 }}},
                 "responses": ask_responses
+            }},
+            "/api/ask/stream": {"post": {
+                "summary": "Answer a question, with each step as it happens",
+                "description": "The same question, checks and agent as POST /api/ask, answered as server-sent events: each step of the agent as it happens (tables chosen, model calls, guard verdicts, rows or the database's error, each failure and what comes next), then the final result. The page uses it to show live steps; read it with fetch and a stream reader (EventSource cannot POST).",
+                "requestBody": {"required": true, "content": {"application/json": {
+                    "schema": {"$ref": "#/components/schemas/AskRequest"},
+                    "example": {"question": "How many bills are there per status?", "mode": "agent"}
+                }}},
+                "responses": stream_responses
             }},
             "/api/sql": {"post": {
                 "summary": "Run one SELECT through the gate",
@@ -241,6 +259,8 @@ fn schemas() -> Value {
             "properties": {
                 "database": {"type": "string"},
                 "dialect": {"type": "string", "enum": ["sqlite", "postgres"]},
+                "currency": {"type": ["string", "null"], "description": "The currency the schema notes declare (ISO 4217), e.g. INR."},
+                "money_columns": {"type": "array", "items": {"type": "string"}, "description": "Bare names of the columns that hold money in that currency."},
                 "tables": {"type": "array", "items": {
                     "type": "object",
                     "properties": {

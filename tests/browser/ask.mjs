@@ -6,8 +6,10 @@
 // Environment:
 //   ASKDB_URL        the page, e.g. http://127.0.0.1:43043/
 //   ASKDB_QUESTION   the question to type
-//   ASKDB_EXPECT     "scripted": the full check of a scripted answer (a failed attempt,
-//                    a chart, a NULL cell, the SQL console, a phone-sized screenshot);
+//   ASKDB_EXPECT     "scripted": the full check of a scripted answer (the live steps in
+//                    order, a failed attempt, a chart and its other kinds, a NULL cell,
+//                    the CSV download and TSV copy, the recent questions, the SQL opened
+//                    in the console, the SQL console, a phone-sized screenshot);
 //                    "live": a real model answered end to end
 //   ASKDB_ARTIFACTS  folder for the screenshots (created)
 //   ASKDB_SCREENSHOT file name of the main screenshot (default ask.png)
@@ -15,7 +17,7 @@
 //   ASKDB_WAIT_MS    how long to wait for the answer (default 60000)
 
 import { chromium } from "playwright-core";
-import { mkdtempSync, mkdirSync, rmSync } from "node:fs";
+import { mkdtempSync, mkdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
@@ -26,6 +28,7 @@ const artifacts = process.env.ASKDB_ARTIFACTS || "browser-artifacts";
 const screenshot = process.env.ASKDB_SCREENSHOT || "ask.png";
 const executablePath = process.env.CHROMIUM || "/usr/bin/chromium";
 const waitMs = Number(process.env.ASKDB_WAIT_MS || 60000);
+const CSV_QUESTION = "Show the tricky rows for the CSV";
 if (!url || !question) {
   console.error("ASKDB_URL and ASKDB_QUESTION are required");
   process.exit(2);
@@ -92,9 +95,16 @@ try {
   await page.fill("#question", question);
   await page.press("#question", "Enter"); // keyboard submit
   if (expect === "scripted") {
-    // The script delays the first model reply, so the indicator must be visible.
+    // The script delays the first model reply, so the indicator must be visible, and
+    // the steps before the model call must already be on the page: streamed, not
+    // shown at the end.
     await page.waitForSelector("#progress:not([hidden])", { timeout: 5000 });
     check(await page.isDisabled("#ask-button"), "the Ask button is disabled while the model works");
+    await page.waitForSelector('#steps li[data-step="schema_selected"]', { timeout: 5000 });
+    check(await page.isVisible("#progress"), "the tables chosen are shown while the model is still working");
+    check(!(await page.isVisible("#result")), "no result yet while the steps arrive");
+    await page.screenshot({ path: join(artifacts, "steps-live.png"), fullPage: true });
+    passed.push("screenshot " + join(artifacts, "steps-live.png"));
   }
   await page.waitForSelector("#result:not([hidden])", { timeout: waitMs });
   await page.waitForSelector("#progress[hidden]", { state: "attached", timeout: waitMs });
@@ -115,6 +125,24 @@ try {
 
   if (expect === "scripted") {
     check(answer.includes("Sharma Constructions"), "the model's explanation is the answer", answer);
+
+    // The live steps, in the order they happened: rules, tables, the SQL written and
+    // guarded, the failure and its repair, the repaired SQL run, the answer written.
+    const steps = await page.$$eval("#steps li", (items) => items.map((item) => ({
+      step: item.dataset.step,
+      time: item.querySelector(".step-time").textContent,
+      text: item.querySelector(".step-text").textContent,
+      bad: item.classList.contains("bad"),
+    })));
+    console.log("steps:\n" + steps.map((item) => "  " + item.time + "  " + item.text).join("\n"));
+    const order = ["rules", "schema_selected", "model_call", "guard", "failed", "model_call", "guard", "executed", "model_call", "finished"];
+    let reached = 0;
+    for (const item of steps) if (reached < order.length && item.step === order[reached]) reached += 1;
+    check(reached === order.length, "the steps arrived in order", steps.map((item) => item.step));
+    check(steps.every((item) => /^\d+\.\d s$/.test(item.time)), "every step shows its time", steps.map((item) => item.time));
+    const failedStep = steps.find((item) => item.step === "failed");
+    check(failedStep && failedStep.bad && /repair/.test(failedStep.text), "the failed attempt is marked and says it is repaired", failedStep);
+    check(steps.some((item) => item.step === "model_call" && /rewrote the SQL/.test(item.text)), "the repair is a step of its own", steps.map((item) => item.text));
     check(sql.includes("cust_name"), "the SQL shown is the repaired one", sql);
 
     const attempts = page.locator("#attempts details");
@@ -140,6 +168,14 @@ try {
       return instance ? instance.config.type + ":" + instance.data.labels.length : null;
     });
     check(chartKind === "bar:6", "the chart is a bar chart of the six rows", chartKind);
+    const kinds = await page.$$eval("#chart-kind option", (options) => options.map((option) => option.value));
+    check(JSON.stringify(kinds) === JSON.stringify(["none", "bar", "line"]), "the chart types that fit a label and a count are offered", kinds);
+    await page.selectOption("#chart-kind", "line");
+    const switched = await page.evaluate(() => window.Chart.getChart(document.getElementById("chart")).config.type);
+    check(switched === "line", "the chart switches to a line chart", switched);
+    await page.selectOption("#chart-kind", "none");
+    check(await page.isHidden("#chart-box"), "table only hides the chart");
+    await page.selectOption("#chart-kind", "bar");
 
     check((await page.locator("#assumptions li").count()) === 1, "the model's assumption is listed");
     const meta = await page.textContent("#result-meta");
@@ -149,6 +185,45 @@ try {
     await page.waitForFunction(() => document.getElementById("copy-sql").textContent !== "Copy", null, { timeout: 3000 });
     const copied = await page.evaluate(() => navigator.clipboard.readText().catch(() => null));
     check(copied === sql, "the copy button copies the SQL", copied);
+
+    await page.click("#copy-tsv");
+    await page.waitForFunction(() => document.getElementById("copy-tsv").textContent !== "Copy as TSV", null, { timeout: 3000 });
+    const tsv = await page.evaluate(() => navigator.clipboard.readText().catch(() => null));
+    check(tsv && tsv.startsWith("customer\tbills\n\t980\n"), "Copy as TSV copies the rows, NULL as an empty field", tsv);
+
+    const recent = await page.$$eval("#recent-list button", (buttons) => buttons.map((button) => button.textContent));
+    check(recent[0] === question, "the question is first among the recent questions", recent);
+
+    await page.click("#edit-sql");
+    check((await page.inputValue("#console-sql")) === sql, "Edit in console puts the SQL in the console", await page.inputValue("#console-sql"));
+    await page.click("#console-run");
+    await page.waitForSelector("#console-result table", { timeout: 10000 });
+    check((await page.locator("#console-result tbody tr").count()) === 6, "the SQL re-runs in the console");
+
+    // The rows as CSV: quoting, NULL, formula-looking text, and money shown in the
+    // notes' currency on the page but written plain in the file.
+    await page.fill("#question", CSV_QUESTION);
+    await page.press("#question", "Enter");
+    await page.waitForFunction((text) => document.getElementById("result-question").textContent === text
+      && document.getElementById("progress").hidden, CSV_QUESTION, { timeout: 15000 });
+    const moneyCell = (await page.textContent("#grid tbody tr td:nth-child(2)")).trim();
+    check(moneyCell.includes("₹") && moneyCell.includes("1,234.50"), "money is shown in the currency the notes declare (INR)", moneyCell);
+    const [download] = await Promise.all([page.waitForEvent("download"), page.click("#download-csv")]);
+    const csvPath = join(artifacts, "result.csv");
+    await download.saveAs(csvPath);
+    const csv = readFileSync(csvPath, "utf8");
+    const q = String.fromCharCode(34);
+    const expectedCsv = "name,amount,note,formula\r\n"
+      + q + "Sharma, " + q + q + "the builders" + q + q + q + ",1234.5,,'=1+1\r\n"
+      + q + "line one\nline two" + q + ",-3,plain,'-2\r\n";
+    check(csv === expectedCsv, "the CSV download holds the rows, quoted by RFC 4180", { csv, expectedCsv });
+    check(download.suggestedFilename().endsWith(".csv"), "the download is a .csv file", download.suggestedFilename());
+
+    // A recent question asks again.
+    await page.locator("#recent-list button", { hasText: question }).click();
+    await page.waitForFunction((text) => document.getElementById("result-question").textContent === text
+      && document.getElementById("progress").hidden, question, { timeout: 15000 });
+    check((await page.textContent("#answer")).includes("Sharma Constructions"), "a recent question re-runs");
 
     // The SQL console: the gate's rows, and NULL next to an empty string.
     await page.fill("#console-sql", "SELECT '' AS empty_text, NULL AS no_value, 42 AS answer");
@@ -174,6 +249,7 @@ try {
     await page.waitForSelector("#eval-card:not([hidden])", { timeout: 5000 });
     const evalText = await page.textContent("#eval-card");
     check(evalText.includes("80.0%") && evalText.includes("32 of 40") && evalText.includes("baseline"), "the latest evaluation numbers are shown", evalText);
+    check(evalText.includes("replayed") && !evalText.includes("3.1 s"), "a replayed baseline shows no latency of its own", evalText);
   }
 
   await page.evaluate(() => window.scrollTo(0, 0)); // the schema column is sticky
