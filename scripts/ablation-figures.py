@@ -30,6 +30,21 @@ def wilson(successes, total, z=1.96):
     return (max(0.0, centre - half), min(1.0, centre + half))
 
 
+def is_success(record):
+    """The harness's own rule (src/eval/metrics.rs `is_success`): the right answer for an
+    answerable question, the right refusal or clarification for an unanswerable one."""
+    expected, decision = record.get("expected", "answer"), record.get("decision")
+    if expected == "answer":
+        return decision == "answer" and bool(record.get("correct"))
+    if expected == "refuse":
+        return decision == "decline"
+    if expected == "clarify":
+        return decision == "clarify"
+    if expected == "refuse_or_clarify":
+        return decision in ("decline", "clarify")
+    return False
+
+
 def percentile(values, share):
     if not values:
         return None
@@ -101,8 +116,14 @@ def main():
         calls, candidates, cut = replies_at_limit(folder)
         settings = manifest["settings"]
         for mode in settings["modes"]:
-            chosen = [r for r in records if r["mode"] == mode and r["id"] in common]
-            correct = sum(1 for r in chosen if r.get("correct"))
+            chosen = [
+                r
+                for r in records
+                if r["mode"] == mode
+                and r["id"] in common
+                and r.get("decision") != "infrastructure_failure"
+            ]
+            correct = sum(1 for r in chosen if is_success(r))
             latencies = [r.get("latency_ms", 0) for r in chosen]
             lower, upper = wilson(correct, len(chosen))
             rows.append(
