@@ -76,26 +76,35 @@ pub async fn ask(
             })?,
     };
     let agent = state.agent()?;
+    let asked_at = std::time::SystemTime::now();
     // The slot first: a client told "busy" has not spent a token of its rate. A
     // rate-limited request gives the slot back at once when it returns.
-    let _slot = state.shared.slots.try_take().ok_or(AppError::Busy {
-        retry_after: BUSY_RETRY_AFTER,
-    })?;
-    state
-        .shared
-        .rate
-        .check(client, Instant::now())
-        .map_err(|retry_after| AppError::RateLimited { retry_after })?;
+    let Some(_slot) = state.shared.slots.try_take() else {
+        state.metrics().refused("busy");
+        return Err(AppError::Busy {
+            retry_after: BUSY_RETRY_AFTER,
+        });
+    };
+    if let Err(retry_after) = state.shared.rate.check(client, Instant::now()) {
+        state.metrics().refused("rate_limited");
+        return Err(AppError::RateLimited { retry_after });
+    }
     let options = AskOptions {
         mode,
         explain: request.explain.unwrap_or(state.config().explain),
         ..AskOptions::default()
     };
     let limit = state.config().ask_timeout;
-    let result = tokio::time::timeout(limit, agent.ask(question, &options))
+    let asked = agent.ask_observed(question, &options, state.metrics());
+    let result = tokio::time::timeout(limit, asked)
         .await
         .map_err(|_| AppError::AskTimeout(limit))?
         .map_err(AppError::from_agent)?;
+    state.metrics().question(&result);
+    if let Some(log) = state.query_log() {
+        let model = Some(agent.client().provider().model().to_string());
+        log.record(super::monitor::log_record(&result, asked_at, model));
+    }
     eprintln!(
         "askdb serve: ask from {client}: {:?} after {} attempt(s) in {} ms, ${:.4}",
         result.decision, result.attempts, result.latency_ms, result.cost_usd
@@ -197,19 +206,30 @@ pub async fn eval(State(state): State<AppState>) -> Result<Response, AppError> {
 pub async fn health(State(state): State<AppState>) -> Response {
     let gate = state.gate();
     let substitute = state.shared.read_only_substitute.get().copied();
-    let (database, read_only, model) = tokio::join!(
+    let (database, read_only, model, query_log) = tokio::join!(
         health::check_database(gate),
         health::check_read_only(gate, substitute),
         model_status(&state),
+        health::check_query_log(state.query_log(), state.shared.query_log.as_ref().err()),
     );
+    let drift = state.drift_status();
     let (model_configured, model_reachable, model_detail) = model;
     let mut details = std::collections::BTreeMap::new();
     details.insert("database".to_string(), database.1);
     details.insert("read_only".to_string(), read_only.1);
     details.insert("model".to_string(), model_detail);
+    details.insert("query_log".to_string(), query_log.detail.clone());
+    details.insert("schema_drift".to_string(), drift.detail.clone());
     let client = state.model_client();
+    let query_log_ok = !query_log.enabled || query_log.writable;
+    let drift_ok = !drift.enabled || (!drift.drifted && drift.error.is_none());
     let report = HealthReport {
-        ok: database.0 && read_only.0 && model_configured && model_reachable,
+        ok: database.0
+            && read_only.0
+            && model_configured
+            && model_reachable
+            && query_log_ok
+            && drift_ok,
         read_only_confirmed: read_only.0,
         database_reachable: database.0,
         model_configured,
@@ -219,6 +239,13 @@ pub async fn health(State(state): State<AppState>) -> Response {
         dialect: gate.dialect().as_str().to_string(),
         provider: client.map(|client| client.provider().name().to_string()),
         model: client.map(|client| client.provider().model().to_string()),
+        query_log_enabled: query_log.enabled,
+        query_log_writable: query_log.writable,
+        query_log_rows_written: query_log.written,
+        query_log_write_failures: query_log.failed,
+        schema_snapshot: drift.enabled,
+        schema_drifted: drift.drifted,
+        schema_differences: drift.differences.iter().map(ToString::to_string).collect(),
         details,
     };
     let status = if report.ok {
@@ -257,6 +284,42 @@ async fn model_status(state: &AppState) -> (bool, bool, String) {
         }
         None => (true, false, "the model check did not run".to_string()),
     }
+}
+
+/// GET /metrics: the counters in the Prometheus text format.
+pub async fn metrics(State(state): State<AppState>) -> Response {
+    let (written, failed) = state
+        .query_log()
+        .map(|log| (log.counters().written(), log.counters().failed()))
+        .unwrap_or((0, 0));
+    let drift = state.drift_status();
+    let extra = [
+        super::metrics::Extra::counter(
+            "askdb_query_log_rows_total",
+            "Query log rows written.",
+            written as f64,
+        ),
+        super::metrics::Extra::counter(
+            "askdb_query_log_failures_total",
+            "Query log rows that could not be written (counted, never failing an answer).",
+            failed as f64,
+        ),
+        super::metrics::Extra::gauge(
+            "askdb_schema_drifted",
+            "1 when the live schema drifted from the snapshot at the last check.",
+            if drift.drifted { 1.0 } else { 0.0 },
+        ),
+        super::metrics::Extra::gauge(
+            "askdb_schema_differences",
+            "Differences between the live schema and the snapshot at the last check.",
+            drift.differences.len() as f64,
+        ),
+    ];
+    (
+        [(header::CONTENT_TYPE, super::metrics::CONTENT_TYPE)],
+        state.metrics().render(&extra),
+    )
+        .into_response()
 }
 
 /// GET /api/openapi.json.

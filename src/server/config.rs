@@ -44,6 +44,20 @@ pub struct ServeArgs {
     /// Ask the model for a one-to-three sentence answer after the rows (one more call).
     #[arg(long, env = "ASKDB_EXPLAIN", default_value_t = true, action = clap::ArgAction::Set)]
     pub explain: bool,
+    /// PostgreSQL databases: the log role's URL (`askdb_log`); without it no question is
+    /// logged. SQLite databases log into askdb's data directory instead.
+    #[arg(long, env = "ASKDB_LOG_DATABASE_URL", hide_env_values = true)]
+    pub log_database_url: Option<String>,
+    /// Write a query-log row per answered question.
+    #[arg(long, env = "ASKDB_QUERY_LOG", default_value_t = true, action = clap::ArgAction::Set)]
+    pub query_log: bool,
+    /// The schema snapshot to check drift against (default: beside the notes file, else
+    /// in askdb's data directory, where `askdb schema snapshot` writes it).
+    #[arg(long, env = "ASKDB_SCHEMA_SNAPSHOT")]
+    pub schema_snapshot: Option<PathBuf>,
+    /// Seconds between drift checks (0: only the check at start).
+    #[arg(long, env = "ASKDB_DRIFT_CHECK_SECS", default_value_t = super::monitor::DEFAULT_DRIFT_CHECK_SECS)]
+    pub drift_check_secs: u64,
 }
 
 /// Checked server settings.
@@ -59,6 +73,11 @@ pub struct ServerConfig {
     pub eval_dir: Option<PathBuf>,
     /// The default of a request's `explain` field.
     pub explain: bool,
+    /// Whether and where answered questions are logged (set by the CLI, which knows the
+    /// database).
+    pub query_log: super::monitor::QueryLogSetting,
+    /// The drift watch, when the CLI configured one.
+    pub drift: Option<super::monitor::DriftWatch>,
 }
 
 impl Default for ServerConfig {
@@ -71,6 +90,8 @@ impl Default for ServerConfig {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             eval_dir: None,
             explain: true,
+            query_log: super::monitor::QueryLogSetting::default(),
+            drift: None,
         }
     }
 }
@@ -102,6 +123,8 @@ impl ServeArgs {
             max_body_bytes: self.max_body_bytes,
             eval_dir: self.eval_dir,
             explain: self.explain,
+            query_log: super::monitor::QueryLogSetting::default(),
+            drift: None,
         })
     }
 }
