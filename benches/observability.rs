@@ -25,9 +25,8 @@ use tower::ServiceExt;
 const QUESTION: &str = "How many customers are there?";
 
 fn client(lines: usize) -> Result<ModelClient, Box<dyn std::error::Error>> {
-    let line = format!(
-        "{{\"question\": \"*\", \"purpose\": \"write_sql\", \"reply\": {{\"sql\": \"SELECT count(*) AS customers FROM customers\"}}}}\n"
-    );
+    let line = r#"{"question": "*", "purpose": "write_sql", "reply": {"sql": "SELECT count(*) AS customers FROM customers"}}
+"#;
     let provider = ScriptedProvider::parse(&line.repeat(lines), "scripted")?;
     Ok(ModelClient::new(
         Arc::new(provider),
@@ -136,7 +135,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let logged = report("query log on (SQLite)", with);
         println!(
             "{:<28} {:+.3} ms at p50 (noise of the same order: compare the path cost below)",
-            "difference", logged - base
+            "difference",
+            logged - base
         );
         if let Some(log) = on.query_log() {
             let started = Instant::now();

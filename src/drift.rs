@@ -99,7 +99,10 @@ pub fn write(snapshot: &Snapshot, path: &Path) -> Result<(), DriftError> {
         path: path.display().to_string(),
         error,
     };
-    if let Some(parent) = path.parent().filter(|parent| !parent.as_os_str().is_empty()) {
+    if let Some(parent) = path
+        .parent()
+        .filter(|parent| !parent.as_os_str().is_empty())
+    {
         std::fs::create_dir_all(parent).map_err(|error| fail(error.to_string()))?;
     }
     let text = serde_json::to_string_pretty(snapshot).map_err(|error| fail(error.to_string()))?;
@@ -180,7 +183,10 @@ impl fmt::Display for Difference {
                 column,
                 from,
                 to,
-            } => write!(f, "column {table}.{column} changed type from {from} to {to}"),
+            } => write!(
+                f,
+                "column {table}.{column} changed type from {from} to {to}"
+            ),
             Difference::PrimaryKeyChanged { table, from, to } => write!(
                 f,
                 "the primary key of {table} changed from ({}) to ({})",
@@ -219,7 +225,10 @@ fn parse_type(text: &str) -> (String, Vec<u64>) {
                 .split(',')
                 .filter_map(|part| part.trim().parse::<u64>().ok())
                 .collect();
-            let tail = rest.split_once(')').map(|(_, tail)| tail.trim()).unwrap_or("");
+            let tail = rest
+                .split_once(')')
+                .map(|(_, tail)| tail.trim())
+                .unwrap_or("");
             let base = if tail.is_empty() {
                 base.trim().to_string()
             } else {
@@ -415,10 +424,10 @@ fn compare_table(old: &SnapshotTable, new: &SnapshotTable, out: &mut Vec<Differe
                 }
             }
             None => {
-                // A new column of the same type in the same place is the old one renamed.
+                // A new column in the same place, of the same type or a widening of it, is the old one renamed.
                 let position = old.columns.iter().position(|c| c.name == column.name);
                 let twin = added.iter().position(|candidate| {
-                    candidate.data_type.eq_ignore_ascii_case(&column.data_type)
+                    !type_change_is_drift(&column.data_type, &candidate.data_type)
                         && new.columns.iter().position(|c| c.name == candidate.name) == position
                 });
                 match twin {
@@ -438,7 +447,8 @@ fn compare_table(old: &SnapshotTable, new: &SnapshotTable, out: &mut Vec<Differe
             }
         }
     }
-    let lower = |names: &[String]| -> Vec<String> { names.iter().map(|n| n.to_lowercase()).collect() };
+    let lower =
+        |names: &[String]| -> Vec<String> { names.iter().map(|n| n.to_lowercase()).collect() };
     if lower(&old.primary_key) != lower(&new.primary_key) {
         out.push(Difference::PrimaryKeyChanged {
             table: new.name.clone(),
@@ -514,9 +524,15 @@ mod tests {
 
     #[test]
     fn widening_is_not_drift_and_narrowing_or_rescaling_is() {
-        assert!(!type_change_is_drift("character varying(20)", "character varying(40)"));
+        assert!(!type_change_is_drift(
+            "character varying(20)",
+            "character varying(40)"
+        ));
         assert!(!type_change_is_drift("varchar(20)", "text"));
-        assert!(type_change_is_drift("character varying(40)", "character varying(20)"));
+        assert!(type_change_is_drift(
+            "character varying(40)",
+            "character varying(20)"
+        ));
         assert!(type_change_is_drift("numeric(12,2)", "numeric(12,0)"));
         assert!(!type_change_is_drift("numeric(12,2)", "numeric(14,2)"));
         assert!(type_change_is_drift("numeric(12,2)", "numeric(10,2)"));
@@ -534,7 +550,11 @@ mod tests {
         let saved = snap(vec![
             table(
                 "bills",
-                vec![column("id", "integer"), column("total", "numeric(12,2)"), column("note", "text")],
+                vec![
+                    column("id", "integer"),
+                    column("total", "numeric(12,2)"),
+                    column("note", "text"),
+                ],
             ),
             table("legacy", vec![column("id", "integer")]),
         ]);
@@ -544,8 +564,10 @@ mod tests {
         )]);
         let mut notes = SchemaNotes::default();
         let mut note = crate::schema::TableNote::default();
-        note.columns.insert("status".to_string(), "the state".to_string());
-        note.columns.insert("secret".to_string(), "restricted".to_string());
+        note.columns
+            .insert("status".to_string(), "the state".to_string());
+        note.columns
+            .insert("secret".to_string(), "restricted".to_string());
         notes.tables.insert("bills".to_string(), note);
         let found = compare(&saved, &live, &notes, |_, column| column == "secret");
         let text: Vec<String> = found.iter().map(ToString::to_string).collect();

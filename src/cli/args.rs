@@ -115,7 +115,9 @@ pub enum Command {
     #[command(after_help = "Example:\n  askdb serve --addr 127.0.0.1:8080")]
     Serve(crate::server::ServeArgs),
     /// The query log `askdb serve` writes (one row per answered question).
-    #[command(after_help = "Example:\n  askdb log stats --from postgres://postgres@127.0.0.1:5432/askdb_demo")]
+    #[command(
+        after_help = "Example:\n  askdb log stats --from postgres://postgres@127.0.0.1:5432/askdb_demo"
+    )]
     Log {
         #[command(subcommand)]
         command: LogCommand,

@@ -276,9 +276,7 @@ async fn log_stats(settings: &Settings, from: Option<String>) -> Result<Output, 
                         .to_string(),
                 ))
             }
-            _ => LogSource::Sqlite(
-                crate::home::data_dir().join(crate::querylog::SQLITE_LOG_FILE),
-            ),
+            _ => LogSource::Sqlite(crate::home::data_dir().join(crate::querylog::SQLITE_LOG_FILE)),
         },
     };
     let rows = stats::read(&source).await?;

@@ -140,12 +140,17 @@ pub fn compute(rows: &[LogRow]) -> LogStats {
         .collect();
     error_types.sort_by(|a, b| b.count.cmp(&a.count).then(a.error_type.cmp(&b.error_type)));
     let count = |decision: &str| decisions.get(decision).copied().unwrap_or(0);
+    let (give_up_rate, refusal_rate, clarify_rate) = (
+        rate(count("give_up"), questions),
+        rate(count("decline"), questions),
+        rate(count("clarify"), questions),
+    );
     LogStats {
         questions,
-        give_up_rate: rate(count("give_up"), questions),
-        refusal_rate: rate(count("decline"), questions),
-        clarify_rate: rate(count("clarify"), questions),
-        decisions: decisions.clone(),
+        give_up_rate,
+        refusal_rate,
+        clarify_rate,
+        decisions,
         error_types,
         attempts_per_success_by_day: days
             .into_iter()
@@ -232,7 +237,8 @@ pub async fn read(source: &LogSource) -> Result<Vec<LogRow>, LogError> {
                  coalesce(decision, ''), attempts::bigint, coalesce(error_types, error_type), \
                  row_count FROM {QUERY_LOG_TABLE} ORDER BY asked_at, id"
             );
-            let fail = |error: tokio_postgres::Error| LogError::Read(crate::text::error_chain(&error));
+            let fail =
+                |error: tokio_postgres::Error| LogError::Read(crate::text::error_chain(&error));
             let mut rows = Vec::new();
             for row in client.query(sql.as_str(), &[]).await.map_err(fail)? {
                 rows.push(LogRow {

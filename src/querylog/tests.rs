@@ -18,8 +18,20 @@ fn statistics_count_errors_rates_attempts_and_zero_row_runs() {
     let rows = vec![
         row("2026-12-01 10:00:00", "answer", 1, &[], 3),
         row("2026-12-01 10:01:00", "answer", 2, &["unknown_column"], 0),
-        row("2026-12-01 10:02:00", "answer", 3, &["unknown_column", "syntax_error"], 0),
-        row("2026-12-01 10:03:00", "give_up", 3, &["unknown_column"; 3], 0),
+        row(
+            "2026-12-01 10:02:00",
+            "answer",
+            3,
+            &["unknown_column", "syntax_error"],
+            0,
+        ),
+        row(
+            "2026-12-01 10:03:00",
+            "give_up",
+            3,
+            &["unknown_column"; 3],
+            0,
+        ),
         row("2026-12-01 10:04:00", "answer", 1, &[], 0),
         row("2026-12-02 09:00:00", "decline", 0, &[], 0),
         row("2026-12-02 09:01:00", "answer", 1, &[], 5),

@@ -55,7 +55,9 @@ pub async fn check_query_log(log: Option<&QueryLog>, off_reason: Option<&String>
             ),
         ),
     };
-    detail.push_str(&format!("; {written} row(s) written, {failed} failed since start"));
+    detail.push_str(&format!(
+        "; {written} row(s) written, {failed} failed since start"
+    ));
     if let (Some(last), true) = (counters.last_error(), failed > 0) {
         detail.push_str(&format!(" (last: {last})"));
     }

@@ -294,7 +294,10 @@ mod tests {
     #[test]
     fn label_values_are_escaped_and_reasons_read_from_the_detail() {
         assert_eq!(escape("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
-        assert_eq!(refusal_reason("restricted_column: customers.phone"), "restricted_column");
+        assert_eq!(
+            refusal_reason("restricted_column: customers.phone"),
+            "restricted_column"
+        );
         assert_eq!(refusal_reason("Refused"), "other");
         let metrics = Metrics::default();
         metrics.refused("busy");
