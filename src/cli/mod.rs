@@ -35,7 +35,8 @@ pub enum Exit {
     /// 0: the command did its job.
     Success,
     /// 1: a statement was refused by the guard or failed in the database (a structured
-    /// error was printed), a question was given up, or a check failed.
+    /// error was printed), a question was given up, or a check failed (`schema drift`
+    /// found drift).
     Refused,
     /// 3: askdb could not do its job (bad URL, unreachable database, unreadable file).
     Failure,
