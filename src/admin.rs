@@ -723,6 +723,15 @@ async fn load_demo(
         ),
     )
     .await?;
+    // A log made by an older askdb keeps its rows and gains the newer columns.
+    for (column, data_type) in crate::querylog::POSTGRES_LOG_COLUMNS {
+        run(
+            &transaction,
+            &format!("add the query log's column {column}"),
+            &format!("ALTER TABLE {log_table} ADD COLUMN IF NOT EXISTS {column} {data_type}"),
+        )
+        .await?;
+    }
     // Already quoted where needed and schema-qualified by PostgreSQL
     // (`public.askdb_query_log_id_seq`): usable in SQL as returned.
     let log_sequence: String = transaction

@@ -3,9 +3,9 @@
 //! commands themselves live in [`askdb::cli`].
 //!
 //! Exit codes: 0 success; 1 the statement was refused or failed (a structured error
-//! was printed), a question was given up, or a check failed; 2 bad usage (from clap, or
-//! a flag value that does not resolve); 3 askdb could not do its job (database
-//! unreachable, bad URL, unreadable file).
+//! was printed), a question was given up, or a check failed (`schema drift`: the schema
+//! drifted); 2 bad usage (from clap, or a flag value that does not resolve); 3 askdb
+//! could not do its job (database unreachable, bad URL, unreadable file).
 
 use std::io::Write;
 use std::process::ExitCode;

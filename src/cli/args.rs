@@ -117,6 +117,14 @@ pub enum Command {
     /// without one, questions get 503 and everything else works).
     #[command(after_help = "Example:\n  askdb serve --addr 127.0.0.1:8080")]
     Serve(crate::server::ServeArgs),
+    /// The query log `askdb serve` writes (one row per answered question).
+    #[command(
+        after_help = "Example:\n  askdb log stats --from postgres://postgres@127.0.0.1:5432/askdb_demo"
+    )]
+    Log {
+        #[command(subcommand)]
+        command: LogCommand,
+    },
     /// The language model askdb asks (configured by ASKDB_PROVIDER, ASKDB_MODEL, ...).
     #[command(after_help = "Example:\n  askdb model check")]
     Model {
@@ -277,6 +285,43 @@ pub enum SchemaCommand {
         table: String,
         #[arg(short = 'n', long, default_value_t = 3)]
         rows: u32,
+    },
+    /// Write the live schema (tables, columns, types with precision and scale, keys) as
+    /// the snapshot drift is checked against: beside the notes file, else in askdb's
+    /// data directory.
+    #[command(
+        after_help = "Example:\n  askdb --db postgres://askdb_ro@127.0.0.1/shop schema snapshot --out shop.snapshot.json"
+    )]
+    Snapshot {
+        /// Where to write it instead.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Compare the live schema with the snapshot and the notes. Exit 0 unchanged, 1
+    /// drifted (each difference listed), 3 when it cannot tell.
+    #[command(
+        after_help = "Example (cron: mail when the schema moved):\n  askdb --db postgres://askdb_ro@127.0.0.1/shop schema drift --snapshot shop.snapshot.json || echo drifted"
+    )]
+    Drift {
+        /// The snapshot to compare with (default: where `schema snapshot` writes it).
+        #[arg(long)]
+        snapshot: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum LogCommand {
+    /// What to watch in the query log: error types by frequency, give-up and refusal
+    /// rates, mean attempts per success by day, runs of zero-row answers.
+    #[command(
+        after_help = "Example:\n  askdb log stats --from postgres://postgres@127.0.0.1:5432/shop"
+    )]
+    Stats {
+        /// A URL that may read the log: a PostgreSQL URL (the administrator's; the log
+        /// role may only insert) or a SQLite log file. Default: askdb's own SQLite log,
+        /// for SQLite databases and the demo.
+        #[arg(long, env = "ASKDB_LOG_READ_URL", hide_env_values = true)]
+        from: Option<String>,
     },
 }
 

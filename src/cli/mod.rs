@@ -24,7 +24,8 @@ use crate::linking::cards::build_cards;
 use crate::linking::SchemaIndex;
 use crate::llm::{CallLog, LlmError, Message, ModelClient, ModelRequest, ProviderConfig, Purpose};
 use args::{
-    Cli, Command, DbCommand, DemoCommand, EvalCommand, ModelCommand, SchemaCommand, SqlCommand,
+    Cli, Command, DbCommand, DemoCommand, EvalCommand, LogCommand, ModelCommand, SchemaCommand,
+    SqlCommand,
 };
 use config::Settings;
 pub use reports::{ModelCheckReport, SetupView, SqlCheckReport, SqlCheckVerdict};
@@ -35,7 +36,8 @@ pub enum Exit {
     /// 0: the command did its job.
     Success,
     /// 1: a statement was refused by the guard or failed in the database (a structured
-    /// error was printed), a question was given up, or a check failed.
+    /// error was printed), a question was given up, or a check failed (`schema drift`
+    /// found drift).
     Refused,
     /// 3: askdb could not do its job (bad URL, unreachable database, unreadable file).
     Failure,
@@ -106,6 +108,10 @@ pub enum CliError {
     Server(#[from] crate::server::ServeError),
     #[error(transparent)]
     Mcp(#[from] crate::mcp::McpError),
+    #[error(transparent)]
+    Drift(#[from] crate::drift::DriftError),
+    #[error(transparent)]
+    QueryLog(#[from] crate::querylog::LogError),
     #[error("{0}")]
     Settings(String),
     #[error("cannot read {path}: {error}")]
@@ -135,7 +141,13 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
     }
     let settings = Settings::resolve(&cli.global)?;
     match cli.command {
-        Command::Schema { command } => schema(&settings.open_gate().await?, command).await,
+        Command::Schema { command } => {
+            let notes = cli.global.notes.clone();
+            schema(&settings.open_gate().await?, command, notes.as_deref()).await
+        }
+        Command::Log {
+            command: LogCommand::Stats { from },
+        } => log_stats(&settings, from).await,
         Command::Sql { command } => sql(&settings.open_gate().await?, command).await,
         Command::Demo {
             command: DemoCommand::Build { out },
@@ -206,8 +218,21 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
             Ok(Output::done(Exit::Success))
         }
         Command::Serve(args) => {
-            let config = args.resolve().map_err(CliError::Settings)?;
+            let log_url = args.log_database_url.clone();
+            let log_on = args.query_log;
+            let snapshot = args.schema_snapshot.clone();
+            let every = std::time::Duration::from_secs(args.drift_check_secs);
+            let mut config = args.resolve().map_err(CliError::Settings)?;
             let gate = settings.open_gate().await?;
+            config.query_log = query_log_setting(&settings, &gate, log_on, log_url);
+            config.drift = Some(crate::server::monitor::DriftWatch {
+                snapshot: snapshot.unwrap_or_else(|| {
+                    crate::drift::default_path(cli.global.notes.as_deref(), gate.label())
+                }),
+                url: settings.url.clone(),
+                options: settings.gate.clone(),
+                every,
+            });
             crate::server::run(gate, config).await?;
             Ok(Output::done(Exit::Success))
         }
@@ -249,8 +274,109 @@ async fn open_agent(settings: &Settings, strategy: Strategy) -> Result<Agent, Cl
     Ok(Agent::with_strategy(gate, client, strategy).await?)
 }
 
-async fn schema(gate: &Gate, command: SchemaCommand) -> Result<Output, CliError> {
+/// Where `askdb serve` logs questions: PostgreSQL databases over the log role's URL
+/// (none given: off, with the reason), SQLite databases into askdb's data directory.
+fn query_log_setting(
+    settings: &Settings,
+    gate: &Gate,
+    on: bool,
+    log_url: Option<String>,
+) -> crate::server::monitor::QueryLogSetting {
+    use crate::querylog::{LogTarget, LOG_DATABASE_URL_ENV};
+    use crate::server::monitor::QueryLogSetting;
+    if !on {
+        return QueryLogSetting::Off("the query log is switched off (--query-log false)".into());
+    }
+    match (&settings.url, log_url.filter(|url| !url.trim().is_empty())) {
+        (crate::database::DatabaseUrl::Postgres(_), Some(url)) => {
+            QueryLogSetting::On(LogTarget::Postgres(url))
+        }
+        (crate::database::DatabaseUrl::Postgres(_), None) => QueryLogSetting::Off(format!(
+            "no log role URL: set {LOG_DATABASE_URL_ENV} (the askdb_log URL `askdb db setup` \
+             prints) to log questions"
+        )),
+        _ => QueryLogSetting::On(LogTarget::sqlite_in_data_dir(gate.label())),
+    }
+}
+
+async fn log_stats(settings: &Settings, from: Option<String>) -> Result<Output, CliError> {
+    use crate::querylog::stats::{self, LogSource};
+    let source = match from.filter(|text| !text.trim().is_empty()) {
+        Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
+            LogSource::Postgres(url)
+        }
+        Some(path) => LogSource::Sqlite(path.strip_prefix("sqlite:").unwrap_or(&path).into()),
+        None => match settings.url {
+            crate::database::DatabaseUrl::Postgres(_) => {
+                return Err(CliError::Settings(
+                    "the PostgreSQL query log can only be read with --from URL (a role that \
+                     may SELECT askdb_query_log, such as the administrator; askdb_log may only \
+                     insert)"
+                        .to_string(),
+                ))
+            }
+            _ => LogSource::Sqlite(crate::home::data_dir().join(crate::querylog::SQLITE_LOG_FILE)),
+        },
+    };
+    let rows = stats::read(&source).await?;
+    let figures = stats::compute(&rows);
+    let text = stats::render(&figures);
+    Output::new(&figures, text, Exit::Success)
+}
+
+async fn schema(
+    gate: &Gate,
+    command: SchemaCommand,
+    notes: Option<&Path>,
+) -> Result<Output, CliError> {
     match command {
+        SchemaCommand::Snapshot { out } => {
+            let path = out.unwrap_or_else(|| crate::drift::default_path(notes, gate.label()));
+            let snapshot = crate::drift::snapshot(gate);
+            crate::drift::write(&snapshot, &path)?;
+            let columns: usize = snapshot.tables.iter().map(|t| t.columns.len()).sum();
+            Output::new(
+                &serde_json::json!({"ok": true, "path": path, "tables": snapshot.tables.len(), "columns": columns}),
+                format!(
+                    "schema snapshot written to {} ({} tables, {columns} columns)\n",
+                    path.display(),
+                    snapshot.tables.len()
+                ),
+                Exit::Success,
+            )
+        }
+        SchemaCommand::Drift { snapshot } => {
+            let path = snapshot.unwrap_or_else(|| crate::drift::default_path(notes, gate.label()));
+            let saved = crate::drift::read(&path)?;
+            let differences = crate::drift::check(gate, &saved);
+            let mut text = if differences.is_empty() {
+                format!(
+                    "no drift: the live schema matches the snapshot taken {} ({})\n",
+                    saved.taken_at,
+                    path.display()
+                )
+            } else {
+                format!(
+                    "drift: {} difference(s) from the snapshot taken {} ({})\n",
+                    differences.len(),
+                    saved.taken_at,
+                    path.display()
+                )
+            };
+            for difference in &differences {
+                text.push_str(&format!("  {difference}\n"));
+            }
+            Output::new(
+                &serde_json::json!({
+                    "drifted": !differences.is_empty(),
+                    "snapshot": path,
+                    "taken_at": saved.taken_at,
+                    "differences": differences,
+                }),
+                text,
+                Exit::from_ok(differences.is_empty()),
+            )
+        }
         SchemaCommand::Tables => {
             let tables = gate.list_tables();
             let text = reports::tables_text(&tables);

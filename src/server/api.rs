@@ -89,14 +89,16 @@ pub fn prepare_ask(
     state.agent()?;
     // The slot first: a client told "busy" has not spent a token of its rate. A
     // rate-limited request gives the slot back at once when it returns.
-    let slot = state.shared.slots.try_take().ok_or(AppError::Busy {
-        retry_after: BUSY_RETRY_AFTER,
-    })?;
-    state
-        .shared
-        .rate
-        .check(client, Instant::now())
-        .map_err(|retry_after| AppError::RateLimited { retry_after })?;
+    let Some(slot) = state.shared.slots.try_take() else {
+        state.metrics().refused("busy");
+        return Err(AppError::Busy {
+            retry_after: BUSY_RETRY_AFTER,
+        });
+    };
+    if let Err(retry_after) = state.shared.rate.check(client, Instant::now()) {
+        state.metrics().refused("rate_limited");
+        return Err(AppError::RateLimited { retry_after });
+    }
     Ok(PreparedAsk {
         question: question.to_string(),
         options: AskOptions {
@@ -109,21 +111,45 @@ pub fn prepare_ask(
     })
 }
 
+/// Reports each step to the server's metrics and to the caller's observer.
+struct MetricsAnd<'a> {
+    metrics: &'a dyn Observer,
+    caller: &'a dyn Observer,
+}
+
+impl Observer for MetricsAnd<'_> {
+    fn observe(&self, event: &crate::agent::events::AgentEvent) {
+        self.metrics.observe(event);
+        self.caller.observe(event);
+    }
+}
+
 /// Runs the agent on a prepared question within the server's ask timeout, reporting
-/// each step to `observer`, and makes the result ready to show (each assumption once).
+/// each step to the metrics and to `observer`, writes the query-log row, and makes the
+/// result ready to show (each assumption once).
 pub async fn run_ask(
     state: &AppState,
     prepared: &PreparedAsk,
     observer: &dyn Observer,
 ) -> Result<AgentResult, AppError> {
     let agent = state.agent()?;
+    let asked_at = std::time::SystemTime::now();
     let limit = state.config().ask_timeout;
-    let asked = agent.ask_observed(&prepared.question, &prepared.options, observer);
+    let both = MetricsAnd {
+        metrics: state.metrics(),
+        caller: observer,
+    };
+    let asked = agent.ask_observed(&prepared.question, &prepared.options, &both);
     let mut result = tokio::time::timeout(limit, asked)
         .await
         .map_err(|_| AppError::AskTimeout(limit))?
         .map_err(AppError::from_agent)?;
     result.assumptions = crate::text::each_once(std::mem::take(&mut result.assumptions));
+    state.metrics().question(&result);
+    if let Some(log) = state.query_log() {
+        let model = Some(agent.client().provider().model().to_string());
+        log.record(super::monitor::log_record(&result, asked_at, model));
+    }
     eprintln!(
         "askdb serve: ask from {}: {:?} after {} attempt(s) in {} ms, ${:.4}",
         prepared.client, result.decision, result.attempts, result.latency_ms, result.cost_usd
@@ -243,19 +269,30 @@ pub async fn eval(State(state): State<AppState>) -> Result<Response, AppError> {
 pub async fn health(State(state): State<AppState>) -> Response {
     let gate = state.gate();
     let substitute = state.shared.read_only_substitute.get().copied();
-    let (database, read_only, model) = tokio::join!(
+    let (database, read_only, model, query_log) = tokio::join!(
         health::check_database(gate),
         health::check_read_only(gate, substitute),
         model_status(&state),
+        health::check_query_log(state.query_log(), state.shared.query_log.as_ref().err()),
     );
+    let drift = state.drift_status();
     let (model_configured, model_reachable, model_detail) = model;
     let mut details = std::collections::BTreeMap::new();
     details.insert("database".to_string(), database.1);
     details.insert("read_only".to_string(), read_only.1);
     details.insert("model".to_string(), model_detail);
+    details.insert("query_log".to_string(), query_log.detail.clone());
+    details.insert("schema_drift".to_string(), drift.detail.clone());
     let client = state.model_client();
+    let query_log_ok = !query_log.enabled || query_log.writable;
+    let drift_ok = !drift.enabled || (!drift.drifted && drift.error.is_none());
     let report = HealthReport {
-        ok: database.0 && read_only.0 && model_configured && model_reachable,
+        ok: database.0
+            && read_only.0
+            && model_configured
+            && model_reachable
+            && query_log_ok
+            && drift_ok,
         read_only_confirmed: read_only.0,
         database_reachable: database.0,
         model_configured,
@@ -265,6 +302,13 @@ pub async fn health(State(state): State<AppState>) -> Response {
         dialect: gate.dialect().as_str().to_string(),
         provider: client.map(|client| client.provider().name().to_string()),
         model: client.map(|client| client.provider().model().to_string()),
+        query_log_enabled: query_log.enabled,
+        query_log_writable: query_log.writable,
+        query_log_rows_written: query_log.written,
+        query_log_write_failures: query_log.failed,
+        schema_snapshot: drift.enabled,
+        schema_drifted: drift.drifted,
+        schema_differences: drift.differences.iter().map(ToString::to_string).collect(),
         details,
     };
     let status = if report.ok {
@@ -303,6 +347,42 @@ async fn model_status(state: &AppState) -> (bool, bool, String) {
         }
         None => (true, false, "the model check did not run".to_string()),
     }
+}
+
+/// GET /metrics: the counters in the Prometheus text format.
+pub async fn metrics(State(state): State<AppState>) -> Response {
+    let (written, failed) = state
+        .query_log()
+        .map(|log| (log.counters().written(), log.counters().failed()))
+        .unwrap_or((0, 0));
+    let drift = state.drift_status();
+    let extra = [
+        super::metrics::Extra::counter(
+            "askdb_query_log_rows_total",
+            "Query log rows written.",
+            written as f64,
+        ),
+        super::metrics::Extra::counter(
+            "askdb_query_log_failures_total",
+            "Query log rows that could not be written (counted, never failing an answer).",
+            failed as f64,
+        ),
+        super::metrics::Extra::gauge(
+            "askdb_schema_drifted",
+            "1 when the live schema drifted from the snapshot at the last check.",
+            if drift.drifted { 1.0 } else { 0.0 },
+        ),
+        super::metrics::Extra::gauge(
+            "askdb_schema_differences",
+            "Differences between the live schema and the snapshot at the last check.",
+            drift.differences.len() as f64,
+        ),
+    ];
+    (
+        [(header::CONTENT_TYPE, super::metrics::CONTENT_TYPE)],
+        state.metrics().render(&extra),
+    )
+        .into_response()
 }
 
 /// GET /api/openapi.json.

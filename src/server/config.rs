@@ -48,6 +48,20 @@ pub struct ServeArgs {
     /// first question does not wait for the cold prompt.
     #[arg(long, env = "ASKDB_WARM_UP", default_value_t = true, action = clap::ArgAction::Set)]
     pub warm_up: bool,
+    /// PostgreSQL databases: the log role's URL (`askdb_log`); without it no question is
+    /// logged. SQLite databases log into askdb's data directory instead.
+    #[arg(long, env = "ASKDB_LOG_DATABASE_URL", hide_env_values = true)]
+    pub log_database_url: Option<String>,
+    /// Write a query-log row per answered question.
+    #[arg(long, env = "ASKDB_QUERY_LOG", default_value_t = true, action = clap::ArgAction::Set)]
+    pub query_log: bool,
+    /// The schema snapshot to check drift against (default: beside the notes file, else
+    /// in askdb's data directory, where `askdb schema snapshot` writes it).
+    #[arg(long, env = "ASKDB_SCHEMA_SNAPSHOT")]
+    pub schema_snapshot: Option<PathBuf>,
+    /// Seconds between drift checks (0: only the check at start).
+    #[arg(long, env = "ASKDB_DRIFT_CHECK_SECS", default_value_t = super::monitor::DEFAULT_DRIFT_CHECK_SECS)]
+    pub drift_check_secs: u64,
 }
 
 /// Checked server settings.
@@ -65,6 +79,11 @@ pub struct ServerConfig {
     pub explain: bool,
     /// Warm an unmetered model's prompt cache at start.
     pub warm_up: bool,
+    /// Whether and where answered questions are logged (set by the CLI, which knows the
+    /// database).
+    pub query_log: super::monitor::QueryLogSetting,
+    /// The drift watch, when the CLI configured one.
+    pub drift: Option<super::monitor::DriftWatch>,
 }
 
 impl Default for ServerConfig {
@@ -78,6 +97,8 @@ impl Default for ServerConfig {
             eval_dir: None,
             explain: true,
             warm_up: true,
+            query_log: super::monitor::QueryLogSetting::default(),
+            drift: None,
         }
     }
 }
@@ -110,6 +131,8 @@ impl ServeArgs {
             eval_dir: self.eval_dir,
             explain: self.explain,
             warm_up: self.warm_up,
+            query_log: super::monitor::QueryLogSetting::default(),
+            drift: None,
         })
     }
 }

@@ -11,6 +11,64 @@ use serde::Serialize;
 
 use crate::gate::{Gate, QueryOutcome};
 use crate::llm::{CallLog, Message, ModelClient, ModelRequest, Purpose};
+use crate::querylog::QueryLog;
+
+/// The query log's part of health.
+#[derive(Debug, Clone)]
+pub struct QueryLogCheck {
+    pub enabled: bool,
+    pub writable: bool,
+    pub written: u64,
+    pub failed: u64,
+    pub detail: String,
+}
+
+/// The query log check: an insert over a fresh connection (as the log role on
+/// PostgreSQL), rolled back; with the rows written and failed since start.
+pub async fn check_query_log(log: Option<&QueryLog>, off_reason: Option<&String>) -> QueryLogCheck {
+    let Some(log) = log else {
+        return QueryLogCheck {
+            enabled: false,
+            writable: false,
+            written: 0,
+            failed: 0,
+            detail: off_reason
+                .cloned()
+                .unwrap_or_else(|| "the query log is off".to_string()),
+        };
+    };
+    let counters = log.counters();
+    let (written, failed) = (counters.written(), counters.failed());
+    let (writable, mut detail) = match log.probe().await {
+        Ok(()) => (
+            true,
+            format!(
+                "a row inserted into {} was accepted (and rolled back)",
+                log.target().describe()
+            ),
+        ),
+        Err(error) => (
+            false,
+            format!(
+                "a row could not be inserted into {}: {error}",
+                log.target().describe()
+            ),
+        ),
+    };
+    detail.push_str(&format!(
+        "; {written} row(s) written, {failed} failed since start"
+    ));
+    if let (Some(last), true) = (counters.last_error(), failed > 0) {
+        detail.push_str(&format!(" (last: {last})"));
+    }
+    QueryLogCheck {
+        enabled: true,
+        writable,
+        written,
+        failed,
+        detail,
+    }
+}
 
 /// How long a model check's outcome is reused.
 pub const MODEL_CHECK_TTL: Duration = Duration::from_secs(60);
@@ -37,6 +95,18 @@ pub struct HealthReport {
     pub dialect: String,
     pub provider: Option<String>,
     pub model: Option<String>,
+    /// Answered questions are written to the query log.
+    pub query_log_enabled: bool,
+    /// A row could be inserted just now (as the log role on PostgreSQL), then rolled back.
+    pub query_log_writable: bool,
+    pub query_log_rows_written: u64,
+    /// Rows not written since start (each counted; an answer never fails for it).
+    pub query_log_write_failures: u64,
+    /// A schema snapshot exists to check drift against.
+    pub schema_snapshot: bool,
+    /// The last drift check found differences (each in `schema_differences`).
+    pub schema_drifted: bool,
+    pub schema_differences: Vec<String>,
     /// One sentence per check: what was done and what came back.
     pub details: BTreeMap<String, String>,
 }

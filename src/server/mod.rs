@@ -7,7 +7,8 @@
 //! | `POST /api/sql` | `{sql}` -> the gate's `run_query` result (rows or a structured error) |
 //! | `GET /api/schema` | tables with descriptions, row counts and columns |
 //! | `GET /api/eval` | the newest committed evaluation summary, verbatim (404 when none) |
-//! | `GET /api/health` | read-only proven by a refused write, database, model, tables |
+//! | `GET /api/health` | read-only proven by a refused write, database, model, tables, the query log, schema drift |
+//! | `GET /metrics` | counters in the Prometheus text format ([`metrics`]) |
 //! | `GET /api/openapi.json` | the OpenAPI description of the above |
 //! | `GET /` and `/assets/*` | the page, its script, styles and the vendored Chart.js |
 //!
@@ -24,6 +25,8 @@ pub mod error;
 pub mod eval;
 pub mod health;
 pub mod limits;
+pub mod metrics;
+pub mod monitor;
 pub mod openapi;
 pub mod steps;
 pub mod stream;
@@ -46,10 +49,13 @@ use tower_http::catch_panic::CatchPanicLayer;
 use crate::agent::{Agent, AgentError};
 use crate::gate::Gate;
 use crate::llm::{LlmError, ModelClient, ProviderConfig};
+use crate::querylog::QueryLog;
 pub use config::{ServeArgs, ServerConfig};
 use error::{AppError, BodyLimit};
 use health::ModelCheck;
 use limits::{AskSlots, RateLimiter};
+use metrics::Metrics;
+use monitor::{DriftStatus, QueryLogSetting};
 
 /// Whether questions can be answered, and if not, what to tell the user.
 enum ModelSetup {
@@ -68,6 +74,11 @@ struct Shared {
     model_check: tokio::sync::Mutex<Option<ModelCheck>>,
     /// Set only by tests (see [`AppState::substitute_read_only_probe`]).
     read_only_substitute: OnceLock<bool>,
+    /// The query log's writer, or why there is none.
+    query_log: Result<QueryLog, String>,
+    metrics: Metrics,
+    /// The last drift check ([`monitor::check_drift`]).
+    drift: std::sync::Mutex<DriftStatus>,
 }
 
 /// Everything the handlers share. Cheap to clone.
@@ -90,6 +101,10 @@ impl AppState {
             Ok(client) => ModelSetup::Ready(Box::new(Agent::new(gate.clone(), client).await?)),
             Err(error) => ModelSetup::Missing(not_configured_help(&error)),
         };
+        let query_log = match &config.query_log {
+            QueryLogSetting::On(target) => Ok(QueryLog::start(target.clone())),
+            QueryLogSetting::Off(reason) => Err(reason.clone()),
+        };
         Ok(AppState {
             shared: Arc::new(Shared {
                 rate: RateLimiter::new(config.asks_per_minute),
@@ -99,6 +114,9 @@ impl AppState {
                 config,
                 model_check: tokio::sync::Mutex::new(None),
                 read_only_substitute: OnceLock::new(),
+                query_log,
+                metrics: Metrics::default(),
+                drift: std::sync::Mutex::new(DriftStatus::default()),
             }),
         })
     }
@@ -118,6 +136,55 @@ impl AppState {
 
     pub fn config(&self) -> &ServerConfig {
         &self.shared.config
+    }
+
+    /// The query log's writer, when questions are logged.
+    pub fn query_log(&self) -> Option<&QueryLog> {
+        self.shared.query_log.as_ref().ok()
+    }
+
+    pub fn metrics(&self) -> &Metrics {
+        &self.shared.metrics
+    }
+
+    /// The last drift check's outcome.
+    pub fn drift_status(&self) -> DriftStatus {
+        match self.shared.drift.lock() {
+            Ok(status) => status.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// Checks drift once now (when a watch is configured), then every `every` in the
+    /// background for as long as the runtime lives.
+    pub async fn start_drift_watch(&self) {
+        let Some(watch) = self.config().drift.clone() else {
+            return;
+        };
+        self.check_drift_now(&watch).await;
+        if watch.every.is_zero() {
+            return;
+        }
+        let state = self.clone();
+        tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(watch.every);
+            ticks.tick().await;
+            loop {
+                ticks.tick().await;
+                state.check_drift_now(&watch).await;
+            }
+        });
+    }
+
+    async fn check_drift_now(&self, watch: &monitor::DriftWatch) {
+        let status = monitor::check_drift(watch).await;
+        if status.drifted || status.error.is_some() {
+            eprintln!("askdb serve: schema drift check: {}", status.detail);
+        }
+        match self.shared.drift.lock() {
+            Ok(mut slot) => *slot = status,
+            Err(poisoned) => *poisoned.into_inner() = status,
+        }
     }
 
     fn agent(&self) -> Result<&Agent, AppError> {
@@ -169,7 +236,8 @@ pub fn app(state: AppState) -> Router {
         .route("/api/schema", get(api::schema))
         .route("/api/eval", get(api::eval))
         .route("/api/health", get(api::health))
-        .route("/api/openapi.json", get(api::openapi));
+        .route("/api/openapi.json", get(api::openapi))
+        .route("/metrics", get(api::metrics));
     for asset in assets::ASSETS {
         router = router.route(asset.path, get(move || async move { assets::serve(asset) }));
     }
@@ -232,6 +300,9 @@ pub async fn run(gate: Gate, config: ServerConfig) -> Result<(), ServeError> {
     let addr = config.addr;
     let warm_up = config.warm_up;
     let state = AppState::new(gate, model, config).await?;
+    // The first drift check runs before the server answers, so health never reports a
+    // schema it has not compared.
+    state.start_drift_watch().await;
     let listener = TcpListener::bind(addr)
         .await
         .map_err(|error| ServeError::Bind { addr, error })?;
@@ -250,6 +321,11 @@ pub async fn run(gate: Gate, config: ServerConfig) -> Result<(), ServeError> {
         ),
         (None, Some(reason)) => eprintln!("askdb serve: {reason}"),
         (None, None) => {}
+    }
+    match (state.query_log(), &state.config().query_log) {
+        (Some(log), _) => eprintln!("askdb serve: query log {}", log.target().describe()),
+        (None, QueryLogSetting::Off(reason)) => eprintln!("askdb serve: no query log: {reason}"),
+        (None, QueryLogSetting::On(_)) => {}
     }
     if warm_up {
         warm_up_in_background(&state);

@@ -8,7 +8,7 @@ use super::api::error_example;
 use crate::agent::MAX_QUESTION_CHARS;
 
 /// The API routes, as (method, path): the router and this description both list them.
-pub const API_ROUTES: [(&str, &str); 7] = [
+pub const API_ROUTES: [(&str, &str); 8] = [
     ("post", "/api/ask"),
     ("post", "/api/ask/stream"),
     ("post", "/api/sql"),
@@ -16,6 +16,7 @@ pub const API_ROUTES: [(&str, &str); 7] = [
     ("get", "/api/eval"),
     ("get", "/api/health"),
     ("get", "/api/openapi.json"),
+    ("get", "/metrics"),
 ];
 
 fn error_response(description: &str, code: &str, detail: &str) -> Value {
@@ -128,9 +129,16 @@ pub fn document() -> Value {
                     "404": error_response("No summary is committed.", "no_evaluation", "no committed evaluation summary under evals/results/; `askdb eval run` and then `askdb eval publish RUN` write one")
                 }
             }},
+            "/metrics": {"get": {
+                "summary": "Prometheus metrics",
+                "description": "Counters in the Prometheus text format (0.0.4): questions by decision, attempts, repairs by error type, model calls, latency and tokens, cost, guard refusals by reason, database errors by type, rate-limit and busy refusals, query log rows and failures, schema drift.",
+                "responses": {
+                    "200": {"description": "The metrics.", "content": {"text/plain": {"schema": {"type": "string"}}}}
+                }
+            }},
             "/api/health": {"get": {
                 "summary": "Checked health",
-                "description": "Each claim is checked: SELECT 1 through the gate; a write (CREATE TEMP TABLE) below the guard that the database must refuse; one tiny model call (reused for 60 s). 200 when every check passed, else 503 with the same body.",
+                "description": "Each claim is checked: SELECT 1 through the gate; a write (CREATE TEMP TABLE) below the guard that the database must refuse; one tiny model call (reused for 60 s); an insert into the query log, rolled back; the last schema drift check. 200 when every check passed, else 503 with the same body.",
                 "responses": {
                     "200": {"description": "Every check passed.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Health"}}}},
                     "503": {"description": "At least one check failed; details says which and why.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Health"}}}}
@@ -293,6 +301,13 @@ fn schemas() -> Value {
                 "dialect": {"type": "string"},
                 "provider": {"type": ["string", "null"]},
                 "model": {"type": ["string", "null"]},
+                "query_log_enabled": {"type": "boolean", "description": "Answered questions are written to the query log."},
+                "query_log_writable": {"type": "boolean", "description": "An insert into the query log (as the log role on PostgreSQL) was accepted just now, then rolled back."},
+                "query_log_rows_written": {"type": "integer"},
+                "query_log_write_failures": {"type": "integer", "description": "Rows not written since start; an answer never fails for it."},
+                "schema_snapshot": {"type": "boolean", "description": "A schema snapshot exists to check drift against."},
+                "schema_drifted": {"type": "boolean", "description": "The last drift check found differences."},
+                "schema_differences": {"type": "array", "items": {"type": "string"}},
                 "details": {"type": "object", "additionalProperties": {"type": "string"}}
             }
         }

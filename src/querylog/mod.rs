@@ -1,0 +1,496 @@
+//! The query log: one row per question answered through `POST /api/ask` (evaluation
+//! runs never write it), kept for monitoring. On PostgreSQL it is written over a
+//! connection of its own as the insert-only `askdb_log` role (`ASKDB_LOG_DATABASE_URL`),
+//! never by the gate's read-only connection; for SQLite databases (the demo included,
+//! whose file stays read-only) into a log database in askdb's data directory.
+//!
+//! Writing happens off the request path: [`QueryLog::record`] puts the row on a bounded
+//! channel and returns at once; a background task inserts it. A row that cannot be
+//! written (the channel full, the database down, the grant revoked) never fails the
+//! answer: it is counted ([`LogCounters`]) and health shows it. Like `askdb db setup`
+//! this is administration outside the gate: it writes only its own table, with the
+//! extended protocol and bound parameters, and never runs model or user SQL.
+
+pub mod stats;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+use tokio::sync::mpsc;
+
+use crate::gate::QUERY_LOG_TABLE;
+use crate::text::redact_password;
+
+/// The environment variable naming the log role's URL (PostgreSQL databases).
+pub const LOG_DATABASE_URL_ENV: &str = "ASKDB_LOG_DATABASE_URL";
+
+/// The SQLite log's file name in askdb's data directory.
+pub const SQLITE_LOG_FILE: &str = "query_log.sqlite";
+
+/// Rows waiting to be written; past this, a row is dropped and counted as failed.
+pub const QUEUE_CAPACITY: usize = 1024;
+
+/// The longest one connection attempt or write may take.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The columns `askdb db setup` adds to a PostgreSQL log beyond the original ones
+/// (`id`, `asked_at`, `question`, `sql`, `decision`, `error_type`, `latency_ms`).
+pub const POSTGRES_LOG_COLUMNS: [(&str, &str); 9] = [
+    ("attempts", "integer"),
+    ("error_types", "text"),
+    ("row_count", "bigint"),
+    ("input_tokens", "bigint"),
+    ("output_tokens", "bigint"),
+    ("cost_usd", "double precision"),
+    ("model", "text"),
+    ("trace_id", "text"),
+    ("mode", "text"),
+];
+
+const INSERT_COLUMNS: &str = "asked_at, question, sql, decision, error_type, latency_ms, \
+     attempts, error_types, row_count, input_tokens, output_tokens, cost_usd, model, \
+     trace_id, mode";
+
+/// One answered question.
+#[derive(Debug, Clone, Serialize)]
+pub struct LogRecord {
+    pub question: String,
+    /// When the question arrived.
+    #[serde(skip)]
+    pub asked_at: SystemTime,
+    /// The SQL that produced the answer, as it ran.
+    pub sql: Option<String>,
+    pub attempts: u32,
+    /// The error type of each failed attempt, in order.
+    pub error_types: Vec<String>,
+    /// `answer`, `clarify`, `decline` or `give_up`.
+    pub decision: String,
+    pub row_count: u64,
+    pub latency_ms: u64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cost_usd: f64,
+    pub model: Option<String>,
+    pub trace_id: Option<String>,
+    /// `agent` or `baseline`.
+    pub mode: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    #[error("the query log URL is not valid: {0}")]
+    BadUrl(String),
+    #[error("cannot connect to the query log as the log role: {0}")]
+    Connect(String),
+    #[error("cannot write the query log: {0}")]
+    Write(String),
+    #[error("cannot read the query log: {0}")]
+    Read(String),
+    #[error("the query log did not answer within {} s", WRITE_TIMEOUT.as_secs())]
+    Timeout,
+}
+
+/// Where the log is written.
+#[derive(Clone, PartialEq, Eq)]
+pub enum LogTarget {
+    /// The log role's URL.
+    Postgres(String),
+    /// askdb's own SQLite log file; `database` names the database the questions were about.
+    Sqlite { path: PathBuf, database: String },
+}
+
+impl std::fmt::Debug for LogTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.describe())
+    }
+}
+
+impl LogTarget {
+    /// The SQLite log in askdb's data directory, for questions about `database`.
+    pub fn sqlite_in_data_dir(database: &str) -> LogTarget {
+        LogTarget::Sqlite {
+            path: crate::home::data_dir().join(SQLITE_LOG_FILE),
+            database: database.to_string(),
+        }
+    }
+
+    /// The target without any password, for messages and health.
+    pub fn describe(&self) -> String {
+        match self {
+            LogTarget::Postgres(url) => redact_password(url),
+            LogTarget::Sqlite { path, .. } => format!("sqlite:{}", path.display()),
+        }
+    }
+}
+
+/// What the background writer has done so far.
+#[derive(Debug, Default)]
+pub struct LogCounters {
+    written: AtomicU64,
+    failed: AtomicU64,
+    last_error: Mutex<Option<String>>,
+}
+
+impl LogCounters {
+    pub fn written(&self) -> u64 {
+        self.written.load(Ordering::Relaxed)
+    }
+
+    /// Rows that were not written: dropped with the queue full, or refused by the database.
+    pub fn failed(&self) -> u64 {
+        self.failed.load(Ordering::Relaxed)
+    }
+
+    pub fn last_error(&self) -> Option<String> {
+        self.last_error.lock().ok().and_then(|guard| guard.clone())
+    }
+
+    fn fail(&self, error: String) {
+        self.failed.fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut guard) = self.last_error.lock() {
+            *guard = Some(error);
+        }
+    }
+}
+
+/// The log's sending side, shared by the request handlers. Cheap to clone.
+#[derive(Clone)]
+pub struct QueryLog {
+    sender: mpsc::Sender<LogRecord>,
+    counters: Arc<LogCounters>,
+    target: LogTarget,
+}
+
+impl QueryLog {
+    /// Starts the background writer on the current runtime. Nothing is connected yet:
+    /// the writer connects on its first row (and again after a failure), so a log that
+    /// is down at start costs the server nothing but counted failures.
+    pub fn start(target: LogTarget) -> QueryLog {
+        let (sender, mut receiver) = mpsc::channel::<LogRecord>(QUEUE_CAPACITY);
+        let counters = Arc::new(LogCounters::default());
+        let task_counters = Arc::clone(&counters);
+        let mut writer = Writer::new(target.clone());
+        tokio::spawn(async move {
+            while let Some(record) = receiver.recv().await {
+                match writer.write(&record).await {
+                    Ok(()) => {
+                        task_counters.written.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(error) => {
+                        eprintln!("askdb serve: query log: {error}");
+                        task_counters.fail(error.to_string());
+                    }
+                }
+            }
+        });
+        QueryLog {
+            sender,
+            counters,
+            target,
+        }
+    }
+
+    /// Queues one row; never waits. A full queue drops the row and counts it.
+    pub fn record(&self, record: LogRecord) {
+        if let Err(error) = self.sender.try_send(record) {
+            let why = match error {
+                mpsc::error::TrySendError::Full(_) => "the write queue is full",
+                mpsc::error::TrySendError::Closed(_) => "the writer has stopped",
+            };
+            self.counters.fail(format!("a row was dropped: {why}"));
+        }
+    }
+
+    pub fn counters(&self) -> &LogCounters {
+        &self.counters
+    }
+
+    pub fn target(&self) -> &LogTarget {
+        &self.target
+    }
+
+    /// Whether a row can be written now: one insert over a fresh connection, rolled
+    /// back, so the log gains nothing.
+    pub async fn probe(&self) -> Result<(), LogError> {
+        match tokio::time::timeout(WRITE_TIMEOUT * 2, probe(&self.target)).await {
+            Ok(outcome) => outcome,
+            Err(_) => Err(LogError::Timeout),
+        }
+    }
+}
+
+/// `YYYY-MM-DD HH:MM:SS` (UTC) for a time.
+pub fn format_utc(time: SystemTime) -> String {
+    let seconds = time
+        .duration_since(UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_secs())
+        .unwrap_or(0);
+    let days = i64::try_from(seconds / 86_400).unwrap_or(0);
+    crate::calendar::format_timestamp(days, u32::try_from(seconds % 86_400).unwrap_or(0))
+}
+
+fn joined_error_types(record: &LogRecord) -> Option<String> {
+    (!record.error_types.is_empty()).then(|| record.error_types.join(","))
+}
+
+fn saturating_i32(value: u64) -> i32 {
+    i32::try_from(value).unwrap_or(i32::MAX)
+}
+
+fn saturating_i64(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+fn postgres_insert_sql() -> String {
+    format!(
+        "INSERT INTO {QUERY_LOG_TABLE} ({INSERT_COLUMNS}) VALUES \
+         ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)"
+    )
+}
+
+fn sqlite_insert_sql() -> String {
+    format!(
+        "INSERT INTO {QUERY_LOG_TABLE} ({INSERT_COLUMNS}, database) VALUES \
+         (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)"
+    )
+}
+
+/// The SQLite log's table: the PostgreSQL columns, plus the database asked about.
+fn sqlite_create_sql() -> String {
+    format!(
+        "CREATE TABLE IF NOT EXISTS {QUERY_LOG_TABLE} (\
+         id INTEGER PRIMARY KEY AUTOINCREMENT, asked_at TEXT NOT NULL, question TEXT, \
+         sql TEXT, decision TEXT, error_type TEXT, latency_ms INTEGER, attempts INTEGER, \
+         error_types TEXT, row_count INTEGER, input_tokens INTEGER, output_tokens INTEGER, \
+         cost_usd REAL, model TEXT, trace_id TEXT, mode TEXT, database TEXT)"
+    )
+}
+
+async fn connect_postgres(url: &str) -> Result<tokio_postgres::Client, LogError> {
+    let mut config: tokio_postgres::Config = url
+        .parse()
+        .map_err(|error: tokio_postgres::Error| LogError::BadUrl(error.to_string()))?;
+    config.connect_timeout(WRITE_TIMEOUT);
+    let (client, connection) = config
+        .connect(tokio_postgres::NoTls)
+        .await
+        .map_err(|error| LogError::Connect(crate::text::error_chain(&error)))?;
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    Ok(client)
+}
+
+async fn insert_postgres<C: tokio_postgres::GenericClient>(
+    client: &C,
+    record: &LogRecord,
+) -> Result<(), LogError> {
+    let error_types = joined_error_types(record);
+    let last_error = record.error_types.last().cloned();
+    let latency = saturating_i32(record.latency_ms);
+    let attempts = saturating_i32(u64::from(record.attempts));
+    let rows = saturating_i64(record.row_count);
+    let input = saturating_i64(record.input_tokens);
+    let output = saturating_i64(record.output_tokens);
+    let insert = postgres_insert_sql();
+    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 15] = [
+        &record.asked_at,
+        &record.question,
+        &record.sql,
+        &record.decision,
+        &last_error,
+        &latency,
+        &attempts,
+        &error_types,
+        &rows,
+        &input,
+        &output,
+        &record.cost_usd,
+        &record.model,
+        &record.trace_id,
+        &record.mode,
+    ];
+    client
+        .execute(insert.as_str(), &params)
+        .await
+        .map(|_| ())
+        .map_err(|error| LogError::Write(crate::text::error_chain(&error)))
+}
+
+fn open_sqlite(path: &Path) -> Result<rusqlite::Connection, LogError> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)
+            .map_err(|error| LogError::Connect(format!("{}: {error}", parent.display())))?;
+    }
+    let connection = rusqlite::Connection::open(path)
+        .map_err(|error| LogError::Connect(format!("{}: {error}", path.display())))?;
+    connection
+        .busy_timeout(WRITE_TIMEOUT)
+        .and_then(|()| connection.execute(&sqlite_create_sql(), []).map(|_| ()))
+        .map_err(|error| LogError::Connect(format!("{}: {error}", path.display())))?;
+    Ok(connection)
+}
+
+fn insert_sqlite(
+    connection: &rusqlite::Connection,
+    record: &LogRecord,
+    database: &str,
+) -> Result<(), LogError> {
+    connection
+        .execute(
+            &sqlite_insert_sql(),
+            rusqlite::params![
+                format_utc(record.asked_at),
+                record.question,
+                record.sql,
+                record.decision,
+                record.error_types.last(),
+                saturating_i64(record.latency_ms),
+                record.attempts,
+                joined_error_types(record),
+                saturating_i64(record.row_count),
+                saturating_i64(record.input_tokens),
+                saturating_i64(record.output_tokens),
+                record.cost_usd,
+                record.model,
+                record.trace_id,
+                record.mode,
+                database,
+            ],
+        )
+        .map(|_| ())
+        .map_err(|error| LogError::Write(error.to_string()))
+}
+
+/// The background writer's connection, opened on first use and again after a failure.
+enum Writer {
+    Postgres {
+        url: String,
+        client: Option<tokio_postgres::Client>,
+    },
+    Sqlite {
+        path: PathBuf,
+        database: String,
+        connection: Option<rusqlite::Connection>,
+    },
+}
+
+impl Writer {
+    fn new(target: LogTarget) -> Writer {
+        match target {
+            LogTarget::Postgres(url) => Writer::Postgres { url, client: None },
+            LogTarget::Sqlite { path, database } => Writer::Sqlite {
+                path,
+                database,
+                connection: None,
+            },
+        }
+    }
+
+    async fn write(&mut self, record: &LogRecord) -> Result<(), LogError> {
+        match self {
+            Writer::Postgres { url, client } => {
+                let connected = match client.take() {
+                    Some(open) if !open.is_closed() => open,
+                    _ => connect_postgres(url).await?,
+                };
+                let outcome =
+                    match tokio::time::timeout(WRITE_TIMEOUT, insert_postgres(&connected, record))
+                        .await
+                    {
+                        Ok(outcome) => outcome,
+                        Err(_) => Err(LogError::Timeout),
+                    };
+                if outcome.is_ok() {
+                    *client = Some(connected);
+                }
+                outcome
+            }
+            Writer::Sqlite {
+                path,
+                database,
+                connection,
+            } => {
+                let open = connection.take();
+                let path = path.clone();
+                let name = database.clone();
+                let row = record.clone();
+                let (kept, outcome) = tokio::task::spawn_blocking(move || {
+                    let connection = match open {
+                        Some(connection) => connection,
+                        None => match open_sqlite(&path) {
+                            Ok(connection) => connection,
+                            Err(error) => return (None, Err(error)),
+                        },
+                    };
+                    let outcome = insert_sqlite(&connection, &row, &name);
+                    let kept = outcome.is_ok().then_some(connection);
+                    (kept, outcome)
+                })
+                .await
+                .map_err(|error| LogError::Write(error.to_string()))?;
+                *connection = kept;
+                outcome
+            }
+        }
+    }
+}
+
+fn probe_record() -> LogRecord {
+    LogRecord {
+        question: "askdb health: write probe (rolled back)".to_string(),
+        asked_at: SystemTime::now(),
+        sql: None,
+        attempts: 0,
+        error_types: Vec::new(),
+        decision: "probe".to_string(),
+        row_count: 0,
+        latency_ms: 0,
+        input_tokens: 0,
+        output_tokens: 0,
+        cost_usd: 0.0,
+        model: None,
+        trace_id: None,
+        mode: "probe".to_string(),
+    }
+}
+
+async fn probe(target: &LogTarget) -> Result<(), LogError> {
+    let record = probe_record();
+    match target {
+        LogTarget::Postgres(url) => {
+            let mut client = connect_postgres(url).await?;
+            let transaction = client
+                .transaction()
+                .await
+                .map_err(|error| LogError::Write(crate::text::error_chain(&error)))?;
+            insert_postgres(&transaction, &record).await?;
+            transaction
+                .rollback()
+                .await
+                .map_err(|error| LogError::Write(crate::text::error_chain(&error)))
+        }
+        LogTarget::Sqlite { path, database } => {
+            let path = path.clone();
+            let database = database.clone();
+            tokio::task::spawn_blocking(move || {
+                let mut connection = open_sqlite(&path)?;
+                let transaction = connection
+                    .transaction()
+                    .map_err(|error| LogError::Write(error.to_string()))?;
+                insert_sqlite(&transaction, &record, &database)?;
+                transaction
+                    .rollback()
+                    .map_err(|error| LogError::Write(error.to_string()))
+            })
+            .await
+            .map_err(|error| LogError::Write(error.to_string()))?
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

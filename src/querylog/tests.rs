@@ -1,0 +1,121 @@
+//! The statistics over hand-made rows, and the SQLite log written, probed and read back.
+
+use super::stats::{compute, render, LogRow, LogSource};
+use super::*;
+
+fn row(at: &str, decision: &str, attempts: i64, errors: &[&str], rows: i64) -> LogRow {
+    LogRow {
+        asked_at: at.to_string(),
+        decision: decision.to_string(),
+        attempts: Some(attempts),
+        error_types: errors.iter().map(|e| e.to_string()).collect(),
+        row_count: Some(rows),
+    }
+}
+
+#[test]
+fn statistics_count_errors_rates_attempts_and_zero_row_runs() {
+    let rows = vec![
+        row("2026-12-01 10:00:00", "answer", 1, &[], 3),
+        row("2026-12-01 10:01:00", "answer", 2, &["unknown_column"], 0),
+        row(
+            "2026-12-01 10:02:00",
+            "answer",
+            3,
+            &["unknown_column", "syntax_error"],
+            0,
+        ),
+        row(
+            "2026-12-01 10:03:00",
+            "give_up",
+            3,
+            &["unknown_column"; 3],
+            0,
+        ),
+        row("2026-12-01 10:04:00", "answer", 1, &[], 0),
+        row("2026-12-02 09:00:00", "decline", 0, &[], 0),
+        row("2026-12-02 09:01:00", "answer", 1, &[], 5),
+        row("2026-12-02 09:02:00", "proof", 0, &[], 0),
+    ];
+    let stats = compute(&rows);
+    assert_eq!(stats.questions, 7, "the proof row is not a question");
+    assert_eq!(stats.error_types[0].error_type, "unknown_column");
+    assert_eq!(stats.error_types[0].count, 5);
+    assert_eq!(stats.error_types[1].count, 1);
+    assert!((stats.give_up_rate - 1.0 / 7.0).abs() < 1e-9);
+    assert!((stats.refusal_rate - 1.0 / 7.0).abs() < 1e-9);
+    assert_eq!(stats.attempts_per_success_by_day.len(), 2);
+    assert!((stats.attempts_per_success_by_day[0].mean_attempts - 7.0 / 4.0).abs() < 1e-9);
+    assert!((stats.attempts_per_success_by_day[1].mean_attempts - 1.0).abs() < 1e-9);
+    // The give-up between them does not break the run: only answers count.
+    assert_eq!(stats.zero_row_answers, 3);
+    assert_eq!(stats.zero_row_runs.len(), 1);
+    assert_eq!(stats.zero_row_runs[0].answers, 3);
+    let text = render(&stats);
+    assert!(text.contains("give-up rate: 14.3%"), "{text}");
+    assert!(text.contains("2026-12-01  1.75 over 4 answer(s)"), "{text}");
+}
+
+fn record(question: &str, rows: u64) -> LogRecord {
+    LogRecord {
+        question: question.to_string(),
+        asked_at: SystemTime::now(),
+        sql: Some("SELECT 1".to_string()),
+        attempts: 2,
+        error_types: vec!["unknown_column".to_string()],
+        decision: "answer".to_string(),
+        row_count: rows,
+        latency_ms: 12,
+        input_tokens: 100,
+        output_tokens: 10,
+        cost_usd: 0.001,
+        model: Some("scripted".to_string()),
+        trace_id: None,
+        mode: "agent".to_string(),
+    }
+}
+
+#[tokio::test]
+async fn the_sqlite_log_is_written_in_the_background_probed_without_a_row_and_read_back() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("nested").join(SQLITE_LOG_FILE);
+    let log = QueryLog::start(LogTarget::Sqlite {
+        path: path.clone(),
+        database: "demo".to_string(),
+    });
+    log.probe().await.expect("the probe writes and rolls back");
+    for (i, rows) in [0u64, 0, 4].into_iter().enumerate() {
+        log.record(record(&format!("question {i}"), rows));
+    }
+    let started = std::time::Instant::now();
+    while log.counters().written() < 3 && started.elapsed() < Duration::from_secs(10) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(log.counters().written(), 3);
+    assert_eq!(log.counters().failed(), 0);
+    let rows = stats::read(&LogSource::Sqlite(path)).await.expect("read");
+    assert_eq!(rows.len(), 3, "the probe left no row");
+    let stats = compute(&rows);
+    assert_eq!(stats.zero_row_runs[0].answers, 2);
+    assert_eq!(stats.error_types[0].count, 3);
+}
+
+#[tokio::test]
+async fn a_log_that_cannot_be_written_is_counted_not_raised() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    // A directory where the file should be: SQLite cannot open it.
+    let path = dir.path().join("is_a_dir");
+    std::fs::create_dir_all(&path).expect("dir");
+    let log = QueryLog::start(LogTarget::Sqlite {
+        path,
+        database: "demo".to_string(),
+    });
+    log.record(record("q", 1));
+    let started = std::time::Instant::now();
+    while log.counters().failed() < 1 && started.elapsed() < Duration::from_secs(10) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(log.counters().failed(), 1);
+    assert!(log.counters().last_error().is_some());
+    assert!(log.probe().await.is_err());
+}
