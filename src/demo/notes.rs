@@ -430,5 +430,6 @@ pub fn demo_notes() -> SchemaNotes {
             .collect(),
         restricted_columns: RESTRICTED_COLUMNS.iter().map(|s| s.to_string()).collect(),
         hidden_tables: HIDDEN_TABLES.iter().map(|s| s.to_string()).collect(),
+        allowed_functions: Vec::new(),
     }
 }

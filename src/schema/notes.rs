@@ -27,6 +27,11 @@ pub struct SchemaNotes {
     /// Tables never listed, never described and refused by the guard as unknown.
     #[serde(default)]
     pub hidden_tables: Vec<String>,
+    /// Functions this database adds to the guard's reviewed allow-list
+    /// (`config/guard_allow_list.toml`), by name: for example a user-defined function
+    /// known to read nothing outside its arguments. The guard's deny list still wins.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed_functions: Vec<String>,
 }
 
 /// What one table is for (and not for), and what its columns mean.
