@@ -898,14 +898,13 @@ impl TreeChecker<'_> {
                     ControlFlow::Break(denied_type_refusal(&parts.join(".")))
                 }
             }
-            DataType::Array(element) => match element {
+            DataType::Array(
                 ArrayElemTypeDef::AngleBracket(inner)
                 | ArrayElemTypeDef::SquareBracket(inner, _)
                 | ArrayElemTypeDef::Parenthesis(inner)
                 | ArrayElemTypeDef::ParenthesisNotNull(inner)
-                | ArrayElemTypeDef::Qualified(inner, _) => self.check_data_type(inner),
-                _ => ControlFlow::Continue(()),
-            },
+                | ArrayElemTypeDef::Qualified(inner, _),
+            ) => self.check_data_type(inner),
             DataType::Zerofill(inner)
             | DataType::Nullable(inner)
             | DataType::LowCardinality(inner)
@@ -930,21 +929,20 @@ impl TreeChecker<'_> {
         }
     }
 
-    /// A qualified reference to a visible base table (or its alias) must name one of its
-    /// columns: `c.to_jsonb` is PostgreSQL's attribute notation for `to_jsonb(c)`, the
-    /// whole row. Names that may also stand for a CTE or derived table are left to the
-    /// database, unless they also stand for a table with restricted columns.
+    /// A qualified reference to a table with restricted columns (or its alias) must name
+    /// one of its columns: `c.to_jsonb` is PostgreSQL's attribute notation for
+    /// `to_jsonb(c)`, the whole row. Every other qualified reference is left to the
+    /// database.
     fn check_qualified_resolves(&self, qualifier: &str, column: &str) -> ControlFlow<Refusal> {
         let Some(tables) = self.names.relations.get(qualifier) else {
             return ControlFlow::Continue(());
         };
-        if !tables.iter().any(|table| self.policy.is_visible(table)) {
-            return ControlFlow::Continue(());
-        }
-        let may_be_derived = (self.names.ctes.contains(qualifier)
-            || self.names.derived_aliases.contains(qualifier))
-            && !self.names.restricted_relations.contains(qualifier);
-        if may_be_derived {
+        // Only a relation with restricted columns can leak through attribute notation;
+        // elsewhere a missing column is the database's error to report (the agent's
+        // repairs read it).
+        if !self.names.restricted_relations.contains(qualifier)
+            || !tables.iter().any(|table| self.policy.is_visible(table))
+        {
             return ControlFlow::Continue(());
         }
         let known = tables.iter().any(|table| {

@@ -540,11 +540,12 @@ fn attribute_notation_and_alias_shadowing_are_refused() {
         "SELECT c.row_to_json FROM customers c",
         "SELECT c.concat FROM customers c",
         "SELECT cust_id FROM customers c WHERE c.to_jsonb ->> 'phone' LIKE '9%'",
-        "SELECT b.to_jsonb FROM bills b",
-        "SELECT bills.nope FROM bills",
+        "SELECT customers.nope FROM customers",
     ] {
         refused(PG, sql, RefusalReason::UnknownColumn);
     }
+    // Elsewhere a missing column is the database's error (the agent repairs from it).
+    accepted(PG, "SELECT b.qty FROM bills b");
     refused(
         PG,
         "SELECT (SELECT c::text FROM customers c LIMIT 1) FROM (SELECT 1) AS c",
