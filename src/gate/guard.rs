@@ -954,7 +954,12 @@ impl TreeChecker<'_> {
             .alias_columns
             .get(qualifier)
             .is_some_and(|columns| columns.contains(column));
-        if known {
+        // A name that is no function cannot be attribute notation: a missing column,
+        // which the database reports (the agent repairs from its error).
+        let is_function = is_denied_function(column)
+            || allow_list::function_allowed(self.policy.dialect, column)
+            || self.policy.extra_functions.contains(column);
+        if known || !is_function {
             return ControlFlow::Continue(());
         }
         let owners: Vec<&str> = tables.iter().map(String::as_str).collect();

@@ -540,7 +540,7 @@ fn attribute_notation_and_alias_shadowing_are_refused() {
         "SELECT c.row_to_json FROM customers c",
         "SELECT c.concat FROM customers c",
         "SELECT cust_id FROM customers c WHERE c.to_jsonb ->> 'phone' LIKE '9%'",
-        "SELECT customers.nope FROM customers",
+        "SELECT customers.lower FROM customers",
     ] {
         refused(PG, sql, RefusalReason::UnknownColumn);
     }
