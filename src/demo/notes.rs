@@ -445,5 +445,6 @@ pub fn demo_notes() -> SchemaNotes {
         hidden_tables: HIDDEN_TABLES.iter().map(|s| s.to_string()).collect(),
         currency: Some("INR".to_string()),
         money_columns: MONEY_COLUMNS.iter().map(|s| s.to_string()).collect(),
+        allowed_functions: Vec::new(),
     }
 }

@@ -1,8 +1,11 @@
-//! The guard: the first safety layer. It parses a statement with a real SQL parser
-//! (sqlparser-rs, PostgreSQL or SQLite dialect), walks the whole tree, refuses anything
-//! that is not one plain read-only query over allowed tables and columns, forces the row
-//! cap into the outermost LIMIT, and re-renders the checked tree. The re-rendered text is
-//! what runs, so a trick the parser did not see cannot reach the database.
+//! The guard: the first safety layer. It bounds the statement's size on its tokens,
+//! parses it with a real SQL parser (sqlparser-rs, PostgreSQL or SQLite dialect), walks
+//! the whole tree, refuses anything that is not one plain read-only query over allowed
+//! tables and columns using allowed functions and types, forces the row cap into the
+//! outermost LIMIT, and re-renders the checked tree. Then it proves the round trip: the
+//! re-rendered text is parsed again with the same dialect, must give the very tree that
+//! was checked and rewritten, and is checked again. Only that text runs, so a trick the
+//! parser did not see, or a rendering that changes meaning, cannot reach the database.
 //!
 //! Nothing here matches SQL text with strings or regular expressions: every decision is
 //! taken on the parsed tree. Name comparisons are case-insensitive (the conservative
@@ -14,12 +17,16 @@ use std::ops::ControlFlow;
 
 use serde::{Deserialize, Serialize};
 use sqlparser::ast::{
-    BinaryOperator, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, Ident, JoinConstraint,
-    JoinOperator, LimitClause, ObjectName, ObjectNamePart, Query, Select, SelectItem,
-    SelectItemQualifiedWildcardKind, SetExpr, Statement, TableFactor, TableWithJoins, Value, Visit,
-    Visitor,
+    escape_quoted_string, ArrayElemTypeDef, BinaryOperator, DataType, Expr, FunctionArg,
+    FunctionArgExpr, FunctionArguments, Ident, JoinConstraint, JoinOperator, LimitClause,
+    ObjectName, ObjectNamePart, Query, Select, SelectItem, SelectItemQualifiedWildcardKind,
+    SetExpr, Statement, TableAlias, TableFactor, TableWithJoins, Value, ValueWithSpan, Visit,
+    Visitor, VisitorMut,
 };
 use sqlparser::parser::Parser;
+
+mod allow_list;
+pub mod bounds;
 
 /// The default row cap forced into every query's LIMIT.
 pub const DEFAULT_ROW_CAP: u64 = 200;
@@ -42,6 +49,8 @@ pub struct GuardPolicy {
     tables: BTreeMap<String, BTreeSet<String>>,
     restricted: BTreeMap<String, BTreeSet<String>>,
     hidden: BTreeSet<String>,
+    /// Functions this database's notes add to the reviewed allow-list.
+    extra_functions: BTreeSet<String>,
 }
 
 impl GuardPolicy {
@@ -54,7 +63,26 @@ impl GuardPolicy {
             tables: BTreeMap::new(),
             restricted: BTreeMap::new(),
             hidden: BTreeSet::new(),
+            extra_functions: BTreeSet::new(),
         }
+    }
+
+    /// Allows one more function for this database (from its notes). The hard deny list
+    /// still wins: a denied function cannot be allowed.
+    pub fn allow_function(&mut self, name: &str) {
+        self.extra_functions.insert(fold(name));
+    }
+
+    /// Whether a function (lower-cased last name part) may be called.
+    pub fn is_function_allowed(&self, name: &str) -> bool {
+        !is_denied_function(name)
+            && (allow_list::function_allowed(self.dialect, name)
+                || self.extra_functions.contains(name))
+    }
+
+    /// The columns of a visible table (lower-cased), restricted ones included.
+    pub fn columns_of(&self, table: &str) -> Option<&BTreeSet<String>> {
+        self.tables.get(&fold(table))
     }
 
     /// Allows a table with these columns (unless it is also declared hidden).
@@ -124,6 +152,15 @@ pub enum RefusalReason {
     SystemCatalog,
     UnknownTable,
     RestrictedColumn,
+    /// A qualified column the relation does not have, such as attribute notation on a
+    /// whole row (`c.to_jsonb`).
+    UnknownColumn,
+    /// A cast to a type that is not an ordinary scalar (reg* types, oid, row types).
+    DeniedType,
+    /// A literal size argument over the bound (`repeat('x', 50000000)`).
+    TooLarge,
+    /// The re-rendered text would not parse back to the checked tree.
+    UnsafeRendering,
 }
 
 impl RefusalReason {
@@ -141,6 +178,10 @@ impl RefusalReason {
             RefusalReason::SystemCatalog => "system_catalog",
             RefusalReason::UnknownTable => "unknown_table",
             RefusalReason::RestrictedColumn => "restricted_column",
+            RefusalReason::UnknownColumn => "unknown_column",
+            RefusalReason::DeniedType => "denied_type",
+            RefusalReason::TooLarge => "too_large",
+            RefusalReason::UnsafeRendering => "unsafe_rendering",
         }
     }
 }
@@ -165,6 +206,9 @@ impl Refusal {
                 | RefusalReason::UnknownTable
                 | RefusalReason::RestrictedColumn
                 | RefusalReason::TooLong
+                | RefusalReason::UnknownColumn
+                | RefusalReason::TooLarge
+                | RefusalReason::UnsafeRendering
         );
         Refusal {
             reason,
@@ -245,8 +289,32 @@ impl CheckedQuery {
     }
 }
 
-/// Checks one statement against the policy; on success returns the text to run.
+/// The stack the guard runs on: its own thread, so a deep (but bounded) tree never
+/// meets a server worker's small stack.
+const GUARD_STACK_BYTES: usize = 64 * 1024 * 1024;
+
+/// Checks one statement against the policy; on success returns the text to run. The
+/// check runs on a thread of its own with a [`GUARD_STACK_BYTES`] stack.
 pub fn check(sql: &str, policy: &GuardPolicy) -> Result<CheckedQuery, Refusal> {
+    let failed = || {
+        Refusal::new(
+            RefusalReason::TooLong,
+            "the guard could not check this statement; send a shorter one",
+        )
+    };
+    std::thread::scope(|scope| {
+        match std::thread::Builder::new()
+            .name("askdb-guard".to_string())
+            .stack_size(GUARD_STACK_BYTES)
+            .spawn_scoped(scope, || check_here(sql, policy))
+        {
+            Ok(worker) => worker.join().unwrap_or_else(|_| Err(failed())),
+            Err(_) => Err(failed()),
+        }
+    })
+}
+
+fn check_here(sql: &str, policy: &GuardPolicy) -> Result<CheckedQuery, Refusal> {
     if sql.len() > MAX_SQL_BYTES {
         return Err(Refusal::new(
             RefusalReason::TooLong,
@@ -256,13 +324,46 @@ pub fn check(sql: &str, policy: &GuardPolicy) -> Result<CheckedQuery, Refusal> {
             ),
         ));
     }
+    let mut statement = parse_one(sql, policy)?;
+    let Statement::Query(query) = &mut statement else {
+        return Err(Refusal::new(
+            RefusalReason::NotAQuery,
+            format!(
+                "only a read-only query (SELECT, WITH ... SELECT, VALUES) may run; this is {}",
+                statement_kind(&statement)
+            ),
+        ));
+    };
+    let tables = check_query(query, policy)?;
+    let limit = force_limit(query, policy)?;
+    if policy.dialect == SqlDialect::Postgres {
+        // PostgreSQL has a string form the printer renders faithfully for any value.
+        let _ = sqlparser::ast::VisitMut::visit(query.as_mut(), &mut EscapeStringsForPostgres);
+    }
+    let sql = prove_round_trip(&statement, policy, &tables)?;
+    Ok(CheckedQuery {
+        sql,
+        limit,
+        tables,
+        policy_id: policy.id,
+    })
+}
+
+/// Token bounds, then the parser (with its recursion limit), then exactly one statement
+/// with SQLite hexadecimal integers restored.
+fn parse_one(sql: &str, policy: &GuardPolicy) -> Result<Statement, Refusal> {
+    let scanned = bounds::scan(sql, policy.dialect)?;
     let dialect = policy.dialect.parser_dialect();
-    let mut statements = Parser::parse_sql(dialect.as_ref(), sql).map_err(|error| {
-        Refusal::new(
-            RefusalReason::ParseError,
-            format!("could not parse the statement: {error}"),
-        )
-    })?;
+    let mut statements = Parser::new(dialect.as_ref())
+        .with_recursion_limit(bounds::PARSER_RECURSION_LIMIT)
+        .with_tokens_with_locations(scanned.tokens)
+        .parse_statements()
+        .map_err(|error| {
+            Refusal::new(
+                RefusalReason::ParseError,
+                format!("could not parse the statement: {error}"),
+            )
+        })?;
     let mut statement = match statements.len() {
         0 => {
             return Err(Refusal::new(
@@ -278,16 +379,21 @@ pub fn check(sql: &str, policy: &GuardPolicy) -> Result<CheckedQuery, Refusal> {
             ))
         }
     };
-    let Statement::Query(query) = &mut statement else {
-        return Err(Refusal::new(
-            RefusalReason::NotAQuery,
-            format!(
-                "only a read-only query (SELECT, WITH ... SELECT, VALUES) may run; this is {}",
-                statement_kind(&statement)
-            ),
-        ));
-    };
+    if !scanned.hex_integers.is_empty() {
+        let mut fix = HexIntegers {
+            at: &scanned.hex_integers,
+        };
+        if let ControlFlow::Break(refusal) =
+            sqlparser::ast::VisitMut::visit(&mut statement, &mut fix)
+        {
+            return Err(refusal);
+        }
+    }
+    Ok(statement)
+}
 
+/// Every check on the tree; returns the visible base tables read.
+fn check_query(query: &Query, policy: &GuardPolicy) -> Result<Vec<String>, Refusal> {
     if let ControlFlow::Break(refusal) = statement_shape_check(query) {
         return Err(refusal);
     }
@@ -300,15 +406,88 @@ pub fn check(sql: &str, policy: &GuardPolicy) -> Result<CheckedQuery, Refusal> {
     if let ControlFlow::Break(refusal) = query.visit(&mut checker) {
         return Err(refusal);
     }
-    let tables = checker.tables.into_iter().collect();
+    Ok(checker.tables.into_iter().collect())
+}
 
-    let limit = force_limit(query, policy)?;
-    Ok(CheckedQuery {
-        sql: statement.to_string(),
-        limit,
-        tables,
-        policy_id: policy.id,
-    })
+/// The round-trip proof: the text that will run, parsed again with the same dialect and
+/// bounds, must be the very tree that was checked and rewritten, and pass every check
+/// again. Any difference is a refusal: the printer would have run something else.
+fn prove_round_trip(
+    statement: &Statement,
+    policy: &GuardPolicy,
+    tables: &[String],
+) -> Result<String, Refusal> {
+    let rendered = statement.to_string();
+    let unfaithful = |detail: &str| {
+        Refusal::new(
+            RefusalReason::UnsafeRendering,
+            format!(
+                "the statement cannot be re-rendered faithfully ({detail}); write string literals and quoted names without backslash-quote or doubled-quote sequences inside them"
+            ),
+        )
+    };
+    let reparsed = parse_one(&rendered, policy).map_err(|refusal| {
+        unfaithful(&format!(
+            "its rendering does not parse back: {}",
+            refusal.message
+        ))
+    })?;
+    if &reparsed != statement {
+        return Err(unfaithful(
+            "the text that would run parses to a different statement",
+        ));
+    }
+    let Statement::Query(query) = &reparsed else {
+        return Err(unfaithful("its rendering is not a query"));
+    };
+    let again = check_query(query, policy)?;
+    if again != tables {
+        return Err(unfaithful("its rendering reads other tables"));
+    }
+    Ok(rendered)
+}
+
+/// Restores SQLite's hexadecimal integers (`0x10`, which sqlparser reads as the blob
+/// `X'10'`) to decimal integers, by the token positions the scan found.
+struct HexIntegers<'a> {
+    at: &'a BTreeSet<(u64, u64)>,
+}
+
+impl VisitorMut for HexIntegers<'_> {
+    type Break = Refusal;
+
+    fn pre_visit_value(&mut self, value: &mut ValueWithSpan) -> ControlFlow<Refusal> {
+        if let Value::HexStringLiteral(digits) = &value.value {
+            let start = value.span.start;
+            if self.at.contains(&(start.line, start.column)) {
+                match bounds::hex_integer_value(digits) {
+                    Ok(decimal) => value.value = Value::Number(decimal, false),
+                    Err(refusal) => return ControlFlow::Break(refusal),
+                }
+            }
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// sqlparser prints a single-quoted string by doubling each quote except one after a
+/// backslash or before another quote, so a value holding `\'` or `''` prints as other
+/// SQL. On PostgreSQL such a value is printed as an escape string (`E'...'`), whose
+/// printer escapes every quote and backslash; the round trip proves it.
+struct EscapeStringsForPostgres;
+
+impl VisitorMut for EscapeStringsForPostgres {
+    type Break = ();
+
+    fn pre_visit_value(&mut self, value: &mut ValueWithSpan) -> ControlFlow<()> {
+        if let Value::SingleQuotedString(text) = &value.value {
+            let printed = escape_quoted_string(text, '\'').to_string();
+            if printed != text.replace('\'', "''") {
+                value.value = Value::EscapedStringLiteral(text.clone());
+            }
+        }
+        ControlFlow::Continue(())
+    }
 }
 
 fn statement_kind(statement: &Statement) -> String {
@@ -424,6 +603,8 @@ struct DeclaredNames {
     /// Aliases of derived tables, table functions and CTE references: columns
     /// qualified by them come from a subquery that is checked on its own.
     derived_aliases: BTreeSet<String>,
+    /// Column names given by a base table's alias (`bills AS b(id, n)`).
+    alias_columns: BTreeMap<String, BTreeSet<String>>,
 }
 
 fn collect_names(query: &Query, policy: &GuardPolicy) -> DeclaredNames {
@@ -461,6 +642,15 @@ fn collect_names(query: &Query, policy: &GuardPolicy) -> DeclaredNames {
                     }
                     if let Some(alias) = alias {
                         aliases.push(ident_name(&alias.name));
+                        if !alias.columns.is_empty() {
+                            self.names
+                                .alias_columns
+                                .entry(ident_name(&alias.name))
+                                .or_default()
+                                .extend(
+                                    alias.columns.iter().map(|column| ident_name(&column.name)),
+                                );
+                        }
                     }
                     for alias in aliases {
                         self.names
@@ -496,7 +686,11 @@ fn collect_names(query: &Query, policy: &GuardPolicy) -> DeclaredNames {
 }
 
 fn table_factor_alias(factor: &TableFactor) -> Option<&Ident> {
-    let alias = match factor {
+    table_factor_table_alias(factor).map(|alias| &alias.name)
+}
+
+fn table_factor_table_alias(factor: &TableFactor) -> Option<&TableAlias> {
+    match factor {
         TableFactor::Table { alias, .. }
         | TableFactor::Derived { alias, .. }
         | TableFactor::TableFunction { alias, .. }
@@ -505,8 +699,7 @@ fn table_factor_alias(factor: &TableFactor) -> Option<&Ident> {
         | TableFactor::JsonTable { alias, .. }
         | TableFactor::NestedJoin { alias, .. } => alias.as_ref(),
         _ => None,
-    };
-    alias.map(|alias| &alias.name)
+    }
 }
 
 // ---------------------------------------------------------------------------------
@@ -563,7 +756,7 @@ const DENIED_PREFIXES: &[&str] = &[
 ];
 
 /// `pg_*` functions that only describe a value and are safe to call.
-const ALLOWED_PG_FUNCTIONS: &[&str] = &["pg_typeof"];
+const ALLOWED_PG_FUNCTIONS: &[&str] = &["pg_size_pretty", "pg_typeof"];
 
 fn is_denied_function(name: &str) -> bool {
     if ALLOWED_PG_FUNCTIONS.contains(&name) {
@@ -582,6 +775,20 @@ fn is_catalog_name(name: &str) -> bool {
     CATALOG_PREFIXES
         .iter()
         .any(|prefix| name.starts_with(prefix))
+}
+
+fn unlisted_function_refusal(name: &str) -> Refusal {
+    Refusal::new(
+        RefusalReason::DeniedFunction,
+        format!("function {name}() is not allowed: a query may use only the functions of ordinary analysis (aggregates, window, math, string, date/time, JSON and array functions); compute the answer with those"),
+    )
+}
+
+fn denied_type_refusal(name: &str) -> Refusal {
+    Refusal::new(
+        RefusalReason::DeniedType,
+        format!("a cast to {name} is not allowed: only ordinary scalar types (numbers, text, dates and times, booleans, JSON, arrays of them) may be cast to; reg* types, oid and row types are refused"),
+    )
 }
 
 fn denied_function_refusal(name: &str) -> Refusal {
@@ -605,13 +812,17 @@ impl TreeChecker<'_> {
             if is_denied_function(last) {
                 return ControlFlow::Break(denied_function_refusal(last));
             }
+            if !self.policy.is_function_allowed(last) {
+                return ControlFlow::Break(unlisted_function_refusal(last));
+            }
         }
-        // A function qualified with a catalog schema (pg_catalog.now()) is still a
-        // catalog function: allow only unqualified or default-schema calls.
+        // pg_catalog.now() is the listed now().
+        // A function in any other schema (public.lower) is a user's function that only
+        // shares a name with the listed one.
         if parts.len() > 1 {
             let schema = &parts[parts.len() - 2];
-            if schema != self.policy.dialect.default_schema() && schema != "pg_catalog" {
-                return ControlFlow::Break(denied_function_refusal(&parts.join(".")));
+            if parts.len() > 2 || schema != "pg_catalog" {
+                return ControlFlow::Break(unlisted_function_refusal(&parts.join(".")));
             }
         }
         ControlFlow::Continue(())
@@ -665,8 +876,107 @@ impl TreeChecker<'_> {
         ))
     }
 
+    /// A cast's target type: ordinary scalars only.
+    fn check_data_type(&self, data_type: &DataType) -> ControlFlow<Refusal> {
+        match data_type {
+            DataType::Custom(name, _) => {
+                let parts = object_name_parts(name);
+                let qualified_ok = match parts.as_slice() {
+                    [_] => true,
+                    [schema, _] => {
+                        schema == "pg_catalog" || schema == self.policy.dialect.default_schema()
+                    }
+                    _ => false,
+                };
+                let allowed = qualified_ok
+                    && parts
+                        .last()
+                        .is_some_and(|last| allow_list::type_allowed(self.policy.dialect, last));
+                if allowed {
+                    ControlFlow::Continue(())
+                } else {
+                    ControlFlow::Break(denied_type_refusal(&parts.join(".")))
+                }
+            }
+            DataType::Array(
+                ArrayElemTypeDef::AngleBracket(inner)
+                | ArrayElemTypeDef::SquareBracket(inner, _)
+                | ArrayElemTypeDef::Parenthesis(inner)
+                | ArrayElemTypeDef::ParenthesisNotNull(inner)
+                | ArrayElemTypeDef::Qualified(inner, _),
+            ) => self.check_data_type(inner),
+            DataType::Zerofill(inner)
+            | DataType::Nullable(inner)
+            | DataType::LowCardinality(inner)
+            | DataType::Collate(inner, _) => self.check_data_type(inner),
+            DataType::Regclass
+            | DataType::Table(_)
+            | DataType::NamedTable { .. }
+            | DataType::Map(..)
+            | DataType::Tuple(_)
+            | DataType::Nested(_)
+            | DataType::Object(_)
+            | DataType::Enum(..)
+            | DataType::Set(_)
+            | DataType::Struct(..)
+            | DataType::Union(_)
+            | DataType::Unspecified
+            | DataType::Trigger
+            | DataType::AnyType => {
+                ControlFlow::Break(denied_type_refusal(&data_type.to_string().to_lowercase()))
+            }
+            _ => ControlFlow::Continue(()),
+        }
+    }
+
+    /// A qualified reference to a table with restricted columns (or its alias) must name
+    /// one of its columns: `c.to_jsonb` is PostgreSQL's attribute notation for
+    /// `to_jsonb(c)`, the whole row. Every other qualified reference is left to the
+    /// database.
+    fn check_qualified_resolves(&self, qualifier: &str, column: &str) -> ControlFlow<Refusal> {
+        let Some(tables) = self.names.relations.get(qualifier) else {
+            return ControlFlow::Continue(());
+        };
+        // Only a relation with restricted columns can leak through attribute notation;
+        // elsewhere a missing column is the database's error to report (the agent's
+        // repairs read it).
+        if !self.names.restricted_relations.contains(qualifier)
+            || !tables.iter().any(|table| self.policy.is_visible(table))
+        {
+            return ControlFlow::Continue(());
+        }
+        let known = tables.iter().any(|table| {
+            self.policy
+                .columns_of(table)
+                .is_some_and(|columns| columns.contains(column))
+        }) || self
+            .names
+            .alias_columns
+            .get(qualifier)
+            .is_some_and(|columns| columns.contains(column));
+        // A name that is no function cannot be attribute notation: a missing column,
+        // which the database reports (the agent repairs from its error).
+        let is_function = is_denied_function(column)
+            || allow_list::function_allowed(self.policy.dialect, column)
+            || self.policy.extra_functions.contains(column);
+        if known || !is_function {
+            return ControlFlow::Continue(());
+        }
+        let owners: Vec<&str> = tables.iter().map(String::as_str).collect();
+        ControlFlow::Break(Refusal::new(
+            RefusalReason::UnknownColumn,
+            format!(
+                "column {qualifier}.{column} does not exist: {} has no column {column} (attribute notation such as alias.function on a whole row is not allowed)",
+                owners.join(" / ")
+            ),
+        ))
+    }
+
     /// A column reference `qualifier.column` or bare `column`.
     fn check_column(&self, qualifier: Option<&str>, column: &str) -> ControlFlow<Refusal> {
+        if let Some(qualifier) = qualifier {
+            self.check_qualified_resolves(qualifier, column)?;
+        }
         if !self.names.restricted_columns_in_play.contains(column) {
             return ControlFlow::Continue(());
         }
@@ -739,6 +1049,73 @@ impl TreeChecker<'_> {
         ControlFlow::Continue(())
     }
 
+    /// The visible base tables of one FROM item, or None when it is anything else (a
+    /// derived table, a function, a CTE name): then its columns are not known.
+    fn plain_tables(&self, factor: &TableFactor, out: &mut Vec<String>) -> Option<()> {
+        match factor {
+            TableFactor::Table { name, args, .. } if args.is_none() => {
+                let parts = object_name_parts(name);
+                if parts.len() == 1 && parts.iter().any(|part| self.names.ctes.contains(part)) {
+                    return None;
+                }
+                let key = relation_key(&parts, self.policy.dialect)?;
+                if !self.policy.is_visible(&key) {
+                    return None;
+                }
+                out.push(key);
+                Some(())
+            }
+            TableFactor::NestedJoin {
+                table_with_joins, ..
+            } => {
+                self.plain_tables(&table_with_joins.relation, out)?;
+                for join in &table_with_joins.joins {
+                    self.plain_tables(&join.relation, out)?;
+                }
+                Some(())
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether the `index`-th join, a NATURAL JOIN, may match on a restricted column: the
+    /// columns both sides share are known only for plain tables, so anything else may.
+    fn natural_join_may_match_restricted(&self, from: &TableWithJoins, index: usize) -> bool {
+        let mut left = Vec::new();
+        let mut right = Vec::new();
+        let known = self.plain_tables(&from.relation, &mut left).is_some()
+            && from
+                .joins
+                .iter()
+                .take(index)
+                .all(|join| self.plain_tables(&join.relation, &mut left).is_some())
+            && from
+                .joins
+                .get(index)
+                .is_some_and(|join| self.plain_tables(&join.relation, &mut right).is_some());
+        if !known {
+            return true;
+        }
+        let columns = |tables: &[String]| -> BTreeSet<String> {
+            tables
+                .iter()
+                .filter_map(|table| self.policy.columns_of(table))
+                .flatten()
+                .cloned()
+                .collect()
+        };
+        let (left_columns, right_columns) = (columns(&left), columns(&right));
+        left.iter().chain(right.iter()).any(|table| {
+            self.policy
+                .restricted_columns(table)
+                .is_some_and(|restricted| {
+                    restricted.iter().any(|column| {
+                        left_columns.contains(column) && right_columns.contains(column)
+                    })
+                })
+        })
+    }
+
     fn check_joins(&self, table_with_joins: &TableWithJoins) -> ControlFlow<Refusal> {
         let involved: Vec<String> = base_tables_of(table_with_joins)
             .into_iter()
@@ -747,9 +1124,11 @@ impl TreeChecker<'_> {
         if involved.is_empty() {
             return ControlFlow::Continue(());
         }
-        for join in &table_with_joins.joins {
+        for (index, join) in table_with_joins.joins.iter().enumerate() {
             match join_constraint(&join.join_operator) {
-                Some(JoinConstraint::Natural) => {
+                Some(JoinConstraint::Natural)
+                    if self.natural_join_may_match_restricted(table_with_joins, index) =>
+                {
                     return ControlFlow::Break(restricted_refusal(&format!(
                         "a NATURAL JOIN with {} may match on a restricted column and",
                         involved.join(", ")
@@ -886,6 +1265,13 @@ impl Visitor for TreeChecker<'_> {
     }
 
     fn pre_visit_table_factor(&mut self, factor: &TableFactor) -> ControlFlow<Refusal> {
+        if let Some(alias) = table_factor_table_alias(factor) {
+            for column in &alias.columns {
+                if let Some(data_type) = &column.data_type {
+                    self.check_data_type(data_type)?;
+                }
+            }
+        }
         match factor {
             TableFactor::Table {
                 name, args, alias, ..
@@ -941,6 +1327,11 @@ impl Visitor for TreeChecker<'_> {
         match expr {
             Expr::Function(function) => {
                 self.check_function_name(&function.name)?;
+                if let Some(last) = object_name_parts(&function.name).last() {
+                    if let Err(refusal) = bounds::check_built_size(last, &function.args) {
+                        return ControlFlow::Break(refusal);
+                    }
+                }
                 if let FunctionArguments::List(list) = &function.args {
                     for arg in &list.args {
                         let arg_expr = match arg {
@@ -955,11 +1346,13 @@ impl Visitor for TreeChecker<'_> {
                 }
                 ControlFlow::Continue(())
             }
+            Expr::Cast { data_type, .. } => self.check_data_type(data_type),
+            Expr::TypedString(typed) => self.check_data_type(&typed.data_type),
             Expr::Identifier(ident) => {
                 let name = ident_name(ident);
-                if self.names.restricted_relations.contains(&name)
-                    && !self.names.derived_aliases.contains(&name)
-                {
+                // Also when a derived table or CTE of another scope has the same name:
+                // an inner scope may still mean the table (alias shadowing).
+                if self.names.restricted_relations.contains(&name) {
                     return ControlFlow::Break(restricted_refusal(&format!(
                         "the whole-row reference {name} includes a restricted column and"
                     )));
@@ -1061,6 +1454,16 @@ fn force_limit(query: &mut Query, policy: &GuardPolicy) -> Result<LimitAction, R
         if limit <= cap {
             return Ok(LimitAction::Kept(limit));
         }
+    }
+    // FETCH ... WITH TIES or PERCENT means something a LIMIT cannot say: keep it, inside
+    // an outer query carrying the cap.
+    if query
+        .fetch
+        .as_ref()
+        .is_some_and(|fetch| fetch.with_ties || fetch.percent)
+    {
+        wrap_with_cap(query, policy)?;
+        return Ok(LimitAction::Wrapped(cap));
     }
     match query.body.as_ref() {
         SetExpr::SetOperation { .. } | SetExpr::Values(_) => {

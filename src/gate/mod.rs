@@ -371,6 +371,9 @@ impl Gate {
                 policy.restrict_column(&table, &column);
             }
         }
+        for function in &notes.allowed_functions {
+            policy.allow_function(function);
+        }
         let mut tables: Vec<TableSchema> = schema
             .into_iter()
             .filter(|table| !hidden.contains(&table.name.to_lowercase()))

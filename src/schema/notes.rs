@@ -34,6 +34,11 @@ pub struct SchemaNotes {
     /// Columns that hold money in [`Self::currency`], written `table.column`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub money_columns: Vec<String>,
+    /// Functions this database adds to the guard's reviewed allow-list
+    /// (`config/guard_allow_list.toml`), by name: for example a user-defined function
+    /// known to read nothing outside its arguments. The guard's deny list still wins.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed_functions: Vec<String>,
 }
 
 impl SchemaNotes {

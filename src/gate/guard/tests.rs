@@ -204,7 +204,8 @@ fn restricted_columns_in_every_form() {
         "SELECT b.*, c.* FROM bills b JOIN customers c ON c.cust_id = b.cust_id",
         "SELECT * FROM bills JOIN customers USING (cust_id)",
         "SELECT 1 FROM customers a JOIN customers b USING (phone)",
-        "SELECT cust_name FROM customers NATURAL JOIN bills",
+        "SELECT 1 FROM customers a NATURAL JOIN customers b",
+        "SELECT 1 FROM bills NATURAL JOIN (SELECT * FROM bills) t NATURAL JOIN customers",
         "SELECT row_to_json(c) FROM customers c",
         "SELECT c FROM customers c",
         "SELECT to_jsonb(customers) FROM customers",
@@ -218,6 +219,8 @@ fn restricted_columns_in_every_form() {
     // `TABLE x` is not in the PostgreSQL grammar sqlparser knows: refused unparsed.
     refused(PG, "TABLE customers", RefusalReason::ParseError);
     accepted(PG, "SELECT count(*) FROM customers");
+    // Shares cust_id alone with bills: no restricted column in the match.
+    accepted(PG, "SELECT cust_name FROM customers NATURAL JOIN bills");
     accepted(PG, "SELECT b.n FROM bills AS b(id, n)");
     accepted(PG, "SELECT cust_name, notes FROM customers");
     accepted(
@@ -300,7 +303,11 @@ fn limit_is_forced_on_the_outermost_query() {
         PG,
         "SELECT bill_no FROM bills ORDER BY total_amt FETCH FIRST 5 ROWS WITH TIES",
     );
-    assert_eq!(ties.limit, LimitAction::Capped(DEFAULT_ROW_CAP));
+    assert_eq!(ties.limit, LimitAction::Wrapped(DEFAULT_ROW_CAP));
+    assert_eq!(
+        ties.sql,
+        "SELECT * FROM (SELECT bill_no FROM bills ORDER BY total_amt FETCH FIRST 5 ROWS WITH TIES) AS askdb_capped LIMIT 200"
+    );
 
     let union = accepted(
         PG,
@@ -351,4 +358,252 @@ fn oversized_statements_are_refused_before_parsing() {
 fn deeply_nested_input_is_a_parse_error_not_a_crash() {
     let nested = format!("SELECT {}1{}", "(".repeat(5_000), ")".repeat(5_000));
     refused(PG, &nested, RefusalReason::ParseError);
+}
+
+#[test]
+fn the_round_trip_refuses_renderings_that_change_meaning() {
+    // sqlparser prints the value `x\' , ... --` without doubling the quote after the
+    // backslash: the rendering would run as a query over customers.
+    let trick = "SELECT 'x\\'' , cust_name, phone, address FROM customers --'";
+    refused(LITE, trick, RefusalReason::UnsafeRendering);
+    // PostgreSQL has an escape-string form the printer gets right: one string literal.
+    let rendered = accepted(PG, trick);
+    assert_eq!(
+        rendered.sql(),
+        "SELECT E'x\\\\\\' , cust_name, phone, address FROM customers --' LIMIT 200"
+    );
+    assert!(rendered.tables().is_empty());
+    refused(
+        PG,
+        "SELECT \"a\\\"\" , phone FROM customers --\" FROM bills",
+        RefusalReason::UnsafeRendering,
+    );
+    refused(
+        LITE,
+        "SELECT \"a\\\"\" , phone FROM customers --\" FROM bills",
+        RefusalReason::UnsafeRendering,
+    );
+    // Plain quotes and backslashes still render as written.
+    let plain = accepted(
+        LITE,
+        "SELECT 'it''s', 'back\\slash', \"odd\"\"name\" FROM bills",
+    );
+    assert_eq!(
+        plain.sql(),
+        "SELECT 'it''s', 'back\\slash', \"odd\"\"name\" FROM bills LIMIT 200"
+    );
+}
+
+#[test]
+fn sqlite_hex_integers_stay_integers() {
+    let hex = accepted(LITE, "SELECT 0x10, X'10', 0xff + 1");
+    assert_eq!(hex.sql(), "SELECT 16, X'10', 255 + 1 LIMIT 200");
+    refused(LITE, "SELECT 0X10", RefusalReason::ParseError);
+    refused(LITE, "SELECT 0x8000000000000000", RefusalReason::ParseError);
+    // PostgreSQL reads 0x10 as a number token and prints it back as written.
+    assert_eq!(accepted(PG, "SELECT 0x10").sql(), "SELECT 0x10 LIMIT 200");
+}
+
+#[test]
+fn functions_are_allowed_by_list() {
+    for sql in [
+        "SELECT ts_stat('SELECT 1')",
+        "SELECT * FROM ts_stat('SELECT 1')",
+        "SELECT ts_rewrite('a'::tsquery, 'SELECT 1')",
+        "SELECT pg_read_file('/etc/passwd')",
+        "SELECT current_setting('data_directory')",
+        "SELECT version()",
+        "SELECT to_regclass('askdb_query_log')",
+        "SELECT has_table_privilege('bills', 'SELECT')",
+        "SELECT txid_current()",
+        "SELECT pg_advisory_lock(1)",
+        "SELECT pg_terminate_backend(1)",
+        "SELECT json_populate_record(NULL::bills, '{}')",
+        "SELECT current_user",
+        "SELECT my_udf(1)",
+        "SELECT public.lower('A')",
+    ] {
+        refused(PG, sql, RefusalReason::DeniedFunction);
+    }
+    for sql in [
+        "SELECT sqlite_version()",
+        "SELECT sqlite_compileoption_get(0)",
+        "SELECT changes()",
+        "SELECT last_insert_rowid()",
+    ] {
+        refused(LITE, sql, RefusalReason::DeniedFunction);
+    }
+    // A hidden table named as a function: the words of any unknown function.
+    let hidden = refused(
+        PG,
+        "SELECT * FROM askdb_query_log()",
+        RefusalReason::DeniedFunction,
+    );
+    let unknown = refused(
+        PG,
+        "SELECT * FROM nope_table()",
+        RefusalReason::DeniedFunction,
+    );
+    assert_eq!(
+        hidden.message.replace("askdb_query_log", "X"),
+        unknown.message.replace("nope_table", "X")
+    );
+    assert_eq!(hidden.repairable, unknown.repairable);
+    for sql in [
+        "SELECT pg_size_pretty(sum(total_amt)::bigint) FROM bills",
+        "SELECT coalesce(max(total_amt), 0), count(DISTINCT status) FROM bills",
+        "SELECT date_trunc('month', now()), extract(year FROM now()), CURRENT_DATE",
+        "SELECT string_agg(status, ', ' ORDER BY status) FROM bills",
+        "SELECT jsonb_build_object('n', count(*)) FROM bills",
+        "SELECT pg_catalog.lower('A')",
+    ] {
+        accepted(PG, sql);
+    }
+    for sql in [
+        "SELECT strftime('%Y', 'now'), julianday('now'), ifnull(NULL, 1)",
+        "SELECT group_concat(status, ',') FROM bills",
+        "SELECT json_extract('{\"a\": 1}', '$.a')",
+    ] {
+        accepted(LITE, sql);
+    }
+    // A database's notes can add a function; the deny list still wins.
+    let mut extended = policy(PG);
+    extended.allow_function("my_udf");
+    extended.allow_function("pg_sleep");
+    assert!(check("SELECT my_udf(1)", &extended).is_ok());
+    assert!(check("SELECT pg_sleep(1)", &extended).is_err());
+}
+
+#[test]
+fn the_allow_list_file_parses_and_every_list_is_sorted_without_duplicates() {
+    let file = allow_list::parse(allow_list::ALLOW_LIST_TOML).expect("the allow-list parses");
+    for (dialect, section) in [("postgres", &file.postgres), ("sqlite", &file.sqlite)] {
+        assert!(
+            section.functions.values().map(Vec::len).sum::<usize>() > 100 || dialect == "sqlite"
+        );
+        for (category, names) in section.functions.iter().chain(section.types.iter()) {
+            let mut sorted = names.clone();
+            sorted.sort();
+            sorted.dedup();
+            assert_eq!(
+                &sorted, names,
+                "{dialect}.{category} is unsorted or has a duplicate"
+            );
+            for name in names {
+                assert!(
+                    !is_denied_function(name),
+                    "{dialect}.{category} allows the denied function {name}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn casts_to_catalog_and_row_types_are_refused() {
+    for sql in [
+        "SELECT 'askdb_query_log'::regclass",
+        "SELECT 1259::oid::regclass",
+        "SELECT 10::oid::regrole",
+        "SELECT CAST('x' AS regtype)",
+        "SELECT NULL::customers",
+        "SELECT NULL::askdb_query_log",
+        "SELECT regclass 'pg_class'",
+        "SELECT ARRAY[1]::oid[]",
+    ] {
+        refused(PG, sql, RefusalReason::DeniedType);
+    }
+    let hidden = refused(
+        PG,
+        "SELECT NULL::askdb_query_log",
+        RefusalReason::DeniedType,
+    );
+    let unknown = refused(PG, "SELECT NULL::nope_table", RefusalReason::DeniedType);
+    assert_eq!(
+        hidden.message.replace("askdb_query_log", "X"),
+        unknown.message.replace("nope_table", "X")
+    );
+    accepted(
+        PG,
+        "SELECT total_amt::numeric(12, 2), bill_id::text, '2024-01-01'::date, ARRAY[1]::int[], '1 day'::interval, '{}'::jsonb, now()::timestamptz FROM bills",
+    );
+    accepted(
+        LITE,
+        "SELECT CAST(total_amt AS REAL), CAST(bill_id AS TEXT) FROM bills",
+    );
+}
+
+#[test]
+fn attribute_notation_and_alias_shadowing_are_refused() {
+    for sql in [
+        "SELECT c.to_jsonb ->> 'phone' FROM customers c",
+        "SELECT c.row_to_json FROM customers c",
+        "SELECT c.concat FROM customers c",
+        "SELECT cust_id FROM customers c WHERE c.to_jsonb ->> 'phone' LIKE '9%'",
+        "SELECT customers.lower FROM customers",
+    ] {
+        refused(PG, sql, RefusalReason::UnknownColumn);
+    }
+    // Elsewhere a missing column is the database's error (the agent repairs from it).
+    accepted(PG, "SELECT b.qty FROM bills b");
+    refused(
+        PG,
+        "SELECT (SELECT c::text FROM customers c LIMIT 1) FROM (SELECT 1) AS c",
+        RefusalReason::RestrictedColumn,
+    );
+    accepted(
+        PG,
+        "SELECT b.bill_no, public.bills.status FROM bills b, public.bills",
+    );
+    accepted(PG, "SELECT t.n FROM (SELECT count(*) AS n FROM bills) t");
+    accepted(
+        PG,
+        "WITH bills AS (SELECT 1 AS x) SELECT bills.x FROM bills",
+    );
+}
+
+#[test]
+fn statement_size_and_depth_are_bounded_before_any_walk() {
+    // 70 KB of `1+1+...`: refused on its tokens, before a tree exists.
+    let chain = format!("SELECT {}", vec!["1"; 35_000].join("+"));
+    refused(PG, &chain, RefusalReason::TooLong);
+    refused(LITE, &chain, RefusalReason::TooLong);
+    // The longest chain allowed is walked, printed, re-parsed and dropped on the
+    // guard's own thread.
+    let longest = format!("SELECT {}", vec!["1"; bounds::MAX_OPERATORS].join("+"));
+    accepted(PG, &longest);
+    accepted(LITE, &longest);
+    let casts = format!("SELECT 1{}", "::int".repeat(bounds::MAX_OPERATORS));
+    accepted(PG, &casts);
+}
+
+#[test]
+fn literal_sizes_are_bounded() {
+    for sql in [
+        "SELECT repeat('x', 50000000)",
+        "SELECT strpos(repeat('a', 5000000), 'b')",
+        "SELECT lpad('x', 2000000000)",
+        "SELECT rpad(cust_name, cust_id * 100000000) FROM customers",
+        "SELECT format('%2000000s', 'x')",
+        "SELECT format('%*s', 10, 'x')",
+    ] {
+        refused(PG, sql, RefusalReason::TooLarge);
+    }
+    for sql in [
+        "SELECT instr(printf('%.*c', 8000000, 'a'), 'b')",
+        "SELECT printf('%9000000d', 1)",
+        "SELECT length(randomblob(250000000))",
+        "SELECT zeroblob(1000000000)",
+        "SELECT printf(cust_name, 1) FROM customers",
+    ] {
+        refused(LITE, sql, RefusalReason::TooLarge);
+    }
+    accepted(
+        PG,
+        "SELECT lpad(bill_no, 12, '0'), repeat('-', 3), format('%-10s|%s', status, 'x') FROM bills",
+    );
+    accepted(
+        LITE,
+        "SELECT printf('%08.2f %%', total_amt), hex(randomblob(16)), zeroblob(4) FROM bills",
+    );
 }

@@ -1,0 +1,334 @@
+//! Bounds the guard enforces on the token stream, before the parser builds a tree and
+//! before any recursive walk over one: how many tokens and operators a statement may
+//! have (an operator chain such as `1+1+...+1` is parsed in a loop but walked, printed
+//! and dropped by recursion, so its length is its depth), the parser's recursion limit,
+//! and the literal forms sqlparser reads differently from the database (SQLite's `0x10`
+//! is the integer 16, not the blob `X'10'`; `0X10` is one token to SQLite, two to
+//! sqlparser). Also the bound on literal size arguments (`repeat`, `lpad`, printf
+//! widths, `randomblob`...), which no statement timeout can interrupt.
+
+use std::collections::BTreeSet;
+
+use sqlparser::ast::{Expr, FunctionArg, FunctionArgExpr, FunctionArguments, UnaryOperator, Value};
+use sqlparser::keywords::Keyword;
+use sqlparser::tokenizer::{Location, Token, TokenWithSpan, Tokenizer};
+
+use super::{Refusal, RefusalReason, SqlDialect};
+
+/// The most tokens a statement may have (whitespace and comments not counted).
+pub const MAX_TOKENS: usize = 20_000;
+
+/// The most operators (and operator keywords: AND, OR, NOT, IS, IN, LIKE, BETWEEN,
+/// COLLATE, AT...) a statement may have: a bound on the depth of any operator chain, so
+/// the tree can be walked, printed and dropped on a 2 MB thread stack.
+pub const MAX_OPERATORS: usize = 1_000;
+
+/// The parser's recursion limit (nested parentheses, subqueries, CASE, calls): deeper
+/// input is a parse error, never a stack overflow.
+pub const PARSER_RECURSION_LIMIT: usize = 50;
+
+/// The largest literal size a function may be asked to build: `repeat`'s count,
+/// `lpad`/`rpad` lengths, printf/format widths and precisions, `randomblob`/`zeroblob`.
+pub const MAX_BUILT_SIZE: u64 = 1_000_000;
+
+/// What the token scan learned.
+pub(crate) struct Scanned {
+    pub tokens: Vec<TokenWithSpan>,
+    /// Where SQLite hexadecimal integers (`0x10`) start: sqlparser tokenizes them as
+    /// blob literals, so the guard turns them back into decimal integers.
+    pub hex_integers: BTreeSet<(u64, u64)>,
+}
+
+fn too_long(message: String) -> Refusal {
+    Refusal::new(RefusalReason::TooLong, message)
+}
+
+/// Tokenizes `sql` and applies the bounds; tokenizer errors are parse errors.
+pub(crate) fn scan(sql: &str, dialect: SqlDialect) -> Result<Scanned, Refusal> {
+    let parser_dialect = dialect.parser_dialect();
+    let tokens = Tokenizer::new(parser_dialect.as_ref(), sql)
+        .with_unescape(true)
+        .tokenize_with_location()
+        .map_err(|error| {
+            Refusal::new(
+                RefusalReason::ParseError,
+                format!("could not parse the statement: {error}"),
+            )
+        })?;
+    let mut counted = 0usize;
+    let mut operators = 0usize;
+    let mut hex_integers = BTreeSet::new();
+    let line_starts = line_starts(sql);
+    let mut previous: Option<&Token> = None;
+    for token in &tokens {
+        if matches!(token.token, Token::Whitespace(_) | Token::EOF) {
+            previous = Some(&token.token);
+            continue;
+        }
+        counted += 1;
+        if is_operator(&token.token) {
+            operators += 1;
+        }
+        if let Token::HexStringLiteral(_) = &token.token {
+            let start = token.span.start;
+            if source_at(sql, &line_starts, start)
+                .is_some_and(|rest| rest.starts_with("0x") || rest.starts_with("0X"))
+            {
+                hex_integers.insert((start.line, start.column));
+            }
+        }
+        if let (Some(Token::Number(..)), Token::Word(_)) = (previous, &token.token) {
+            return Err(Refusal::new(
+                RefusalReason::ParseError,
+                "a number directly followed by a name (such as 0X10 or 1abc) is read differently by the database; write numbers in decimal and separate them from names",
+            ));
+        }
+        previous = Some(&token.token);
+    }
+    if counted > MAX_TOKENS {
+        return Err(too_long(format!(
+            "the statement has {counted} tokens; the limit is {MAX_TOKENS}"
+        )));
+    }
+    if operators > MAX_OPERATORS {
+        return Err(too_long(format!(
+            "the statement has {operators} operators; the limit is {MAX_OPERATORS} (write long lists with IN (...) instead of chains)"
+        )));
+    }
+    Ok(Scanned {
+        tokens,
+        hex_integers,
+    })
+}
+
+/// Tokens that are not operands: counted as operators (conservative: a token kind not
+/// named here as an operand counts).
+fn is_operator(token: &Token) -> bool {
+    match token {
+        Token::Word(word) => matches!(
+            word.keyword,
+            Keyword::AND
+                | Keyword::OR
+                | Keyword::NOT
+                | Keyword::IS
+                | Keyword::IN
+                | Keyword::LIKE
+                | Keyword::ILIKE
+                | Keyword::BETWEEN
+                | Keyword::COLLATE
+                | Keyword::AT
+                | Keyword::SIMILAR
+                | Keyword::REGEXP
+                | Keyword::RLIKE
+                | Keyword::GLOB
+                | Keyword::MATCH
+                | Keyword::DIV
+                | Keyword::XOR
+                | Keyword::ESCAPE
+                | Keyword::OVERLAPS
+                | Keyword::NOTNULL
+                | Keyword::OPERATOR
+        ),
+        Token::Number(..)
+        | Token::SingleQuotedString(_)
+        | Token::DoubleQuotedString(_)
+        | Token::DollarQuotedString(_)
+        | Token::NationalStringLiteral(_)
+        | Token::EscapedStringLiteral(_)
+        | Token::UnicodeStringLiteral(_)
+        | Token::HexStringLiteral(_)
+        | Token::Placeholder(_)
+        | Token::Comma
+        | Token::LParen
+        | Token::RParen
+        | Token::Period
+        | Token::SemiColon
+        | Token::Whitespace(_)
+        | Token::EOF => false,
+        _ => true,
+    }
+}
+
+fn line_starts(sql: &str) -> Vec<usize> {
+    std::iter::once(0)
+        .chain(sql.match_indices('\n').map(|(index, _)| index + 1))
+        .collect()
+}
+
+/// The source text from a tokenizer location (1-based line, 1-based column in chars).
+fn source_at<'a>(sql: &'a str, line_starts: &[usize], location: Location) -> Option<&'a str> {
+    let line_index = usize::try_from(location.line).ok()?.checked_sub(1)?;
+    let column = usize::try_from(location.column).ok()?.checked_sub(1)?;
+    let line_start = *line_starts.get(line_index)?;
+    let line = sql.get(line_start..)?;
+    let offset = line
+        .char_indices()
+        .nth(column)
+        .map(|(offset, _)| offset)
+        .or_else(|| (line.chars().count() == column).then_some(line.len()))?;
+    line.get(offset..)
+}
+
+/// The decimal value of a SQLite hexadecimal integer's digits (`10` for `0x10`), as
+/// SQLite reads it: at most 16 digits, a 64-bit two's-complement integer. Negative
+/// values (16 digits from `8...`) are refused: their decimal form is not one literal.
+pub(crate) fn hex_integer_value(digits: &str) -> Result<String, Refusal> {
+    let refuse = || {
+        Refusal::new(
+            RefusalReason::ParseError,
+            format!(
+                "the hexadecimal integer 0x{digits} is too large or malformed; write it in decimal"
+            ),
+        )
+    };
+    if digits.is_empty() || digits.len() > 16 {
+        return Err(refuse());
+    }
+    let value = u64::from_str_radix(digits, 16).map_err(|_| refuse())?;
+    let signed = i64::from_ne_bytes(value.to_ne_bytes());
+    if signed < 0 {
+        return Err(refuse());
+    }
+    Ok(signed.to_string())
+}
+
+/// Which argument of a function sets the size of what it builds, by function name.
+fn size_argument(name: &str) -> Option<usize> {
+    match name {
+        "repeat" | "lpad" | "rpad" => Some(1),
+        "randomblob" | "zeroblob" => Some(0),
+        _ => None,
+    }
+}
+
+fn too_large(message: String) -> Refusal {
+    Refusal::new(RefusalReason::TooLarge, message)
+}
+
+fn unnamed_args(args: &FunctionArguments) -> Vec<Option<&Expr>> {
+    match args {
+        FunctionArguments::List(list) => list
+            .args
+            .iter()
+            .map(|arg| match arg {
+                FunctionArg::Unnamed(FunctionArgExpr::Expr(expr)) => Some(expr),
+                _ => None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// An integer literal's value (a leading minus allowed: a negative size builds nothing).
+fn literal_integer(expr: &Expr) -> Option<i128> {
+    match expr {
+        Expr::Value(value) => match &value.value {
+            Value::Number(text, _) => text.parse::<i128>().ok(),
+            _ => None,
+        },
+        Expr::Nested(inner) => literal_integer(inner),
+        Expr::UnaryOp {
+            op: UnaryOperator::Minus,
+            expr,
+        } => literal_integer(expr).map(|value| -value),
+        Expr::UnaryOp {
+            op: UnaryOperator::Plus,
+            expr,
+        } => literal_integer(expr),
+        _ => None,
+    }
+}
+
+/// Refuses a size argument that is not an integer literal of at most [`MAX_BUILT_SIZE`],
+/// and a printf/format string that is not a literal or asks for a wider field.
+pub(crate) fn check_built_size(name: &str, args: &FunctionArguments) -> Result<(), Refusal> {
+    let args = unnamed_args(args);
+    if let Some(index) = size_argument(name) {
+        let Some(arg) = args.get(index) else {
+            return Ok(());
+        };
+        return match arg.and_then(literal_integer) {
+            Some(size) if size <= i128::from(MAX_BUILT_SIZE) => Ok(()),
+            Some(size) => Err(too_large(format!(
+                "{name}() would build {size} bytes or characters; the limit is {MAX_BUILT_SIZE}"
+            ))),
+            None => Err(too_large(format!(
+                "the size given to {name}() must be a plain integer (at most {MAX_BUILT_SIZE}), so the result stays bounded"
+            ))),
+        };
+    }
+    if matches!(name, "printf" | "format") {
+        let format = args.first().copied().flatten().and_then(|expr| match expr {
+            Expr::Value(value) => match &value.value {
+                Value::SingleQuotedString(text) | Value::EscapedStringLiteral(text) => {
+                    Some(text.as_str())
+                }
+                _ => None,
+            },
+            _ => None,
+        });
+        let Some(format) = format else {
+            return Err(too_large(format!(
+                "the format given to {name}() must be a string literal, so its widths can be checked"
+            )));
+        };
+        return check_format_widths(name, format);
+    }
+    Ok(())
+}
+
+/// Reads every `%` conversion of a printf/format string: a `*` width or precision (taken
+/// from an argument) is refused, and any number in a conversion over the bound.
+fn check_format_widths(name: &str, format: &str) -> Result<(), Refusal> {
+    let mut chars = format.chars().peekable();
+    while let Some(ch) = chars.next() {
+        if ch != '%' {
+            continue;
+        }
+        if chars.peek() == Some(&'%') {
+            chars.next();
+            continue;
+        }
+        let mut number = String::new();
+        while let Some(&next) = chars.peek() {
+            if next.is_ascii_digit() {
+                number.push(next);
+                chars.next();
+                continue;
+            }
+            check_width_number(name, &number)?;
+            number.clear();
+            if next == '*' {
+                return Err(too_large(format!(
+                    "a width or precision taken from an argument (`*`) is not allowed in {name}(); write the number"
+                )));
+            }
+            if matches!(
+                next,
+                '-' | '+' | ' ' | '#' | ',' | '!' | '.' | '$' | 'l' | 'h'
+            ) {
+                chars.next();
+                continue;
+            }
+            break;
+        }
+        check_width_number(name, &number)?;
+    }
+    Ok(())
+}
+
+fn check_width_number(name: &str, digits: &str) -> Result<(), Refusal> {
+    if digits.is_empty() {
+        return Ok(());
+    }
+    let too_wide = digits.len() > 7
+        || digits
+            .parse::<u64>()
+            .map_or(true, |width| width > MAX_BUILT_SIZE);
+    if too_wide {
+        return Err(too_large(format!(
+            "the width {digits} in the format of {name}() is over the limit of {MAX_BUILT_SIZE}"
+        )));
+    }
+    Ok(())
+}
