@@ -25,15 +25,7 @@ mod serve;
 
 use fake_model::{Behaviour, FakeModel};
 use private_postgres::PrivatePostgres;
-use serve::Server;
-
-fn client() -> reqwest::Client {
-    askdb::llm::install_tls_provider();
-    reqwest::Client::builder()
-        .timeout(Duration::from_secs(60))
-        .build()
-        .expect("client")
-}
+use serve::{get_json as get, http_client as client, Server};
 
 /// (status, body, Retry-After) of one request; panics when no answer comes.
 async fn send(
@@ -63,16 +55,6 @@ async fn send(
 async fn post(http: &reqwest::Client, url: &str, body: &Value) -> (StatusCode, Value) {
     let (status, body, _) = send(http, url, body).await;
     (status, body)
-}
-
-async fn get(http: &reqwest::Client, url: &str) -> (StatusCode, Value) {
-    let response = http
-        .get(url)
-        .send()
-        .await
-        .unwrap_or_else(|error| panic!("GET {url} got no answer: {error}"));
-    let status = response.status();
-    (status, response.json().await.unwrap_or(Value::Null))
 }
 
 /// A private PostgreSQL with the demo loaded and the two roles proven; the URL is the

@@ -21,32 +21,7 @@ use serde_json::{json, Value};
 mod ci;
 #[path = "support/serve.rs"]
 mod serve;
-use serve::Server;
-
-fn client() -> reqwest::Client {
-    askdb::llm::install_tls_provider();
-    reqwest::Client::builder()
-        .timeout(Duration::from_secs(60))
-        .build()
-        .expect("client")
-}
-
-async fn get(client: &reqwest::Client, url: &str) -> (StatusCode, Value) {
-    let response = client.get(url).send().await.expect("GET answers");
-    let status = response.status();
-    (status, response.json().await.unwrap_or(Value::Null))
-}
-
-async fn post(client: &reqwest::Client, url: &str, body: &Value) -> (StatusCode, Value) {
-    let response = client
-        .post(url)
-        .json(body)
-        .send()
-        .await
-        .expect("POST answers");
-    let status = response.status();
-    (status, response.json().await.unwrap_or(Value::Null))
-}
+use serve::{get_json as get, http_client as client, post_json as post, Server};
 
 fn write_script(dir: &Path, lines: &[Value]) -> String {
     let path = dir.join("script.jsonl");

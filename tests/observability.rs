@@ -17,21 +17,7 @@ mod scratch;
 #[path = "support/serve.rs"]
 mod serve;
 use scratch::{pg_connect, Scratch};
-use serve::Server;
-
-fn client() -> reqwest::Client {
-    askdb::llm::install_tls_provider();
-    reqwest::Client::builder()
-        .timeout(Duration::from_secs(60))
-        .build()
-        .expect("client")
-}
-
-async fn get(http: &reqwest::Client, url: &str) -> (StatusCode, Value) {
-    let response = http.get(url).send().await.expect("GET answers");
-    let status = response.status();
-    (status, response.json().await.unwrap_or(Value::Null))
-}
+use serve::{get_json as get, http_client as client, Server};
 
 async fn ask(http: &reqwest::Client, server: &Server, question: &str) -> (StatusCode, Value) {
     let response = http

@@ -165,3 +165,50 @@ impl Drop for Server {
         let _ = self.child.wait();
     }
 }
+
+/// The HTTP client the tests talk to a server with: a minute per request.
+pub fn http_client() -> reqwest::Client {
+    askdb::llm::install_tls_provider();
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(60))
+        .build()
+        .expect("client")
+}
+
+/// GET `url`: the status and the JSON body (null when it is not JSON); panics when no
+/// answer comes.
+pub async fn get_json(
+    http: &reqwest::Client,
+    url: &str,
+) -> (reqwest::StatusCode, serde_json::Value) {
+    let response = http
+        .get(url)
+        .send()
+        .await
+        .unwrap_or_else(|error| panic!("GET {url} got no answer: {error}"));
+    let status = response.status();
+    (
+        status,
+        response.json().await.unwrap_or(serde_json::Value::Null),
+    )
+}
+
+/// POST `body` as JSON to `url`: the status and the JSON body (null when it is not
+/// JSON); panics when no answer comes.
+pub async fn post_json(
+    http: &reqwest::Client,
+    url: &str,
+    body: &serde_json::Value,
+) -> (reqwest::StatusCode, serde_json::Value) {
+    let response = http
+        .post(url)
+        .json(body)
+        .send()
+        .await
+        .unwrap_or_else(|error| panic!("POST {url} got no answer: {error}"));
+    let status = response.status();
+    (
+        status,
+        response.json().await.unwrap_or(serde_json::Value::Null),
+    )
+}
