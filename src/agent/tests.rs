@@ -383,10 +383,13 @@ async fn a_reply_identical_to_a_failed_one_is_never_run_again() {
     assert_eq!(result.decision, Decision::Answer);
     assert_eq!(result.attempts, 3);
     assert_eq!(result.model_calls.len(), 3);
+    // The bad query fails at the guard (bills has no cust_name), its repeat is never
+    // checked or run again, and only the repaired query executes.
+    assert_eq!(count(&result, "guard"), 2, "{:?}", nodes(&result));
     assert_eq!(
         count(&result, "execute"),
-        2,
-        "the repeat was never run: {:?}",
+        1,
+        "the repeat was run: {:?}",
         nodes(&result)
     );
     assert_eq!(result.history[1].error_type, FailureKind::IdenticalToFailed);

@@ -27,6 +27,7 @@ use sqlparser::parser::Parser;
 
 mod allow_list;
 pub mod bounds;
+mod scope;
 
 /// The default row cap forced into every query's LIMIT.
 pub const DEFAULT_ROW_CAP: u64 = 200;
@@ -605,6 +606,11 @@ struct DeclaredNames {
     derived_aliases: BTreeSet<String>,
     /// Column names given by a base table's alias (`bills AS b(id, n)`).
     alias_columns: BTreeMap<String, BTreeSet<String>>,
+    /// Alias of a derived table, table function or other non-table FROM item -> the
+    /// columns it exposes (merged over every scope that uses the alias).
+    derived_columns: BTreeMap<String, scope::Columns>,
+    /// CTE name -> the columns it exposes.
+    cte_columns: BTreeMap<String, scope::Columns>,
 }
 
 fn collect_names(query: &Query, policy: &GuardPolicy) -> DeclaredNames {
@@ -682,7 +688,67 @@ fn collect_names(query: &Query, policy: &GuardPolicy) -> DeclaredNames {
         names: DeclaredNames::default(),
     };
     let _ = query.visit(&mut collector);
-    collector.names
+    let mut names = collector.names;
+    // Outputs second: a derived table's `*` over a CTE needs every CTE name first.
+    let (derived_columns, cte_columns) = {
+        let resolver = scope::Resolver {
+            policy,
+            ctes: &names.ctes,
+        };
+        let mut outputs = OutputCollector {
+            resolver,
+            derived: BTreeMap::new(),
+            ctes: BTreeMap::new(),
+        };
+        let _ = query.visit(&mut outputs);
+        (outputs.derived, outputs.ctes)
+    };
+    names.derived_columns = derived_columns;
+    names.cte_columns = cte_columns;
+    names
+}
+
+/// Records the columns every CTE and every non-table FROM item exposes.
+struct OutputCollector<'a> {
+    resolver: scope::Resolver<'a>,
+    derived: BTreeMap<String, scope::Columns>,
+    ctes: BTreeMap<String, scope::Columns>,
+}
+
+impl Visitor for OutputCollector<'_> {
+    type Break = ();
+
+    fn pre_visit_query(&mut self, query: &Query) -> ControlFlow<()> {
+        if let Some(with) = &query.with {
+            for cte in &with.cte_tables {
+                let columns = self.resolver.aliased_outputs(Some(&cte.alias), &cte.query);
+                self.ctes
+                    .entry(ident_name(&cte.alias.name))
+                    .or_default()
+                    .merge(columns);
+            }
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn pre_visit_table_factor(&mut self, factor: &TableFactor) -> ControlFlow<()> {
+        let columns = match factor {
+            TableFactor::Table { args: None, .. } => return ControlFlow::Continue(()),
+            TableFactor::Derived {
+                subquery, alias, ..
+            } => self.resolver.aliased_outputs(alias.as_ref(), subquery),
+            // Table functions, UNNEST, nested joins with an alias: the names are the
+            // database's (a function's alias may itself be its one column's name).
+            _ => scope::Columns::unknown(),
+        };
+        if let Some(alias) = table_factor_alias(factor) {
+            self.derived
+                .entry(ident_name(alias))
+                .or_default()
+                .merge(columns);
+        }
+        ControlFlow::Continue(())
+    }
 }
 
 fn table_factor_alias(factor: &TableFactor) -> Option<&Ident> {
@@ -929,53 +995,116 @@ impl TreeChecker<'_> {
         }
     }
 
-    /// A qualified reference to a table with restricted columns (or its alias) must name
-    /// one of its columns: `c.to_jsonb` is PostgreSQL's attribute notation for
-    /// `to_jsonb(c)`, the whole row. Every other qualified reference is left to the
-    /// database.
-    fn check_qualified_resolves(&self, qualifier: &str, column: &str) -> ControlFlow<Refusal> {
-        let Some(tables) = self.names.relations.get(qualifier) else {
+    /// Every column the relations named `qualifier` may have (tables, CTEs, derived
+    /// tables and aliases' column lists, over every scope), or None when the statement
+    /// declares no relation of that name (the database then reports the reference).
+    fn qualifier_columns(&self, qualifier: &str) -> Option<scope::Columns> {
+        let resolver = scope::Resolver {
+            policy: self.policy,
+            ctes: &self.names.ctes,
+        };
+        let mut found: Option<scope::Columns> = None;
+        let mut merge = |columns: scope::Columns| match &mut found {
+            Some(known) => known.merge(columns),
+            None => found = Some(columns),
+        };
+        if let Some(tables) = self.names.relations.get(qualifier) {
+            for table in tables {
+                if self.names.ctes.contains(table) {
+                    merge(
+                        self.names
+                            .cte_columns
+                            .get(table)
+                            .cloned()
+                            .unwrap_or_else(scope::Columns::unknown),
+                    );
+                }
+                if self.policy.columns_of(table).is_some() || !self.names.ctes.contains(table) {
+                    merge(resolver.table_columns(table));
+                }
+            }
+        }
+        if let Some(columns) = self.names.alias_columns.get(qualifier) {
+            merge(scope::Columns::known(columns.iter().cloned()));
+        }
+        if let Some(columns) = self.names.derived_columns.get(qualifier) {
+            merge(columns.clone());
+        }
+        found
+    }
+
+    /// A qualified reference must name a column of a relation its qualifier stands for.
+    /// `c.to_jsonb` on a table is PostgreSQL's attribute notation for `to_jsonb(c)`, the
+    /// whole row; `T2.quantity` where T2 is tracks reads nothing the query meant. The
+    /// refusal uses the database's own words (`column T2.x does not exist`), so the
+    /// agent repairs it as it repairs the database's error.
+    fn check_qualified_resolves(
+        &self,
+        qualifier: &str,
+        column: &str,
+        written: &str,
+    ) -> ControlFlow<Refusal> {
+        let Some(columns) = self.qualifier_columns(qualifier) else {
             return ControlFlow::Continue(());
         };
-        // Only a relation with restricted columns can leak through attribute notation;
-        // elsewhere a missing column is the database's error to report (the agent's
-        // repairs read it).
-        if !self.names.restricted_relations.contains(qualifier)
-            || !tables.iter().any(|table| self.policy.is_visible(table))
-        {
+        if columns.may_have(column) {
             return ControlFlow::Continue(());
         }
-        let known = tables.iter().any(|table| {
-            self.policy
-                .columns_of(table)
-                .is_some_and(|columns| columns.contains(column))
-        }) || self
+        let tables: Vec<&str> = self
             .names
-            .alias_columns
+            .relations
             .get(qualifier)
-            .is_some_and(|columns| columns.contains(column));
-        // A name that is no function cannot be attribute notation: a missing column,
-        // which the database reports (the agent repairs from its error).
+            .map(|tables| tables.iter().map(String::as_str).collect())
+            .unwrap_or_default();
+        let shown_qualifier = written.rsplit_once('.').map_or(qualifier, |(left, _)| left);
+        let described: Vec<String> = tables
+            .iter()
+            .map(|table| {
+                if self.names.ctes.contains(*table) {
+                    format!("the WITH query {table}")
+                } else {
+                    (*table).to_string()
+                }
+            })
+            .collect();
+        let stands_for = if described.is_empty() {
+            format!("{shown_qualifier} is a subquery")
+        } else {
+            format!("{shown_qualifier} is {}", described.join(" / "))
+        };
         let is_function = is_denied_function(column)
             || allow_list::function_allowed(self.policy.dialect, column)
             || self.policy.extra_functions.contains(column);
-        if known || !is_function {
-            return ControlFlow::Continue(());
-        }
-        let owners: Vec<&str> = tables.iter().map(String::as_str).collect();
+        let why = if is_function {
+            " (attribute notation such as alias.function on a whole row is not allowed)"
+        } else {
+            ""
+        };
+        let mut listed: Vec<&str> = columns.names.iter().map(String::as_str).collect();
+        listed.retain(|name| !matches!(*name, "rowid" | "oid" | "_rowid_"));
+        listed.retain(|name| {
+            !tables
+                .iter()
+                .any(|table| self.policy.is_restricted(table, name))
+        });
         ControlFlow::Break(Refusal::new(
             RefusalReason::UnknownColumn,
             format!(
-                "column {qualifier}.{column} does not exist: {} has no column {column} (attribute notation such as alias.function on a whole row is not allowed)",
-                owners.join(" / ")
+                "column {written} does not exist: {stands_for}, which has no column {column}{why}; its columns are {}",
+                listed.join(", ")
             ),
         ))
     }
 
     /// A column reference `qualifier.column` or bare `column`.
-    fn check_column(&self, qualifier: Option<&str>, column: &str) -> ControlFlow<Refusal> {
+    fn check_column(
+        &self,
+        qualifier: Option<&str>,
+        column: &str,
+        written: &str,
+    ) -> ControlFlow<Refusal> {
         if let Some(qualifier) = qualifier {
-            self.check_qualified_resolves(qualifier, column)?;
+            self.check_qualified_resolves(qualifier, column, written)?;
         }
         if !self.names.restricted_columns_in_play.contains(column) {
             return ControlFlow::Continue(());
@@ -1357,7 +1486,7 @@ impl Visitor for TreeChecker<'_> {
                         "the whole-row reference {name} includes a restricted column and"
                     )));
                 }
-                self.check_column(None, &name)
+                self.check_column(None, &name, &ident.value)
             }
             Expr::CompoundIdentifier(idents) => {
                 let names: Vec<String> = idents.iter().map(ident_name).collect();
@@ -1367,7 +1496,8 @@ impl Visitor for TreeChecker<'_> {
                     .checked_sub(2)
                     .and_then(|index| names.get(index))
                     .map(String::as_str);
-                self.check_column(qualifier, column)
+                let written: Vec<&str> = idents.iter().map(|ident| ident.value.as_str()).collect();
+                self.check_column(qualifier, column, &written.join("."))
             }
             Expr::QualifiedWildcard(qualifier, _) => self.check_qualified_wildcard(qualifier),
             Expr::BinaryOp {

@@ -182,13 +182,14 @@ pub struct QueryError {
 }
 
 impl QueryError {
-    /// The error a guard refusal becomes: `rejected`, or `syntax_error` when the
-    /// statement did not parse.
+    /// The error a guard refusal becomes: `rejected`; `syntax_error` when the
+    /// statement did not parse, and `unknown_column` when a qualified column resolved
+    /// to nothing (worded as the database words it, so it is repaired the same way).
     pub fn from_refusal(refusal: Refusal, sql: &str) -> Self {
-        let error_type = if refusal.reason == RefusalReason::ParseError {
-            ErrorType::SyntaxError
-        } else {
-            ErrorType::Rejected
+        let error_type = match refusal.reason {
+            RefusalReason::ParseError => ErrorType::SyntaxError,
+            RefusalReason::UnknownColumn => ErrorType::UnknownColumn,
+            _ => ErrorType::Rejected,
         };
         QueryError {
             ok: false,
@@ -280,6 +281,7 @@ impl Gate {
         let limits = ExecLimits {
             row_cap: options.row_cap,
             statement_timeout: options.statement_timeout,
+            byte_cap: executor::DEFAULT_RESULT_BYTE_CAP,
         };
         let label = options
             .label
@@ -324,12 +326,12 @@ impl Gate {
             // Introspect first (its own connection) so the notes, and from them the
             // restricted columns the authorizer enforces, are known before the
             // locked-down connections open.
-            let probe = SqliteExecutor::open(&path, BTreeMap::new())?;
+            let probe = SqliteExecutor::open(&path, BTreeMap::new(), BTreeSet::new())?;
             let schema = probe.introspect()?;
             drop(probe);
             let notes = choose_notes(&choice, &schema);
-            let restricted = restricted_map(&notes);
-            let executor = SqliteExecutor::open(&path, restricted)?;
+            let executor =
+                SqliteExecutor::open(&path, restricted_map(&notes), hidden_tables(&notes))?;
             Ok::<_, ExecFailure>((executor, schema, notes))
         })
         .await
@@ -357,12 +359,7 @@ impl Gate {
     ) -> Gate {
         let mut policy = GuardPolicy::new(dialect);
         policy.row_cap = options.row_cap;
-        let hidden: BTreeSet<String> = notes
-            .hidden_tables
-            .iter()
-            .map(|name| name.to_lowercase())
-            .chain(std::iter::once(QUERY_LOG_TABLE.to_string()))
-            .collect();
+        let hidden = hidden_tables(&notes);
         for name in &hidden {
             policy.hide_table(name);
         }
@@ -668,6 +665,17 @@ fn choose_notes(options: &GateOptions, schema: &[TableSchema]) -> SchemaNotes {
     } else {
         SchemaNotes::default()
     }
+}
+
+/// The tables no query may read, lower-cased: the notes' hidden tables and always the
+/// query log. The guard refuses them and the SQLite authorizer denies reading them.
+fn hidden_tables(notes: &SchemaNotes) -> BTreeSet<String> {
+    notes
+        .hidden_tables
+        .iter()
+        .map(|name| name.to_lowercase())
+        .chain(std::iter::once(QUERY_LOG_TABLE.to_string()))
+        .collect()
 }
 
 /// `table.column` notes as a map from table to its restricted columns.

@@ -191,10 +191,8 @@ const LAYER1_ONLY: &[(&str, &str)] = &[
     ("h055", "SET is allowed in READ ONLY; the rollback reverts it"),
     ("h056", "SET is allowed in READ ONLY; the rollback reverts it"),
     ("h057", "SET ROLE is allowed (and this test runs as superuser); the rollback reverts it"),
-    ("h058", "SET TRANSACTION READ WRITE is allowed before the first snapshot; nothing else runs in that transaction"),
     ("h059", "RESET ALL is allowed; the rollback reverts it"),
     ("h061", "COMMIT ends the empty read-only transaction early; one statement per call, so nothing follows it"),
-    ("h063", "START TRANSACTION inside a transaction is only a warning"),
     ("h071", "ANALYZE is allowed in READ ONLY; it only refreshes planner statistics"),
     ("h073", "NOTIFY is allowed; notifications are delivered only on commit, and the transaction is rolled back"),
     ("h078", "LOCK TABLE is allowed in READ ONLY; the lock ends with the rollback"),
@@ -407,6 +405,54 @@ async fn pg_layer3_role_alone_refuses_writes_with_42501() {
         catalog_fingerprint(&admin).await,
         "objects changed"
     );
+}
+
+#[tokio::test]
+async fn pg_layer3_role_alone_cannot_read_other_roles_queries_in_pg_stat_activity() {
+    let Some((scratch, report)) = Scratch::with_demo(
+        "pg_layer3_role_alone_cannot_read_other_roles_queries_in_pg_stat_activity",
+    )
+    .await
+    else {
+        return;
+    };
+    // Another role's session (the administrator's, as the log role's would be) runs a
+    // statement whose text carries a secret while askdb_ro looks.
+    let admin = scratch.admin_in_database().await;
+    let marker = format!("askdb_secret_{}", std::process::id());
+    let running = format!("SELECT pg_sleep(3), '{marker}'");
+    let sleeper = tokio::spawn(async move { admin.simple_query(&running).await.map(|_| ()) });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let gate = open_gate(
+        report.read_only.connection_url(),
+        with_timeout(Duration::from_secs(2)),
+    )
+    .await;
+    // Below the guard, which refuses pg_stat_activity by name.
+    let seen = gate
+        .execute(
+            "SELECT usename::text AS who, coalesce(query, '') AS query, \
+             coalesce(client_addr::text, '') AS addr FROM pg_stat_activity \
+             WHERE usename IS DISTINCT FROM current_user",
+        )
+        .await
+        .expect("askdb_ro may list sessions");
+    assert!(
+        !seen.rows.is_empty(),
+        "the administrator's session is not listed at all"
+    );
+    for row in &seen.rows {
+        let text = format!("{row:?}");
+        assert!(!text.contains(&marker), "another role's query text: {text}");
+    }
+    assert!(
+        seen.rows
+            .iter()
+            .any(|row| row[1] == json!("<insufficient privilege>")),
+        "{:?}",
+        seen.rows
+    );
+    let _ = sleeper.await;
 }
 
 /// A cell compared across dialects: booleans as 0/1, numbers (and numeric text) as
@@ -1180,6 +1226,123 @@ async fn pg_values_convert_to_json_by_type() {
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// A statement that catches its own cancellation: neither the statement timeout nor
+/// the cancel request stops it, as with a function that never checks for interrupts.
+const STUBBORN_FUNCTION: &str =
+    "CREATE FUNCTION askdb_stubborn() RETURNS int LANGUAGE plpgsql AS $$
+    DECLARE started timestamptz := clock_timestamp();
+    BEGIN
+      WHILE clock_timestamp() < started + interval '60 seconds' LOOP
+        BEGIN
+          PERFORM pg_sleep(0.05);
+        EXCEPTION WHEN query_canceled THEN NULL;
+        END;
+      END LOOP;
+      RETURN 1;
+    END $$";
+
+#[tokio::test]
+async fn pg_a_statement_that_ignores_its_timeout_ends_in_time_and_its_backend_is_terminated() {
+    let Some(scratch) = Scratch::empty(
+        "pg_a_statement_that_ignores_its_timeout_ends_in_time_and_its_backend_is_terminated",
+    )
+    .await
+    else {
+        return;
+    };
+    let admin = scratch.admin_in_database().await;
+    admin
+        .batch_execute(STUBBORN_FUNCTION)
+        .await
+        .expect("stubborn function");
+    let timeout = Duration::from_secs(1);
+    let gate = open_gate(&scratch.superuser_url(), with_timeout(timeout)).await;
+    let started = Instant::now();
+    let failure = gate
+        .execute("SELECT askdb_stubborn()")
+        .await
+        .expect_err("the stubborn statement cannot finish in time");
+    let elapsed = started.elapsed();
+    assert_eq!(
+        failure.error_type,
+        ErrorType::Timeout,
+        "{}",
+        failure.message
+    );
+    // The caller hears within the statement timeout plus the client's grace of one
+    // second (and a little scheduling slack), not after the statement's 60 s.
+    assert!(
+        elapsed < timeout + executor::postgres::CLIENT_GRACE + Duration::from_millis(500),
+        "took {elapsed:?}"
+    );
+    let running = || async {
+        admin
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity \
+                 WHERE query LIKE '%askdb_stubborn()%' AND pid <> pg_backend_pid()",
+                &[],
+            )
+            .await
+            .expect("pg_stat_activity")
+            .get::<_, i64>(0)
+    };
+    // The cancel cannot take (the function catches it) and a closed socket does not
+    // stop a statement that never writes to it: only the termination ends it, well
+    // before its own 60 s.
+    let mut gone = false;
+    for _ in 0..100 {
+        if running().await == 0 {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        gone,
+        "the stubborn backend was still running 10 s after the timeout"
+    );
+    let QueryOutcome::Rows(one) = gate.run_query("SELECT 1 AS one").await else {
+        panic!("the gate stopped answering after the timeout");
+    };
+    assert_eq!(one.rows, vec![vec![json!(1)]]);
+}
+
+#[tokio::test]
+async fn pg_a_result_stops_at_its_byte_cap_without_reading_the_rest() {
+    let Some(scratch) =
+        Scratch::empty("pg_a_result_stops_at_its_byte_cap_without_reading_the_rest").await
+    else {
+        return;
+    };
+    let gate = open_gate(
+        &scratch.superuser_url(),
+        with_timeout(Duration::from_secs(20)),
+    )
+    .await;
+    // Fifty values of 1 MB each, far under the row cap: the byte cap (8 MiB) cuts the
+    // result after the ninth, the first to pass it.
+    let rows = gate
+        .execute("SELECT repeat('x', 1000000) AS big FROM generate_series(1, 50)")
+        .await
+        .expect("rows");
+    assert_eq!(rows.rows.len(), 9);
+    assert!(rows.truncated);
+    // A result of many small rows still stops at the row cap, and says so.
+    let many = gate
+        .execute("SELECT n FROM generate_series(1, 1000) AS n")
+        .await
+        .expect("rows");
+    assert_eq!(many.rows.len() as u64, guard::DEFAULT_ROW_CAP);
+    assert!(many.truncated);
+    let exact = format!(
+        "SELECT n FROM generate_series(1, {}) AS n",
+        guard::DEFAULT_ROW_CAP
+    );
+    let exact = gate.execute(&exact).await.expect("rows");
+    assert_eq!(exact.rows.len() as u64, guard::DEFAULT_ROW_CAP);
+    assert!(!exact.truncated, "exactly the cap is not truncated");
 }
 
 #[tokio::test]

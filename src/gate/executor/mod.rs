@@ -51,6 +51,28 @@ impl ExecFailure {
 pub(crate) struct ExecLimits {
     pub row_cap: u64,
     pub statement_timeout: Duration,
+    /// The most bytes of values a result may hold: past it no further row is read and
+    /// the result is `truncated`, so a few huge values cannot exhaust memory where a
+    /// row cap alone would let them through.
+    pub byte_cap: u64,
+}
+
+/// The default [`ExecLimits::byte_cap`]: 8 MiB of values, far above any answer a person
+/// reads (200 rows of 40 KiB each) and far below what would strain a server.
+pub(crate) const DEFAULT_RESULT_BYTE_CAP: u64 = 8 * 1024 * 1024;
+
+/// What one value costs against [`ExecLimits::byte_cap`]: the length of text, eight
+/// bytes for anything else (numbers, booleans, nulls, placeholders of the same order).
+pub(crate) fn value_bytes(value: &JsonValue) -> u64 {
+    match value {
+        JsonValue::String(text) => text.len() as u64,
+        JsonValue::Array(items) => items.iter().map(value_bytes).sum(),
+        JsonValue::Object(fields) => fields
+            .iter()
+            .map(|(key, value)| key.len() as u64 + value_bytes(value))
+            .sum(),
+        _ => 8,
+    }
 }
 
 /// Quotes an identifier for SQL the executors write themselves (introspection and

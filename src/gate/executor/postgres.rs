@@ -26,7 +26,9 @@ use std::collections::BTreeMap;
 use std::error::Error as StdError;
 use std::str::FromStr;
 #[cfg(test)]
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use deadpool_postgres::{
@@ -38,7 +40,7 @@ use tokio_postgres::error::ErrorPosition;
 use tokio_postgres::types::{FromSql, Kind, Type};
 use tokio_postgres::{Config, NoTls};
 
-use super::{ExecFailure, ExecLimits, RawRows};
+use super::{value_bytes, ExecFailure, ExecLimits, RawRows};
 use crate::gate::taxonomy::{self, ErrorType};
 use crate::schema::{ColumnSchema, ForeignKey, TableSchema};
 use crate::text::redact_password;
@@ -58,8 +60,29 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 pub(crate) const POOL_WAIT: Duration = Duration::from_secs(5);
 
 /// Beyond the server-side statement timeout, how long the client waits before it
-/// gives up on the server itself (a hung network, a server that never answers).
-const CLIENT_GRACE: Duration = Duration::from_secs(3);
+/// gives up on the server itself (a hung network, a server that never answers, a
+/// statement that ignores the timeout): a caller hears within the timeout plus this.
+pub(crate) const CLIENT_GRACE: Duration = Duration::from_secs(1);
+
+/// After the client gave up on a statement, how long its backend has to stop after
+/// the cancel request before it is terminated, and again after the termination
+/// before it is reported as still running.
+const BACKEND_STOP_WAIT: Duration = Duration::from_secs(1);
+
+/// Rows fetched from the portal per round trip: most answers fit in one, and a result
+/// of huge values is cut at the byte cap after at most this many rows past it.
+const FETCH_CHUNK: i32 = 100;
+
+/// What became of a backend whose statement outran the client's deadline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BackendEnd {
+    /// It stopped after the cancel request (or the closed connection).
+    Gone,
+    /// It ignored the cancel and was terminated.
+    Terminated,
+    /// Still running after the termination, or it could not be checked.
+    Unconfirmed,
+}
 
 /// The longest a statement waits for a lock. A read that waits longer is queued
 /// behind someone's schema change; failing fast beats holding a connection.
@@ -199,9 +222,10 @@ impl PostgresExecutor {
     pub async fn execute(&self, sql: &str, limits: ExecLimits) -> Result<RawRows, ExecFailure> {
         let mut client = self.checkout().await?;
         let deadline = limits.statement_timeout + CLIENT_GRACE;
+        let backend_pid = Arc::new(AtomicI32::new(0));
         let outcome = tokio::time::timeout(deadline, async {
             let transaction = self.begin(&mut client).await?;
-            let result = run_statement(&transaction, sql, limits).await;
+            let result = run_statement(&transaction, sql, limits, &backend_pid).await;
             // Always roll back, whatever the statement did or failed to do.
             let rolled_back = transaction.rollback().await.is_ok();
             Ok::<_, ExecFailure>((result, rolled_back))
@@ -223,12 +247,18 @@ impl PostgresExecutor {
             }
             Err(_elapsed) => {
                 // The server did not answer in time, not even with its own timeout:
-                // ask it to cancel, and throw the connection away.
+                // ask it to cancel, throw the connection away, and make sure the
+                // backend stops (a closed socket alone does not stop a statement that
+                // never writes to it).
                 let token = client.cancel_token();
                 drop(Object::take(client));
+                let pid = backend_pid.load(Ordering::SeqCst);
+                let pool = self.pool.clone();
                 tokio::spawn(async move {
-                    // Best effort: the session ends anyway once its socket closes.
                     let _ = token.cancel_query(NoTls).await;
+                    if pid != 0 {
+                        end_backend(&pool, pid).await;
+                    }
                 });
                 Err(ExecFailure::new(
                     ErrorType::Timeout,
@@ -299,10 +329,58 @@ fn recycle_sql() -> String {
     format!("{clean} {DEALLOCATE_SQL_PREPARED}")
 }
 
+/// Whether backend `pid` is still there, or None when that cannot be checked.
+async fn backend_running(pool: &Pool, pid: i32) -> Option<bool> {
+    let client = pool.get().await.ok()?;
+    let row = client
+        .query_one(
+            "SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE pid = $1",
+            &[&pid],
+        )
+        .await
+        .ok()?;
+    Some(row.try_get::<_, i64>(0).ok()? > 0)
+}
+
+/// Polls until backend `pid` is gone or `wait` has passed.
+async fn backend_stops_within(pool: &Pool, pid: i32, wait: Duration) -> bool {
+    let started = std::time::Instant::now();
+    loop {
+        if backend_running(pool, pid).await == Some(false) {
+            return true;
+        }
+        if started.elapsed() >= wait {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Confirms that a backend whose statement outran the client's deadline has stopped,
+/// and terminates it when the cancel did not take (a statement that catches
+/// query_canceled, or one busy in a function that never checks for interrupts). A
+/// role may terminate its own backends, so askdb_ro needs no extra privilege.
+pub(crate) async fn end_backend(pool: &Pool, pid: i32) -> BackendEnd {
+    if backend_stops_within(pool, pid, BACKEND_STOP_WAIT).await {
+        return BackendEnd::Gone;
+    }
+    if let Ok(client) = pool.get().await {
+        let _ = client
+            .query_one("SELECT pg_catalog.pg_terminate_backend($1)", &[&pid])
+            .await;
+    }
+    if backend_stops_within(pool, pid, BACKEND_STOP_WAIT).await {
+        BackendEnd::Terminated
+    } else {
+        BackendEnd::Unconfirmed
+    }
+}
+
 async fn run_statement(
     transaction: &Transaction<'_>,
     sql: &str,
     limits: ExecLimits,
+    backend_pid: &AtomicI32,
 ) -> Result<RawRows, ExecFailure> {
     let timeout_ms = limits
         .statement_timeout
@@ -318,9 +396,14 @@ async fn run_statement(
     // sent together (pipelined on the connection; the server handles them in order, and
     // both settings are done before the statement is bound and run): two round trips
     // instead of five.
-    let (set_statement_timeout, set_lock_timeout, prepared) = tokio::join!(
+    // The backend's pid rides along too: should the statement outrun the client's
+    // deadline, it names the backend to confirm stopped. Being a query, it also takes
+    // the transaction's snapshot before the statement runs, so a statement can no
+    // longer switch the transaction to READ WRITE (`SET TRANSACTION READ WRITE`).
+    let (set_statement_timeout, set_lock_timeout, pid, prepared) = tokio::join!(
         transaction.execute(statement_timeout.as_str(), &[]),
         transaction.execute(lock_timeout.as_str(), &[]),
+        transaction.query_one("SELECT pg_catalog.pg_backend_pid()", &[]),
         transaction.prepare(sql)
     );
     // The statement's own error first: when its Parse fails, the transaction is
@@ -328,6 +411,9 @@ async fn run_statement(
     let statement = prepared.map_err(|error| failure_from(&error))?;
     set_statement_timeout.map_err(|error| failure_from(&error))?;
     set_lock_timeout.map_err(|error| failure_from(&error))?;
+    if let Ok(pid) = pid.and_then(|row| row.try_get::<_, i32>(0)) {
+        backend_pid.store(pid, Ordering::SeqCst);
+    }
     let columns: Vec<String> = statement
         .columns()
         .iter()
@@ -337,24 +423,47 @@ async fn run_statement(
         .bind(&statement, &[])
         .await
         .map_err(|error| failure_from(&error))?;
-    let wanted = limits.row_cap.saturating_add(1);
-    let max_rows = i32::try_from(wanted).unwrap_or(i32::MAX);
-    let fetched = transaction
-        .query_portal(&portal, max_rows)
-        .await
-        .map_err(|error| failure_from(&error))?;
+    // Fetch in chunks, never more than cap + 1 rows in all, and stop once the values
+    // pass the byte cap: the server never sends much more than either allows.
     let cap = usize::try_from(limits.row_cap).unwrap_or(usize::MAX);
-    let truncated = fetched.len() > cap;
-    let mut rows = Vec::with_capacity(fetched.len().min(cap));
-    for row in fetched.iter().take(cap) {
-        let mut values = Vec::with_capacity(columns.len());
-        for index in 0..row.len() {
-            let cell: PgCell = row
-                .try_get(index)
-                .map_err(|error| ExecFailure::new(ErrorType::Unknown, describe(&error)))?;
-            values.push(cell.0);
+    let mut rows: Vec<Vec<JsonValue>> = Vec::new();
+    let mut bytes = 0u64;
+    let mut truncated = false;
+    loop {
+        let wanted = cap.saturating_add(1).saturating_sub(rows.len());
+        let chunk = i32::try_from(wanted).unwrap_or(i32::MAX).min(FETCH_CHUNK);
+        let fetched = transaction
+            .query_portal(&portal, chunk)
+            .await
+            .map_err(|error| failure_from(&error))?;
+        let exhausted = fetched.len() < usize::try_from(chunk).unwrap_or(usize::MAX);
+        for row in &fetched {
+            if rows.len() >= cap || bytes > limits.byte_cap {
+                truncated = true;
+                break;
+            }
+            let mut values = Vec::with_capacity(columns.len());
+            for index in 0..row.len() {
+                let cell: PgCell = row
+                    .try_get(index)
+                    .map_err(|error| ExecFailure::new(ErrorType::Unknown, describe(&error)))?;
+                bytes += value_bytes(&cell.0);
+                values.push(cell.0);
+            }
+            rows.push(values);
         }
-        rows.push(values);
+        if truncated || exhausted {
+            break;
+        }
+        if rows.len() >= cap || bytes > limits.byte_cap {
+            // Full, and the portal may hold more: one row more says whether it does.
+            let more = transaction
+                .query_portal(&portal, 1)
+                .await
+                .map_err(|error| failure_from(&error))?;
+            truncated = !more.is_empty();
+            break;
+        }
     }
     Ok(RawRows {
         columns,

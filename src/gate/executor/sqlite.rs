@@ -27,7 +27,7 @@ use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags};
 use serde_json::Value as JsonValue;
 
-use super::{quote_ident, ExecFailure, ExecLimits, RawRows};
+use super::{quote_ident, value_bytes, ExecFailure, ExecLimits, RawRows};
 use crate::gate::taxonomy::{self, ErrorType};
 use crate::schema::{ColumnSchema, ForeignKey, TableSchema};
 
@@ -78,9 +78,21 @@ struct LockedConnection {
 
 pub(crate) struct SqliteExecutor {
     path: PathBuf,
-    restricted: Arc<BTreeMap<String, BTreeSet<String>>>,
+    lockdown: Arc<Lockdown>,
     idle: Mutex<Vec<LockedConnection>>,
 }
+
+/// What the authorizer denies besides writes: restricted columns and hidden tables.
+struct Lockdown {
+    restricted: BTreeMap<String, BTreeSet<String>>,
+    hidden: BTreeSet<String>,
+}
+
+/// The longest string or blob any value may be (`SQLITE_LIMIT_LENGTH`, 1 GB by
+/// default): a function building a larger one (`randomblob`, `printf` widths,
+/// `zeroblob`) fails at once with "string or blob too big", because the progress
+/// handler cannot interrupt one long function call.
+pub(crate) const MAX_VALUE_BYTES: i32 = 4 * 1024 * 1024;
 
 fn now_ms() -> u64 {
     crate::calendar::unix_millis()
@@ -110,10 +122,7 @@ fn failure_from(error: rusqlite::Error) -> ExecFailure {
     }
 }
 
-fn authorize(
-    context: AuthContext<'_>,
-    restricted: &BTreeMap<String, BTreeSet<String>>,
-) -> Authorization {
+fn authorize(context: AuthContext<'_>, lockdown: &Lockdown) -> Authorization {
     match context.action {
         AuthAction::Select | AuthAction::Recursive => Authorization::Allow,
         AuthAction::Read {
@@ -121,11 +130,12 @@ fn authorize(
             column_name,
         } => {
             let table = table_name.to_lowercase();
-            if table.starts_with("sqlite_") {
+            if table.starts_with("sqlite_") || lockdown.hidden.contains(&table) {
                 return Authorization::Deny;
             }
             let column = column_name.to_lowercase();
-            if restricted
+            if lockdown
+                .restricted
                 .get(&table)
                 .is_some_and(|columns| columns.contains(&column))
             {
@@ -153,6 +163,7 @@ impl SqliteExecutor {
     pub fn open(
         path: &Path,
         restricted: BTreeMap<String, BTreeSet<String>>,
+        hidden: BTreeSet<String>,
     ) -> Result<Self, ExecFailure> {
         if !path.is_file() {
             return Err(ExecFailure::new(
@@ -162,7 +173,7 @@ impl SqliteExecutor {
         }
         let executor = SqliteExecutor {
             path: path.to_path_buf(),
-            restricted: Arc::new(restricted),
+            lockdown: Arc::new(Lockdown { restricted, hidden }),
             idle: Mutex::new(Vec::new()),
         };
         // Open one connection now so a bad file fails at startup, not at first query.
@@ -217,10 +228,13 @@ impl SqliteExecutor {
         connection
             .set_limit(Limit::SQLITE_LIMIT_ATTACHED, 0)
             .map_err(setup_error)?;
-        let restricted = Arc::clone(&self.restricted);
+        connection
+            .set_limit(Limit::SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
+            .map_err(setup_error)?;
+        let lockdown = Arc::clone(&self.lockdown);
         connection
             .authorizer(Some(move |context: AuthContext<'_>| {
-                authorize(context, &restricted)
+                authorize(context, &lockdown)
             }))
             .map_err(setup_error)?;
         let deadline_ms = Arc::new(AtomicU64::new(0));
@@ -289,9 +303,26 @@ impl SqliteExecutor {
         let locked = self.take()?;
         let deadline = now_ms() + limits.statement_timeout.as_millis() as u64;
         locked.deadline_ms.store(deadline.max(1), Ordering::Relaxed);
-        let result = run_statement(&locked.connection, sql, limits.row_cap);
+        let result = run_statement(&locked.connection, sql, limits);
         self.give_back(locked);
-        result
+        result.map_err(|failure| self.as_missing_if_hidden(failure))
+    }
+
+    /// The authorizer's refusal of a hidden table (`access to askdb_query_log.question
+    /// is prohibited`) in the words SQLite uses for a table that does not exist, so
+    /// this layer alone does not reveal that the table is there either.
+    fn as_missing_if_hidden(&self, failure: ExecFailure) -> ExecFailure {
+        let message = failure.message.to_lowercase();
+        let hidden = self.lockdown.hidden.iter().find(|table| {
+            message.contains(&format!("access to {table}."))
+                || message.contains(&format!("access to main.{table}."))
+        });
+        match hidden {
+            Some(table) => {
+                ExecFailure::new(ErrorType::UnknownTable, format!("no such table: {table}"))
+            }
+            None => failure,
+        }
     }
 
     /// Reads every table's structure and size from the catalog.
@@ -301,7 +332,11 @@ impl SqliteExecutor {
     }
 }
 
-fn run_statement(connection: &Connection, sql: &str, row_cap: u64) -> Result<RawRows, ExecFailure> {
+fn run_statement(
+    connection: &Connection,
+    sql: &str,
+    limits: ExecLimits,
+) -> Result<RawRows, ExecFailure> {
     let mut statement = connection.prepare(sql).map_err(failure_from)?;
     if !statement.readonly() {
         return Err(ExecFailure::new(
@@ -313,16 +348,18 @@ fn run_statement(connection: &Connection, sql: &str, row_cap: u64) -> Result<Raw
     let column_count = columns.len();
     let mut rows_out = Vec::new();
     let mut truncated = false;
+    let mut bytes = 0u64;
     let mut rows = statement.query([]).map_err(failure_from)?;
     while let Some(row) = rows.next().map_err(failure_from)? {
-        if rows_out.len() as u64 >= row_cap {
+        if rows_out.len() as u64 >= limits.row_cap || bytes > limits.byte_cap {
             truncated = true;
             break;
         }
         let mut values = Vec::with_capacity(column_count);
         for index in 0..column_count {
-            let value = row.get_ref(index).map_err(failure_from)?;
-            values.push(json_of(value));
+            let value = json_of(row.get_ref(index).map_err(failure_from)?);
+            bytes += value_bytes(&value);
+            values.push(value);
         }
         rows_out.push(values);
     }
@@ -471,6 +508,7 @@ mod tests {
         ExecLimits {
             row_cap: 10,
             statement_timeout: Duration::from_secs(5),
+            byte_cap: super::super::DEFAULT_RESULT_BYTE_CAP,
         }
     }
 
@@ -485,7 +523,8 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("db.sqlite");
         database(&path, 1);
-        let executor = SqliteExecutor::open(&path, BTreeMap::new()).expect("opens");
+        let executor =
+            SqliteExecutor::open(&path, BTreeMap::new(), BTreeSet::new()).expect("opens");
         assert_eq!(count(&executor).expect("rows"), JsonValue::from(1));
 
         let replacement = dir.path().join("new.sqlite");
@@ -503,7 +542,8 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("db.sqlite");
         database(&path, 2);
-        let executor = SqliteExecutor::open(&path, BTreeMap::new()).expect("opens");
+        let executor =
+            SqliteExecutor::open(&path, BTreeMap::new(), BTreeSet::new()).expect("opens");
         assert!(count(&executor).is_ok());
         let aside = dir.path().join("aside.sqlite");
         std::fs::rename(&path, &aside).expect("remove");
@@ -522,7 +562,8 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("db.sqlite");
         database(&path, 1);
-        let executor = SqliteExecutor::open(&path, BTreeMap::new()).expect("opens");
+        let executor =
+            SqliteExecutor::open(&path, BTreeMap::new(), BTreeSet::new()).expect("opens");
         let held: Vec<LockedConnection> = (0..MAX_IDLE_CONNECTIONS + 5)
             .map(|_| executor.take().expect("connection"))
             .collect();
@@ -530,5 +571,87 @@ mod tests {
             executor.give_back(connection);
         }
         assert_eq!(executor.idle_connections(), MAX_IDLE_CONNECTIONS);
+    }
+
+    #[test]
+    fn the_authorizer_alone_denies_reading_a_hidden_table() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("db.sqlite");
+        database(&path, 1);
+        Connection::open(&path)
+            .and_then(|connection| {
+                connection.execute_batch(
+                    "CREATE TABLE askdb_query_log (question TEXT);
+                     INSERT INTO askdb_query_log VALUES ('secret');",
+                )
+            })
+            .expect("hidden table");
+        let hidden = BTreeSet::from(["askdb_query_log".to_string()]);
+        let executor = SqliteExecutor::open(&path, BTreeMap::new(), hidden).expect("opens");
+        // No guard here: the statements go straight to the locked-down connection.
+        for sql in [
+            "SELECT question FROM askdb_query_log",
+            "SELECT count(*) FROM t WHERE EXISTS (SELECT question FROM askdb_query_log)",
+            "SELECT * FROM (SELECT * FROM ASKDB_QUERY_LOG)",
+        ] {
+            let failure = executor.execute(sql, limits()).expect_err(sql);
+            // In the words of a table that does not exist.
+            assert_eq!(failure.message, "no such table: askdb_query_log", "{sql}");
+            assert_eq!(failure.error_type, ErrorType::UnknownTable, "{sql}");
+        }
+        assert_eq!(
+            count(&executor).expect("other tables read"),
+            JsonValue::from(1)
+        );
+    }
+
+    #[test]
+    fn a_value_past_the_length_limit_fails_at_once_instead_of_outrunning_the_deadline() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("db.sqlite");
+        database(&path, 1);
+        let executor =
+            SqliteExecutor::open(&path, BTreeMap::new(), BTreeSet::new()).expect("opens");
+        for sql in [
+            "SELECT length(randomblob(250000000))",
+            "SELECT instr(printf('%.*c', 8000000, 'a'), 'b')",
+            "SELECT length(zeroblob(100000000))",
+        ] {
+            let failure = executor.execute(sql, limits()).expect_err(sql);
+            assert!(
+                failure.message.contains("too big"),
+                "{sql}: {}",
+                failure.message
+            );
+        }
+        let within = format!("SELECT length(randomblob({}))", MAX_VALUE_BYTES / 2);
+        let rows = executor
+            .execute(&within, limits())
+            .expect("within the limit");
+        assert_eq!(rows.rows[0][0], JsonValue::from(MAX_VALUE_BYTES / 2));
+    }
+
+    #[test]
+    fn a_result_stops_at_its_byte_cap_and_says_truncated() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("db.sqlite");
+        database(&path, 10);
+        let executor =
+            SqliteExecutor::open(&path, BTreeMap::new(), BTreeSet::new()).expect("opens");
+        let limits = ExecLimits {
+            byte_cap: 2_500,
+            ..limits()
+        };
+        // Ten rows of 1,000 bytes each: the row that passes 2,500 bytes is the last.
+        let rows = executor
+            .execute("SELECT printf('%.*c', 1000, 'a') FROM t", limits)
+            .expect("rows");
+        assert_eq!(rows.rows.len(), 3);
+        assert!(rows.truncated);
+        let small = executor
+            .execute("SELECT x FROM t", limits)
+            .expect("small rows");
+        assert_eq!(small.rows.len(), 10);
+        assert!(!small.truncated);
     }
 }

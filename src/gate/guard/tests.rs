@@ -544,8 +544,19 @@ fn attribute_notation_and_alias_shadowing_are_refused() {
     ] {
         refused(PG, sql, RefusalReason::UnknownColumn);
     }
-    // Elsewhere a missing column is the database's error (the agent repairs from it).
-    accepted(PG, "SELECT b.qty FROM bills b");
+    // Any table: a qualified column it does not have, worded as the database words it.
+    let wrong_alias = refused(
+        PG,
+        "SELECT b.qty FROM bills b",
+        RefusalReason::UnknownColumn,
+    );
+    assert!(
+        wrong_alias
+            .message
+            .starts_with("column b.qty does not exist: b is bills, which has no column qty"),
+        "{}",
+        wrong_alias.message
+    );
     refused(
         PG,
         "SELECT (SELECT c::text FROM customers c LIMIT 1) FROM (SELECT 1) AS c",
@@ -606,4 +617,98 @@ fn literal_sizes_are_bounded() {
         LITE,
         "SELECT printf('%08.2f %%', total_amt), hex(randomblob(16)), zeroblob(4) FROM bills",
     );
+}
+
+#[test]
+fn qualified_columns_resolve_against_every_kind_of_relation() {
+    for dialect in [PG, LITE] {
+        // Base tables, by alias or by name, in every scope.
+        accepted(
+            dialect,
+            "SELECT b.bill_no, c.cust_name FROM bills b JOIN customers c ON b.cust_id = c.cust_id \
+             WHERE EXISTS (SELECT 1 FROM employees e WHERE e.emp_id = b.cust_id)",
+        );
+        let refusal = refused(
+            dialect,
+            "SELECT T2.emp_name FROM bills AS T1 JOIN customers AS T2 ON T1.cust_id = T2.cust_id",
+            RefusalReason::UnknownColumn,
+        );
+        // As written, so the repair reads it like the database's own error.
+        assert!(
+            refusal
+                .message
+                .starts_with("column T2.emp_name does not exist"),
+            "{}",
+            refusal.message
+        );
+        // Restricted columns are never listed as a relation's columns.
+        assert!(!refusal.message.contains("phone"), "{}", refusal.message);
+        // Correlated: the outer alias is resolved from inside the subquery.
+        refused(
+            dialect,
+            "SELECT cust_name FROM customers c WHERE EXISTS (SELECT 1 FROM bills b WHERE b.cust_id = c.bill_no)",
+            RefusalReason::UnknownColumn,
+        );
+        // Derived tables: their output names, renamed by an alias's column list.
+        accepted(
+            dialect,
+            "SELECT t.n, t.status FROM (SELECT status, count(*) AS n FROM bills GROUP BY status) t",
+        );
+        refused(
+            dialect,
+            "SELECT t.total_amt FROM (SELECT status, count(*) AS n FROM bills GROUP BY status) t",
+            RefusalReason::UnknownColumn,
+        );
+        accepted(
+            dialect,
+            "SELECT t.k FROM (SELECT bill_no FROM bills) AS t(k)",
+        );
+        accepted(
+            dialect,
+            "SELECT t.bill_no, t.status FROM (SELECT * FROM bills) t",
+        );
+        refused(
+            dialect,
+            "SELECT t.emp_name FROM (SELECT b.* FROM bills b) t",
+            RefusalReason::UnknownColumn,
+        );
+        // CTEs, also one shadowing a table of the same name.
+        accepted(
+            dialect,
+            "WITH x AS (SELECT bill_no AS k FROM bills) SELECT x.k FROM x",
+        );
+        accepted(
+            dialect,
+            "WITH x AS (SELECT bill_no AS k FROM bills) SELECT y.k FROM x y",
+        );
+        refused(
+            dialect,
+            "WITH x AS (SELECT bill_no AS k FROM bills) SELECT x.bill_no FROM x",
+            RefusalReason::UnknownColumn,
+        );
+        accepted(
+            dialect,
+            "WITH x(k) AS (SELECT bill_no FROM bills) SELECT x.k FROM x",
+        );
+        accepted(
+            dialect,
+            "WITH bills AS (SELECT 1 AS x) SELECT t.x FROM (SELECT * FROM bills) t",
+        );
+        // Set operations: the left side names the columns.
+        accepted(
+            dialect,
+            "SELECT u.bill_no FROM (SELECT bill_no FROM bills UNION SELECT cust_name FROM customers) u",
+        );
+        // Names the tree cannot know (an unnamed expression, a table function) are left
+        // to the database.
+        accepted(
+            dialect,
+            "SELECT t.anything FROM (SELECT count(*) FROM bills) t",
+        );
+        // A qualifier that names no relation is the database's to report.
+        accepted(dialect, "SELECT nowhere.bill_no FROM bills");
+    }
+    accepted(LITE, "SELECT b.rowid, b.bill_no FROM bills b");
+    accepted(PG, "SELECT g.n FROM generate_series(1, 3) AS g(n)");
+    accepted(PG, "SELECT g FROM generate_series(1, 3) AS g");
 }
