@@ -178,8 +178,41 @@ async fn benign_corpus_is_accepted_and_sqlite_ones_run() {
         .iter()
         .filter(|entry| entry.applies_to(SqlDialect::Sqlite))
     {
-        if let QueryOutcome::Failed(error) = gate.run_query(&entry.sql).await {
-            wrong.push(format!("{} failed on SQLite: {error}", entry.id));
+        let checked = match gate.run_query(&entry.sql).await {
+            QueryOutcome::Failed(error) => {
+                wrong.push(format!("{} failed on SQLite: {error}", entry.id));
+                continue;
+            }
+            QueryOutcome::Rows(rows) => rows,
+        };
+        // What the guard ran returns the rows the original text returns (below the
+        // guard), all of them when they fit under the cap, else a cap's worth of them.
+        let original = match gate.execute(&entry.sql).await {
+            Ok(raw) => raw,
+            Err(failure) => {
+                wrong.push(format!("{} original failed: {}", entry.id, failure.message));
+                continue;
+            }
+        };
+        let key = |row: &Vec<JsonValue>| serde_json::to_string(row).unwrap_or_default();
+        let mut remaining: Vec<String> = original.rows.iter().map(key).collect();
+        let mut missing = 0;
+        for row in checked.rows.iter().map(key) {
+            match remaining.iter().position(|candidate| candidate == &row) {
+                Some(index) => {
+                    remaining.swap_remove(index);
+                }
+                None => missing += 1,
+            }
+        }
+        let expected = original.rows.len().min(guard::DEFAULT_ROW_CAP as usize);
+        if missing > 0 || checked.rows.len() != expected {
+            wrong.push(format!(
+                "{}: {} rows ran, {} expected, {missing} not in the original's rows",
+                entry.id,
+                checked.rows.len(),
+                expected
+            ));
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
