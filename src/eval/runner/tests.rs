@@ -313,5 +313,6 @@ fn sample_record(id: &str) -> QuestionRecord {
         latency_ms: 1,
         error: None,
         golds: vec!["SELECT 1".to_string()],
+        trace_id: None,
     }
 }
