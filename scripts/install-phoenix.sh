@@ -11,6 +11,8 @@
 #   scripts/install-phoenix.sh stop       stop the server this script started
 #   scripts/install-phoenix.sh status     say whether it runs (exit 0) or not (exit 3)
 #   scripts/install-phoenix.sh env        print the export lines of the running server (exit 3 if none)
+#   scripts/install-phoenix.sh bin        print the path of the installed `phoenix` command
+#                                         (exit 3 if it is not installed)
 #
 # Everything lives in askdb's data directory (the rule of src/home.rs: $ASKDB_HOME, else
 # $XDG_DATA_HOME/askdb, else ~/.local/share/askdb), under phoenix/: the venv, the working
@@ -196,6 +198,12 @@ case "${1:-install}" in
       exit 3
     fi
     ;;
+  bin)
+    if installed; then echo "$PHOENIX_BIN"; else
+      say "arize-phoenix $PHOENIX_VERSION is not installed in $VENV (run $0 install)"
+      exit 3
+    fi
+    ;;
   env)
     if running_pid >/dev/null; then print_env; else
       say "not running"
@@ -203,7 +211,7 @@ case "${1:-install}" in
     fi
     ;;
   *)
-    echo "usage: $0 [install|start|stop|status|env]" >&2
+    echo "usage: $0 [install|start|stop|status|env|bin]" >&2
     exit 2
     ;;
 esac

@@ -13,6 +13,7 @@
 //! | `empty-result-probe` | TOOL | the probe's SQL and its finding |
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime};
 
 use opentelemetry::trace::{SpanKind, Status, TraceContextExt, Tracer as _};
@@ -90,15 +91,24 @@ impl Clock {
         self.wall + self.at.elapsed()
     }
 
-    /// The step that ended now and took `elapsed_ms`: (start, end), never before the
-    /// root began.
-    fn step(&self, elapsed_ms: u64) -> (SystemTime, SystemTime) {
-        let end = self.wall_now();
-        let start = end
+    /// The step that ended now and took `elapsed_ms`: (start, end), never before
+    /// `after` (the end of the step before: the agent's steps run one after another,
+    /// and a difference of whole milliseconds can overstate a short step by one).
+    fn step(&self, elapsed_ms: u64, after: SystemTime) -> (SystemTime, SystemTime) {
+        let now = self.wall_now();
+        // Strictly after the step before, so a backend sorting by start keeps the order.
+        let floor = after + Duration::from_micros(1);
+        let start = now
             .checked_sub(Duration::from_millis(elapsed_ms))
             .unwrap_or(self.wall)
-            .max(self.wall);
-        (start, end)
+            .max(floor);
+        (start, now.max(start))
+    }
+
+    /// When the root ends: now, and never before its last step.
+    fn root_end(&self, last_step: Option<SystemTime>) -> SystemTime {
+        let now = self.wall_now();
+        last_step.map_or(now, |last| now.max(last))
     }
 }
 
@@ -134,6 +144,8 @@ pub struct QuestionTrace {
     content: bool,
     enabled: bool,
     ended: AtomicBool,
+    /// When the last step span ended.
+    last_end: Mutex<SystemTime>,
 }
 
 impl QuestionTrace {
@@ -164,6 +176,7 @@ impl QuestionTrace {
             content,
             enabled,
             ended: AtomicBool::new(false),
+            last_end: Mutex::new(clock.wall),
         }
     }
 
@@ -232,7 +245,10 @@ impl QuestionTrace {
             ),
             _ => Status::Ok,
         });
-        span.end_with_timestamp(self.clock.wall_now());
+        span.end_with_timestamp(
+            self.clock
+                .root_end(self.last_end.lock().ok().map(|last| *last)),
+        );
     }
 
     /// Ends the root span as failed: the question did not come to a decision (the model
@@ -244,7 +260,10 @@ impl QuestionTrace {
         let span = self.cx.span();
         span.set_attribute(KeyValue::new(attr::REASON, why.to_string()));
         span.set_status(Status::error(why.to_string()));
-        span.end_with_timestamp(self.clock.wall_now());
+        span.end_with_timestamp(
+            self.clock
+                .root_end(self.last_end.lock().ok().map(|last| *last)),
+        );
     }
 
     /// A child of the root that took `elapsed_ms` and ended now.
@@ -259,7 +278,14 @@ impl QuestionTrace {
         if self.ended.load(Ordering::SeqCst) {
             return;
         }
-        let (start, end) = self.clock.step(elapsed_ms);
+        let (start, end) = match self.last_end.lock() {
+            Ok(mut last) => {
+                let (start, end) = self.clock.step(elapsed_ms, *last);
+                *last = end;
+                (start, end)
+            }
+            Err(_) => self.clock.step(elapsed_ms, self.clock.wall),
+        };
         let mut span = self
             .tracer
             .span_builder(name)
