@@ -64,9 +64,9 @@ for _ in range(120):
         break
     time.sleep(0.5)
 failed = [s for s in spans if s["name"] == "execute-sql" and s["status_code"] == "ERROR"]
-print(trace, failed[0]["id"] if failed else "")
+print(trace, len(spans), len(failed))
 PY
-read -r trace node <"$work/ids"
-echo "trace $trace" >&2
-PHOENIX_URL="$phoenix" TRACE_ID="$trace" SPAN_NODE_ID="$node" OUT="$(pwd)/$OUT" \
+read -r trace spans failed <"$work/ids"
+echo "trace $trace: $spans spans, $failed failed execute-sql" >&2
+PHOENIX_URL="$phoenix" TRACE_ID="$trace" SELECT_SPAN=execute-sql OUT="$(pwd)/$OUT" \
   node tests/browser/phoenix-trace.mjs

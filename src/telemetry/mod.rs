@@ -345,3 +345,51 @@ impl Telemetry {
         let _ = tokio::time::timeout(limit, flushing).await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headers_are_split_trimmed_and_percent_decoded() {
+        let headers = parse_headers(" Authorization=Basic%20cGs6c2s= , x-team = a%2Cb ").unwrap();
+        assert_eq!(headers["Authorization"], "Basic cGs6c2s=");
+        assert_eq!(headers["x-team"], "a,b");
+        assert!(parse_headers("").unwrap().is_empty());
+        // A malformed escape is kept as written; a broken entry names its key, never the secret.
+        assert_eq!(parse_headers("k=100%").unwrap()["k"], "100%");
+        let error = parse_headers("Authorization").unwrap_err().to_string();
+        assert!(error.contains("Authorization"), "{error}");
+        let error = parse_headers("Authorization=").unwrap_err().to_string();
+        assert!(!error.contains("Basic"), "{error}");
+    }
+
+    #[test]
+    fn the_endpoint_gets_the_traces_path_once() {
+        let config = TelemetryConfig::to_endpoint("http://127.0.0.1:6006/", None).unwrap();
+        assert_eq!(
+            config.traces_url().as_deref(),
+            Some("http://127.0.0.1:6006/v1/traces")
+        );
+        let given = TelemetryConfig::to_endpoint("https://otel.example/v1/traces", None).unwrap();
+        assert_eq!(
+            given.traces_url().as_deref(),
+            Some("https://otel.example/v1/traces")
+        );
+        assert!(TelemetryConfig::to_endpoint("127.0.0.1:6006", None).is_err());
+        assert_eq!(TelemetryConfig::off().traces_url(), None);
+    }
+
+    #[tokio::test]
+    async fn off_builds_the_same_spans_and_drops_them() {
+        let telemetry = Telemetry::off();
+        assert!(!telemetry.enabled());
+        let trace = telemetry.question("How many?", "agent");
+        assert_eq!(trace.trace_id(), None, "no id for a trace nobody can see");
+        trace.fail("test");
+        telemetry.flush(Duration::from_secs(5)).await;
+        assert_eq!(telemetry.counters().dropped(), 1, "the root span was built");
+        let status = telemetry.check().await;
+        assert!(!status.enabled && !status.authenticated, "{status:?}");
+    }
+}

@@ -1,11 +1,11 @@
 // A screenshot of one trace in Phoenix's own UI, for the README: opens the trace by its
-// OpenTelemetry id (Phoenix's /redirects/traces/ID), selects one span, waits for the
-// span tree, and writes the PNG. Run by scripts/phoenix-screenshot.sh.
+// OpenTelemetry id (Phoenix's /redirects/traces/ID), waits for the span tree, selects
+// one span, and writes the PNG. Run by scripts/phoenix-screenshot.sh.
 //
 // Environment:
 //   PHOENIX_URL   e.g. http://127.0.0.1:6006
 //   TRACE_ID      the trace (32 hex digits)
-//   SPAN_NODE_ID  Phoenix's id of the span to select (the REST API's `id`), optional
+//   SELECT_SPAN   the name of the span to select (its first occurrence), optional
 //   OUT           the PNG to write
 //   CHROMIUM      the browser binary (default /usr/bin/chromium)
 
@@ -25,13 +25,11 @@ const browser = await chromium.launch({
 try {
   const page = await browser.newPage({ viewport: { width: 1440, height: 900 }, deviceScaleFactor: 1 });
   await page.goto(`${base}/redirects/traces/${trace}`, { waitUntil: "networkidle" });
-  const node = process.env.SPAN_NODE_ID;
-  if (node) {
-    const url = new URL(page.url());
-    url.searchParams.set("selectedSpanNodeId", node);
-    await page.goto(url.toString(), { waitUntil: "networkidle" });
-  }
   await page.getByText("repair-sql").first().waitFor({ timeout: 30000 });
+  // The first execute-sql is the failed run: select it, so its error shows.
+  if (process.env.SELECT_SPAN) {
+    await page.getByText(process.env.SELECT_SPAN, { exact: true }).first().click();
+  }
   await page.waitForTimeout(1500);
   await page.screenshot({ path: out });
   console.log(`wrote ${out} from ${page.url()}`);
