@@ -1,10 +1,13 @@
-//! The per-question overhead of the query log and the metrics on the scripted provider:
-//! the same question asked through the whole router (`app(state).oneshot`, no socket)
-//! with the log off and with the SQLite log on, interleaved so drift in the machine's
-//! load hits both alike; then the cost on the request path alone (`QueryLog::record`,
-//! one channel send) and the metrics observer's cost per event. Prints figures; asserts
-//! nothing about time. Run: `cargo bench --bench observability` (ASKDB_BENCH_QUESTIONS
-//! sets how many questions per arm, 300 by default).
+//! The per-question overhead of tracing, the query log and the metrics on the scripted
+//! provider: the same question asked through the whole router (`app(state).oneshot`, no
+//! socket) with tracing and the log off, with the SQLite log on, and with both on
+//! (traces exported over OTLP/HTTP to a collector stand-in on loopback that accepts every
+//! export), interleaved so drift in the machine's load hits every arm alike; then the
+//! cost on the request path alone: one question's whole trace (the root span, a span per
+//! step event, the end), `QueryLog::record` (one channel send), and the metrics
+//! observer per event. Prints figures; asserts nothing about time. Run: `cargo bench
+//! --bench observability` (ASKDB_BENCH_QUESTIONS sets how many questions per arm, 300
+//! by default).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -18,6 +21,7 @@ use askdb::querylog::{LogRecord, LogTarget, QueryLog};
 use askdb::server::metrics::Metrics;
 use askdb::server::monitor::QueryLogSetting;
 use askdb::server::{app, AppState, ServerConfig};
+use askdb::telemetry::{Telemetry, TelemetryConfig};
 use axum::body::Body;
 use axum::http::{header, Request};
 use tower::ServiceExt;
@@ -75,6 +79,76 @@ fn record() -> LogRecord {
     }
 }
 
+/// A repaired question's step events, as the agent emits them.
+fn repaired_question_events() -> Vec<AgentEvent> {
+    use askdb::agent::events::ChosenTable;
+    let generation = |purpose: &str| AgentEvent::ModelCall {
+        started_ms: 1,
+        elapsed_ms: 12,
+        purpose: purpose.to_string(),
+        model: "scripted".to_string(),
+        input_tokens: 3400,
+        output_tokens: 40,
+        cost_usd: 0.0,
+        candidates: 1,
+        truncated: 0,
+        prompt: vec!["system".to_string(), QUESTION.to_string()],
+        replies: vec!["{\"sql\": \"SELECT 1\"}".to_string()],
+    };
+    let guard = AgentEvent::Guard {
+        started_ms: 2,
+        elapsed_ms: 0,
+        candidate: 0,
+        sql: "SELECT count(*) FROM customers".to_string(),
+        accepted: true,
+        detail: "SELECT count(*) FROM customers LIMIT 200".to_string(),
+    };
+    let executed = |failed: bool| AgentEvent::Executed {
+        started_ms: 3,
+        elapsed_ms: 1,
+        candidate: 0,
+        sql: "SELECT count(*) FROM customers LIMIT 200".to_string(),
+        rows: (!failed).then_some(1),
+        error_type: failed.then(|| "unknown_column".to_string()),
+        error: failed.then(|| "no such column: c.customer_name".to_string()),
+        sqlstate: None,
+        hint: None,
+    };
+    vec![
+        AgentEvent::SchemaSelected {
+            started_ms: 0,
+            elapsed_ms: 0,
+            mode: "whole".to_string(),
+            tables: (0..15)
+                .map(|index| ChosenTable {
+                    table: format!("table_{index}"),
+                    score: f64::from(index) / 3.0,
+                })
+                .collect(),
+            prompt_tokens: 2176,
+        },
+        generation("write_sql"),
+        guard.clone(),
+        executed(true),
+        generation("repair_sql"),
+        guard,
+        executed(false),
+        generation("write_answer"),
+    ]
+}
+
+/// One answered question's result, to end the benchmark's traces with.
+async fn one_result(
+    state: &AppState,
+) -> Result<askdb::agent::AgentResult, Box<dyn std::error::Error>> {
+    let request = Request::post("/api/ask")
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(format!("{{\"question\": \"{QUESTION}\"}}")))?;
+    let response = app(state.clone()).oneshot(request).await?;
+    let bytes = axum::body::to_bytes(response.into_body(), 1 << 22).await?;
+    Ok(serde_json::from_slice(&bytes)?)
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let questions: usize = std::env::var("ASKDB_BENCH_QUESTIONS")
         .ok()
@@ -86,7 +160,26 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let path = dir.path().join("demo.sqlite");
         askdb::demo::write_sqlite(&path)?;
         let url = DatabaseUrl::Sqlite(path);
-        let state = |query_log: QueryLogSetting| {
+        // A collector stand-in: accepts every OTLP export, counts the requests.
+        let exports = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let counted = Arc::clone(&exports);
+        let collector = axum::Router::new().route(
+            "/v1/traces",
+            axum::routing::post(move |body: axum::body::Bytes| {
+                let counted = Arc::clone(&counted);
+                async move {
+                    if !body.is_empty() {
+                        counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    ""
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let endpoint = format!("http://{}", listener.local_addr()?);
+        tokio::spawn(async move { axum::serve(listener, collector).await });
+        let traced = TelemetryConfig::to_endpoint(&endpoint, None)?;
+        let state = |query_log: QueryLogSetting, telemetry: TelemetryConfig| {
             let url = url.clone();
             async move {
                 let gate = open_gate(&url, GateOptions::default()).await?;
@@ -94,17 +187,33 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     asks_per_minute: 0,
                     explain: false,
                     query_log,
+                    telemetry,
                     ..ServerConfig::default()
                 };
                 let model = client(questions + 20)?;
                 Ok::<_, Box<dyn std::error::Error>>(AppState::new(gate, Ok(model), config).await?)
             }
         };
-        let off = state(QueryLogSetting::Off("bench".to_string())).await?;
-        let on = state(QueryLogSetting::On(LogTarget::Sqlite {
-            path: dir.path().join("query_log.sqlite"),
-            database: "demo".to_string(),
-        }))
+        let off = state(
+            QueryLogSetting::Off("bench".to_string()),
+            TelemetryConfig::off(),
+        )
+        .await?;
+        let on = state(
+            QueryLogSetting::On(LogTarget::Sqlite {
+                path: dir.path().join("query_log.sqlite"),
+                database: "demo".to_string(),
+            }),
+            TelemetryConfig::off(),
+        )
+        .await?;
+        let both = state(
+            QueryLogSetting::On(LogTarget::Sqlite {
+                path: dir.path().join("query_log_traced.sqlite"),
+                database: "demo".to_string(),
+            }),
+            traced.clone(),
+        )
         .await?;
         let ask = |state: AppState| async move {
             let request = Request::post("/api/ask")
@@ -120,23 +229,35 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
             Ok::<_, Box<dyn std::error::Error>>(elapsed)
         };
-        // Warm both (the agent's first question builds caches).
+        // Warm every arm (the agent's first question builds caches).
         for _ in 0..10 {
             ask(off.clone()).await?;
             ask(on.clone()).await?;
+            ask(both.clone()).await?;
         }
-        let (mut without, mut with) = (Vec::new(), Vec::new());
+        let (mut without, mut with, mut traced_times) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..questions {
             without.push(ask(off.clone()).await?);
             with.push(ask(on.clone()).await?);
+            traced_times.push(ask(both.clone()).await?);
         }
         println!("per question through POST /api/ask (scripted provider, demo SQLite):");
-        let base = report("query log off", without);
-        let logged = report("query log on (SQLite)", with);
+        let base = report("log off, tracing off", without);
+        let logged = report("log on (SQLite)", with);
+        let all = report("log on + tracing on", traced_times);
         println!(
-            "{:<28} {:+.3} ms at p50 (noise of the same order: compare the path cost below)",
+            "{:<28} log {:+.3} ms, log + tracing {:+.3} ms at p50 (noise of the same order: compare the path costs below)",
             "difference",
-            logged - base
+            logged - base,
+            all - base
+        );
+        both.telemetry().flush(Duration::from_secs(10)).await;
+        println!(
+            "{:<28} {} span(s) exported in {} request(s), {} failed",
+            "trace exporter",
+            both.telemetry().counters().exported(),
+            exports.load(std::sync::atomic::Ordering::Relaxed),
+            both.telemetry().counters().failed()
         );
         if let Some(log) = on.query_log() {
             let started = Instant::now();
@@ -174,6 +295,33 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             percentile(&sends, 0.5) * 1e3,
             percentile(&sends, 0.99) * 1e3
         );
+        // The request path's share of tracing: one question's whole trace, fed the
+        // events of a repaired question (nine spans), ended with its result.
+        let telemetry = Telemetry::start(traced);
+        let events = repaired_question_events();
+        let result = one_result(&off).await?;
+        let mut traces = Vec::new();
+        for _ in 0..questions {
+            let started = Instant::now();
+            let trace = telemetry.question(QUESTION, "agent");
+            for event in &events {
+                trace.observe(event);
+            }
+            trace.finish(&result);
+            let id = trace.trace_id();
+            traces.push(started.elapsed());
+            std::hint::black_box(id);
+            tokio::task::yield_now().await;
+        }
+        traces.sort();
+        println!(
+            "{:<28} p50 {:.1} us  p99 {:.1} us  ({} events, tracing on)",
+            "one question's trace (path)",
+            percentile(&traces, 0.5) * 1e3,
+            percentile(&traces, 0.99) * 1e3,
+            events.len()
+        );
+        telemetry.flush(Duration::from_secs(10)).await;
         let metrics = Metrics::default();
         let event = AgentEvent::ModelCall {
             started_ms: 0,

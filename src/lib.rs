@@ -25,6 +25,8 @@
 //! - [`agent`]: the state machine that turns a question into an answer: ambiguity
 //!   rules, generation, guard, execution, taxonomy-driven repair, the empty-result
 //!   diagnostic, honest give-up, and the checked answer with its chart.
+//! - [`telemetry`]: one OpenTelemetry trace per question, built from the agent's step
+//!   events and exported over OTLP/HTTP in the background (off when no endpoint is set).
 //! - [`eval`]: golden sets and external benchmarks.
 //! - [`mcp`]: `askdb mcp`, the gate's four functions as tools of an MCP server over
 //!   stdio, for any MCP client (no second route to the database).
@@ -51,6 +53,7 @@ pub mod rng;
 pub mod schema;
 pub mod server;
 pub mod sql_text;
+pub mod telemetry;
 pub mod text;
 pub mod text_table;
 pub mod words;

@@ -27,6 +27,8 @@ const LAYERING_END: &str = "<!-- layering:end -->";
 
 const DATABASE_CRATES: [&str; 3] = ["rusqlite", "tokio_postgres", "deadpool_postgres"];
 const DATABASE_MODULES: [&str; 4] = ["gate", "admin", "demo", "querylog"];
+/// OpenTelemetry stays behind one module: the agent and the server feed it events.
+const TELEMETRY_CRATES: [&str; 3] = ["opentelemetry", "opentelemetry_sdk", "opentelemetry_otlp"];
 
 /// Gate methods that reach below the guard, and the one file (or folder) each may be
 /// called from outside the gate.
@@ -147,6 +149,11 @@ impl Scan<'_> {
         {
             self.flag(
                 "database crate outside the gate",
+                format!("{} uses {first}", self.module),
+            );
+        } else if TELEMETRY_CRATES.contains(&first) && self.module != "telemetry" {
+            self.flag(
+                "OpenTelemetry outside src/telemetry",
                 format!("{} uses {first}", self.module),
             );
         }
@@ -428,6 +435,22 @@ fn a_database_crate_outside_the_gate_is_caught() {
     );
     let fine = "//! gate\nuse rusqlite::Connection;\n";
     assert!(rules_broken("src/gate/executor/sqlite.rs", fine).is_empty());
+}
+
+#[test]
+fn opentelemetry_outside_the_telemetry_module_is_caught() {
+    let bad = "//! agent\nfn f(_: opentelemetry::KeyValue) {}\n";
+    assert_eq!(
+        rules_broken("src/agent/events.rs", bad),
+        vec!["OpenTelemetry outside src/telemetry"]
+    );
+    let grouped = "//! server\nuse opentelemetry_sdk::trace::SdkTracer;\n";
+    assert_eq!(
+        rules_broken("src/server/api.rs", grouped),
+        vec!["OpenTelemetry outside src/telemetry"]
+    );
+    let fine = "//! telemetry\nuse opentelemetry::KeyValue;\n";
+    assert!(rules_broken("src/telemetry/spans.rs", fine).is_empty());
 }
 
 #[test]

@@ -74,6 +74,10 @@ fn drive_page(server: &Server, question: &str, expect: &str, screenshot: &str, w
         .env("ASKDB_ARTIFACTS", artifacts())
         .env("ASKDB_SCREENSHOT", screenshot)
         .env("ASKDB_WAIT_MS", wait.as_millis().to_string())
+        .env(
+            "ASKDB_EXPECT_TRACE",
+            if expect == "scripted" { "1" } else { "0" },
+        )
         .env("CHROMIUM", chromium())
         .output()
         .expect("node runs");
@@ -163,12 +167,16 @@ fn the_page_shows_the_answer_sql_chart_failed_attempt_and_null_cell() {
     std::fs::write(eval_dir.join("demo").join("summary.json"), SUMMARY).expect("summary");
     let script_text = script_path.display().to_string();
     let eval_text = eval_dir.display().to_string();
+    // Traces on, to a collector that is not there: the page shows the trace id and
+    // nothing waits for the exports that fail.
+    let nowhere = format!("http://{}", serve::closed_port_address());
     let server = Server::start(
         &[],
         &[
             ("ASKDB_PROVIDER", "scripted"),
             ("ASKDB_SCRIPT", script_text.as_str()),
             ("ASKDB_EVAL_DIR", eval_text.as_str()),
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", nowhere.as_str()),
         ],
     );
     drive_page(

@@ -59,14 +59,23 @@ fn script_lines(count_answers: usize) -> Vec<Value> {
 /// The binary as a user runs it, with only the askdb variables given; (exit code,
 /// stdout, stderr).
 fn askdb(home: &Path, args: &[&str]) -> (i32, String, String) {
+    askdb_with(home, args, &[])
+}
+
+/// [`askdb`] with these variables set (the developer's ASKDB_* and OTEL_* removed).
+fn askdb_with(home: &Path, args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
     let mut command = Command::new(env!("CARGO_BIN_EXE_askdb"));
     for (name, _) in std::env::vars_os() {
-        if name.to_str().is_some_and(|name| name.starts_with("ASKDB_")) {
+        if name
+            .to_str()
+            .is_some_and(|name| name.starts_with("ASKDB_") || name.starts_with("OTEL_"))
+        {
             command.env_remove(name);
         }
     }
     let output = command
         .env("ASKDB_HOME", home)
+        .envs(env.iter().copied())
         .args(args)
         .output()
         .expect("askdb runs");
@@ -279,6 +288,119 @@ async fn postgres_asks_write_one_row_each_as_the_log_role_and_a_broken_log_never
         "no password in health"
     );
     assert_eq!(log_rows(&admin).await - before, 3);
+}
+
+#[tokio::test]
+async fn postgres_an_eval_run_writes_no_log_rows_and_an_ask_logs_its_trace_id() {
+    let test = "postgres_an_eval_run_writes_no_log_rows_and_an_ask_logs_its_trace_id";
+    let Some(scratch) = Scratch::new(test, "evlog") else {
+        return;
+    };
+    let report = askdb::admin::setup(&options(&scratch))
+        .await
+        .unwrap_or_else(|error| panic!("db setup: {error}"));
+    let read_only_url = report.read_only.connection_url().to_string();
+    let log_url = report.log.connection_url().to_string();
+    let admin_url = askdb::admin::url_with_database(&scratch.admin_url, &scratch.database);
+    let admin = pg_connect(&admin_url).await.expect("admin connects");
+    let before = log_rows(&admin).await;
+
+    // An evaluation run over the same database, with the log role's URL in its
+    // environment: graded, and not one row in the log.
+    let home = tempfile::tempdir().expect("home");
+    let questions = home.path().join("questions.jsonl");
+    let items = [
+        json!({"id": "count", "question": COUNT, "category": "simple", "expected": "answer",
+               "golds": ["SELECT count(*) FROM customers"], "ordered": false, "db": read_only_url}),
+        json!({"id": "repaired", "question": REPAIRED, "category": "join", "expected": "answer",
+               "golds": [FIXED_SQL], "ordered": false, "db": read_only_url}),
+    ];
+    let text: String = items.iter().map(|item| format!("{item}\n")).collect();
+    std::fs::write(&questions, text).expect("questions");
+    let script = write_script(home.path(), &script_lines(1));
+    let questions_text = questions.display().to_string();
+    let runs = home.path().join("runs").display().to_string();
+    let (code, stdout, stderr) = askdb_with(
+        home.path(),
+        &[
+            "eval",
+            "run",
+            "--questions",
+            &questions_text,
+            "--mode",
+            "agent",
+            "--runs-dir",
+            &runs,
+        ],
+        &[
+            ("ASKDB_PROVIDER", "scripted"),
+            ("ASKDB_SCRIPT", &script),
+            ("ASKDB_LOG_DATABASE_URL", &log_url),
+        ],
+    );
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(stdout.contains("agent"), "a report: {stdout}");
+    let run_dir = stdout
+        .lines()
+        .find_map(|line| line.strip_prefix("run folder: "))
+        .map(|path| home.path().join(path.trim()))
+        .expect("the run folder is named");
+    let records = std::fs::read_to_string(run_dir.join("questions.jsonl")).expect("records");
+    assert_eq!(
+        records.lines().count(),
+        2,
+        "both questions were asked: {records}"
+    );
+    assert!(
+        records
+            .lines()
+            .all(|line| line.contains("\"correct\":true")),
+        "both graded correct (the repaired one after a failure): {records}"
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        log_rows(&admin).await - before,
+        0,
+        "an evaluation run writes no query-log row"
+    );
+
+    // The same database asked through the server does write the row, with the trace id
+    // of the answer (traces on, to a collector that is down: the id is still the
+    // question's, and nothing waits for the failed export).
+    let files = tempfile::tempdir().expect("files");
+    let script = write_script(files.path(), &script_lines(1));
+    let nowhere = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+        format!("http://{}", listener.local_addr().expect("address"))
+    };
+    let server = Server::start(
+        &["--db", &read_only_url, "--explain", "false"],
+        &[
+            ("ASKDB_PROVIDER", "scripted"),
+            ("ASKDB_SCRIPT", &script),
+            ("ASKDB_LOG_DATABASE_URL", &log_url),
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &nowhere),
+        ],
+    );
+    let http = client();
+    let (status, body) = ask(&http, &server, COUNT).await;
+    assert_eq!(status, StatusCode::OK, "{body}\n{}", server.log());
+    let trace_id = body["trace_id"].as_str().expect("a trace id").to_string();
+    let written = eventually(Duration::from_secs(15), || async {
+        log_rows(&admin).await - before >= 1
+    })
+    .await;
+    assert!(written, "the ask is logged\n{}", server.log());
+    let logged: Option<String> = admin
+        .query_one(
+            "SELECT trace_id FROM askdb_query_log WHERE decision <> 'proof' ORDER BY id DESC LIMIT 1",
+            &[],
+        )
+        .await
+        .expect("the row")
+        .get(0);
+    assert_eq!(logged.as_deref(), Some(trace_id.as_str()));
+    assert_eq!(log_rows(&admin).await - before, 1);
 }
 
 /// `askdb schema drift` against the snapshot: (exit code, output).

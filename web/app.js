@@ -511,6 +511,8 @@
       "$" + Number(result.cost_usd).toFixed(4),
     ];
     if (result.tables_used && result.tables_used.length > 0) meta.push("tables: " + result.tables_used.join(", "));
+    // The trace id, to look the question up in the trace backend (Phoenix, Langfuse).
+    if (result.trace_id) meta.push("trace " + result.trace_id);
     $("result-meta").textContent = meta.join(" · ");
   }
 

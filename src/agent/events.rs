@@ -1,6 +1,6 @@
 //! What the agent is doing, as it does it: one [`AgentEvent`] per step, handed to an
 //! [`Observer`] the caller chooses. The page's live steps (server-sent events), the CLI's
-//! progress on stderr and the traces are all observers of the same events, so what a user
+//! progress on stderr and the traces (`crate::telemetry`) are all observers of the same events, so what a user
 //! watches and what a trace records cannot disagree. Each event carries when its step
 //! began (milliseconds since the question arrived) and how long it took.
 //!
@@ -76,6 +76,11 @@ pub enum AgentEvent {
         rows: Option<usize>,
         error_type: Option<String>,
         error: Option<String>,
+        /// The database's SQLSTATE and hint, when it gave them.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sqlstate: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        hint: Option<String>,
     },
     /// Candidates grouped by their results.
     Vote {

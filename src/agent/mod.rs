@@ -209,6 +209,10 @@ pub struct AgentResult {
     pub latency_ms: u64,
     pub model_calls: Vec<ModelStep>,
     pub trace: Vec<TraceStep>,
+    /// The OpenTelemetry trace of this question (32 hex digits), when the caller traced
+    /// it and traces are exported; the agent itself leaves it empty.
+    #[serde(default)]
+    pub trace_id: Option<String>,
     /// Whether the first round's answer returned rows without error.
     pub first_attempt_ok: Option<bool>,
     /// The SQL of the first round's answer (or its first failure), for rescue/broken
@@ -919,12 +923,14 @@ impl Agent {
         state.note("guard", format!("accepted: {}", checked.sql()));
         let started_ms = state.ms();
         let outcome = self.gate.run(&checked).await;
-        let (rows, error_type, error) = match &outcome {
-            QueryOutcome::Rows(rows) => (Some(rows.row_count), None, None),
+        let (rows, error_type, error, sqlstate, hint) = match &outcome {
+            QueryOutcome::Rows(rows) => (Some(rows.row_count), None, None, None, None),
             QueryOutcome::Failed(error) => (
                 None,
                 Some(error.error_type.as_str().to_string()),
                 Some(error.message.clone()),
+                error.sqlstate.clone(),
+                error.hint.clone(),
             ),
         };
         state.emit(AgentEvent::Executed {
@@ -935,6 +941,8 @@ impl Agent {
             rows,
             error_type,
             error,
+            sqlstate,
+            hint,
         });
         match outcome {
             QueryOutcome::Rows(result) => {
@@ -1238,6 +1246,7 @@ impl Agent {
             latency_ms: 0,
             model_calls: Vec::new(),
             trace: state.trace.clone(),
+            trace_id: None,
             first_attempt_ok: state.first_attempt_ok,
             first_sql: state.first_sql.clone(),
         }

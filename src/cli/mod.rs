@@ -529,7 +529,13 @@ async fn eval(settings: &Settings, command: EvalCommand) -> Result<Output, CliEr
             let run_settings =
                 settings.run_settings(set, questions, mode, &strategy, limit, sample, seed)?;
             let client = ModelClient::from_config(&ProviderConfig::from_env()?)?;
-            let run = runner::run(run_settings, client, &runs_dir, resume).await?;
+            // Traces where OTEL_EXPORTER_OTLP_ENDPOINT says, each with its verdict; the
+            // last ones are sent before the command returns.
+            let telemetry =
+                crate::telemetry::Telemetry::start(crate::telemetry::TelemetryConfig::from_env());
+            let run = runner::run(run_settings, client, &runs_dir, resume, &telemetry).await;
+            telemetry.flush(std::time::Duration::from_secs(10)).await;
+            let run = run?;
             let summary = runner::write_summary(&run)?;
             let text = format!(
                 "{}run folder: {}\n",

@@ -29,6 +29,7 @@ use crate::eval::metrics::{self, Decision, Expected, PairedDifference, QuestionO
 use crate::gate::{Gate, GateOptions, QueryOutcome, SqlDialect};
 use crate::linking::SelectOptions;
 use crate::llm::{ModelClient, ResponseCache};
+use crate::telemetry::Telemetry;
 
 /// The row cap of evaluation gates: far above any benchmark result, so a forced LIMIT
 /// never decides a grade.
@@ -156,6 +157,9 @@ pub struct QuestionRecord {
     /// The infrastructure error, when the model could not be asked.
     pub error: Option<String>,
     pub golds: Vec<String>,
+    /// The question's trace, when the run exported traces (its verdict is on it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<String>,
 }
 
 impl QuestionRecord {
@@ -453,7 +457,38 @@ fn record_of(
         output_tokens: result.tokens.output,
         cost_usd: result.cost_usd,
         latency_ms: result.latency_ms,
+        trace_id: result.trace_id.clone(),
         ..error_record(item, mode, decision_of(result.decision), None, 0)
+    }
+}
+
+/// Why a graded question counts as correct or not, in a sentence a trace backend can
+/// filter on: the rows' verdict, or the decision against the expected one.
+fn verdict_reason(record: &QuestionRecord, success: bool) -> Option<String> {
+    let decided = serde_json::to_value(record.decision)
+        .ok()
+        .and_then(|value| value.as_str().map(str::to_string))
+        .unwrap_or_else(|| format!("{:?}", record.decision));
+    let expected = serde_json::to_value(record.expected)
+        .ok()
+        .and_then(|value| value.as_str().map(str::to_string))
+        .unwrap_or_else(|| format!("{:?}", record.expected));
+    match (&record.verdict, success) {
+        (Some(verdict), false) => Some(format!("incorrect: {verdict}")),
+        (None, false)
+            if record.expected == Expected::Answer && record.decision == Decision::Answer =>
+        {
+            Some("incorrect: the rows differ from the gold query's".to_string())
+        }
+        (None, false) => Some(format!(
+            "incorrect: expected {expected}, the agent decided {decided}"
+        )),
+        (_, true) if record.expected == Expected::Answer => {
+            Some("correct: the rows match the gold query's".to_string())
+        }
+        (_, true) => Some(format!(
+            "correct: expected {expected}, the agent decided {decided}"
+        )),
     }
 }
 
@@ -491,6 +526,7 @@ fn error_record(
         latency_ms,
         error: error.map(str::to_string),
         golds: item.golds.clone(),
+        trace_id: None,
     }
 }
 
@@ -568,12 +604,15 @@ fn progress(done: usize, total: usize, last: &str) {
     let _ = std::io::stderr().flush();
 }
 
-/// Runs (or resumes) a set. Returns the run folder.
+/// Runs (or resumes) a set. Returns the run folder. Each question is traced with
+/// `telemetry`, its verdict (correct or not, and why) on its root span; evaluation runs
+/// never write the query log.
 pub async fn run(
     settings: RunSettings,
     client: ModelClient,
     runs_root: &Path,
     resume: Option<PathBuf>,
+    telemetry: &Telemetry,
 ) -> Result<PathBuf, EvalError> {
     // A resumed run keeps the settings it started with.
     let settings = match &resume {
@@ -696,8 +735,9 @@ pub async fn run(
                 },
             };
             let started = Instant::now();
+            let trace = telemetry.question(&item.question, mode.as_str());
             let outcome = tokio::select! {
-                outcome = agent.ask(&item.question, &options) => outcome,
+                outcome = agent.ask_observed(&item.question, &options, &trace) => outcome,
                 _ = &mut interrupted => {
                     eprintln!("\ninterrupted: resume with --resume {}", run_dir.display());
                     break 'questions;
@@ -705,25 +745,40 @@ pub async fn run(
             };
             let gold_cache = gold_caches.entry(item.db.clone()).or_default();
             let record = match outcome {
-                Ok(result) => {
+                Ok(mut result) => {
                     let (correct, verdict, first) =
                         grade(agent.gate(), item, &result, gold_cache).await;
-                    record_of(item, *mode, &result, correct, verdict, first)
+                    result.trace_id = trace.trace_id();
+                    let record = record_of(item, *mode, &result, correct, verdict, first);
+                    let success = metrics::is_success(&record.outcome());
+                    trace.verdict(
+                        &item.id,
+                        success,
+                        verdict_reason(&record, success).as_deref(),
+                    );
+                    trace.finish(&result);
+                    record
                 }
-                Err(AgentError::Model(error)) => error_record(
-                    item,
-                    *mode,
-                    Decision::InfrastructureFailure,
-                    Some(&error.to_string()),
-                    started.elapsed().as_millis() as u64,
-                ),
-                Err(other) => error_record(
-                    item,
-                    *mode,
-                    Decision::AgentError,
-                    Some(&other.to_string()),
-                    started.elapsed().as_millis() as u64,
-                ),
+                Err(AgentError::Model(error)) => {
+                    trace.fail(&error.to_string());
+                    error_record(
+                        item,
+                        *mode,
+                        Decision::InfrastructureFailure,
+                        Some(&error.to_string()),
+                        started.elapsed().as_millis() as u64,
+                    )
+                }
+                Err(other) => {
+                    trace.fail(&other.to_string());
+                    error_record(
+                        item,
+                        *mode,
+                        Decision::AgentError,
+                        Some(&other.to_string()),
+                        started.elapsed().as_millis() as u64,
+                    )
+                }
             };
             let line = serde_json::to_string(&record)
                 .map_err(|error| EvalError::Data(error.to_string()))?;

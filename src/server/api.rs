@@ -111,22 +111,22 @@ pub fn prepare_ask(
     })
 }
 
-/// Reports each step to the server's metrics and to the caller's observer.
-struct MetricsAnd<'a> {
-    metrics: &'a dyn Observer,
-    caller: &'a dyn Observer,
-}
+/// Reports each step to the server's metrics, the question's trace and the caller's
+/// observer, in that order.
+struct Fanout<'a>([&'a dyn Observer; 3]);
 
-impl Observer for MetricsAnd<'_> {
+impl Observer for Fanout<'_> {
     fn observe(&self, event: &crate::agent::events::AgentEvent) {
-        self.metrics.observe(event);
-        self.caller.observe(event);
+        for observer in self.0 {
+            observer.observe(event);
+        }
     }
 }
 
 /// Runs the agent on a prepared question within the server's ask timeout, reporting
-/// each step to the metrics and to `observer`, writes the query-log row, and makes the
-/// result ready to show (each assumption once).
+/// each step to the metrics, the trace and `observer`, ends the trace, writes the
+/// query-log row (with the trace id), and makes the result ready to show (each
+/// assumption once).
 pub async fn run_ask(
     state: &AppState,
     prepared: &PreparedAsk,
@@ -135,16 +135,25 @@ pub async fn run_ask(
     let agent = state.agent()?;
     let asked_at = std::time::SystemTime::now();
     let limit = state.config().ask_timeout;
-    let both = MetricsAnd {
-        metrics: state.metrics(),
-        caller: observer,
+    let trace = state
+        .telemetry()
+        .question(&prepared.question, prepared.options.mode.as_str());
+    let all = Fanout([state.metrics(), &trace, observer]);
+    let asked = agent.ask_observed(&prepared.question, &prepared.options, &all);
+    let mut result = match tokio::time::timeout(limit, asked).await {
+        Ok(Ok(result)) => result,
+        Ok(Err(error)) => {
+            trace.fail(&error.to_string());
+            return Err(AppError::from_agent(error));
+        }
+        Err(_) => {
+            trace.fail(&format!("no answer within {} s", limit.as_secs()));
+            return Err(AppError::AskTimeout(limit));
+        }
     };
-    let asked = agent.ask_observed(&prepared.question, &prepared.options, &both);
-    let mut result = tokio::time::timeout(limit, asked)
-        .await
-        .map_err(|_| AppError::AskTimeout(limit))?
-        .map_err(AppError::from_agent)?;
     result.assumptions = crate::text::each_once(std::mem::take(&mut result.assumptions));
+    result.trace_id = trace.trace_id();
+    trace.finish(&result);
     state.metrics().question(&result);
     if let Some(log) = state.query_log() {
         let model = Some(agent.client().provider().model().to_string());
@@ -269,11 +278,12 @@ pub async fn eval(State(state): State<AppState>) -> Result<Response, AppError> {
 pub async fn health(State(state): State<AppState>) -> Response {
     let gate = state.gate();
     let substitute = state.shared.read_only_substitute.get().copied();
-    let (database, read_only, model, query_log) = tokio::join!(
+    let (database, read_only, model, query_log, tracing) = tokio::join!(
         health::check_database(gate),
         health::check_read_only(gate, substitute),
         model_status(&state),
         health::check_query_log(state.query_log(), state.shared.query_log.as_ref().err()),
+        state.telemetry().check(),
     );
     let drift = state.drift_status();
     let (model_configured, model_reachable, model_detail) = model;
@@ -283,16 +293,19 @@ pub async fn health(State(state): State<AppState>) -> Response {
     details.insert("model".to_string(), model_detail);
     details.insert("query_log".to_string(), query_log.detail.clone());
     details.insert("schema_drift".to_string(), drift.detail.clone());
+    details.insert("tracing".to_string(), tracing.detail.clone());
     let client = state.model_client();
     let query_log_ok = !query_log.enabled || query_log.writable;
     let drift_ok = !drift.enabled || (!drift.drifted && drift.error.is_none());
+    let tracing_ok = !tracing.enabled || tracing.authenticated;
     let report = HealthReport {
         ok: database.0
             && read_only.0
             && model_configured
             && model_reachable
             && query_log_ok
-            && drift_ok,
+            && drift_ok
+            && tracing_ok,
         read_only_confirmed: read_only.0,
         database_reachable: database.0,
         model_configured,
@@ -309,6 +322,10 @@ pub async fn health(State(state): State<AppState>) -> Response {
         schema_snapshot: drift.enabled,
         schema_drifted: drift.drifted,
         schema_differences: drift.differences.iter().map(ToString::to_string).collect(),
+        tracing_enabled: tracing.enabled,
+        tracing_authenticated: tracing.authenticated,
+        traces_exported: tracing.exported,
+        trace_export_failures: tracing.failed,
         details,
     };
     let status = if report.ok {

@@ -62,6 +62,10 @@ pub struct ServeArgs {
     /// Seconds between drift checks (0: only the check at start).
     #[arg(long, env = "ASKDB_DRIFT_CHECK_SECS", default_value_t = super::monitor::DEFAULT_DRIFT_CHECK_SECS)]
     pub drift_check_secs: u64,
+    /// Put prompt and reply text on the traces' generation spans (off: only models,
+    /// tokens, cost and latency). Traces go where OTEL_EXPORTER_OTLP_ENDPOINT says.
+    #[arg(long, env = "ASKDB_TRACE_CONTENT", default_value_t = false, action = clap::ArgAction::Set)]
+    pub trace_content: bool,
 }
 
 /// Checked server settings.
@@ -84,6 +88,8 @@ pub struct ServerConfig {
     pub query_log: super::monitor::QueryLogSetting,
     /// The drift watch, when the CLI configured one.
     pub drift: Option<super::monitor::DriftWatch>,
+    /// Where traces go ([`crate::telemetry`]); off by default.
+    pub telemetry: crate::telemetry::TelemetryConfig,
 }
 
 impl Default for ServerConfig {
@@ -99,6 +105,7 @@ impl Default for ServerConfig {
             warm_up: true,
             query_log: super::monitor::QueryLogSetting::default(),
             drift: None,
+            telemetry: crate::telemetry::TelemetryConfig::off(),
         }
     }
 }
@@ -133,6 +140,10 @@ impl ServeArgs {
             warm_up: self.warm_up,
             query_log: super::monitor::QueryLogSetting::default(),
             drift: None,
+            telemetry: crate::telemetry::TelemetryConfig {
+                record_content: self.trace_content,
+                ..crate::telemetry::TelemetryConfig::from_env()
+            },
         })
     }
 }

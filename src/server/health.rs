@@ -107,6 +107,15 @@ pub struct HealthReport {
     /// The last drift check found differences (each in `schema_differences`).
     pub schema_drifted: bool,
     pub schema_differences: Vec<String>,
+    /// Traces are exported (`OTEL_EXPORTER_OTLP_ENDPOINT` is set and usable).
+    pub tracing_enabled: bool,
+    /// The collector accepted an export just now, with the configured headers: false
+    /// when it is down, unreachable or refuses the credentials.
+    pub tracing_authenticated: bool,
+    /// Spans the collector accepted since start.
+    pub traces_exported: u64,
+    /// Spans whose export failed since start (counted; an answer never waits for it).
+    pub trace_export_failures: u64,
     /// One sentence per check: what was done and what came back.
     pub details: BTreeMap<String, String>,
 }

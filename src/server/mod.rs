@@ -7,7 +7,7 @@
 //! | `POST /api/sql` | `{sql}` -> the gate's `run_query` result (rows or a structured error) |
 //! | `GET /api/schema` | tables with descriptions, row counts and columns |
 //! | `GET /api/eval` | the newest committed evaluation summary, verbatim (404 when none) |
-//! | `GET /api/health` | read-only proven by a refused write, database, model, tables, the query log, schema drift |
+//! | `GET /api/health` | read-only proven by a refused write, database, model, tables, the query log, schema drift, the trace collector |
 //! | `GET /metrics` | counters in the Prometheus text format ([`metrics`]) |
 //! | `GET /api/openapi.json` | the OpenAPI description of the above |
 //! | `GET /` and `/assets/*` | the page, its script, styles and the vendored Chart.js |
@@ -50,6 +50,7 @@ use crate::agent::{Agent, AgentError};
 use crate::gate::Gate;
 use crate::llm::{LlmError, ModelClient, ProviderConfig};
 use crate::querylog::QueryLog;
+use crate::telemetry::Telemetry;
 pub use config::{ServeArgs, ServerConfig};
 use error::{AppError, BodyLimit};
 use health::ModelCheck;
@@ -77,6 +78,8 @@ struct Shared {
     /// The query log's writer, or why there is none.
     query_log: Result<QueryLog, String>,
     metrics: Metrics,
+    /// The tracer every question's trace is built with.
+    telemetry: Telemetry,
     /// The last drift check ([`monitor::check_drift`]).
     drift: std::sync::Mutex<DriftStatus>,
 }
@@ -105,6 +108,7 @@ impl AppState {
             QueryLogSetting::On(target) => Ok(QueryLog::start(target.clone())),
             QueryLogSetting::Off(reason) => Err(reason.clone()),
         };
+        let telemetry = Telemetry::start(config.telemetry.clone());
         Ok(AppState {
             shared: Arc::new(Shared {
                 rate: RateLimiter::new(config.asks_per_minute),
@@ -116,6 +120,7 @@ impl AppState {
                 read_only_substitute: OnceLock::new(),
                 query_log,
                 metrics: Metrics::default(),
+                telemetry,
                 drift: std::sync::Mutex::new(DriftStatus::default()),
             }),
         })
@@ -145,6 +150,11 @@ impl AppState {
 
     pub fn metrics(&self) -> &Metrics {
         &self.shared.metrics
+    }
+
+    /// The tracer (off unless an OTLP endpoint is configured).
+    pub fn telemetry(&self) -> &Telemetry {
+        &self.shared.telemetry
     }
 
     /// The last drift check's outcome.
@@ -327,10 +337,21 @@ pub async fn run(gate: Gate, config: ServerConfig) -> Result<(), ServeError> {
         (None, QueryLogSetting::Off(reason)) => eprintln!("askdb serve: no query log: {reason}"),
         (None, QueryLogSetting::On(_)) => {}
     }
+    let telemetry = state.telemetry().clone();
+    match (telemetry.config().traces_url(), &telemetry.config().problem) {
+        (Some(url), _) => eprintln!(
+            "askdb serve: traces to {}",
+            crate::text::redact_password(&url)
+        ),
+        (None, Some(problem)) => eprintln!("askdb serve: no traces: {problem}"),
+        (None, None) => {}
+    }
     if warm_up {
         warm_up_in_background(&state);
     }
     serve(listener, state, shutdown_signal()).await?;
+    // The spans of the last questions; a collector that is down cannot hold the exit.
+    telemetry.flush(std::time::Duration::from_secs(5)).await;
     Ok(())
 }
 

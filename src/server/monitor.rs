@@ -158,7 +158,7 @@ pub fn log_record(result: &AgentResult, asked_at: SystemTime, model: Option<Stri
         output_tokens: result.tokens.output,
         cost_usd: result.cost_usd,
         model,
-        trace_id: None,
+        trace_id: result.trace_id.clone(),
         mode: mode_name(result.mode).to_string(),
     }
 }

@@ -230,6 +230,7 @@ fn schemas() -> Value {
                 "latency_ms": {"type": "integer"},
                 "model_calls": {"type": "array", "items": {"type": "object"}},
                 "trace": {"type": "array", "items": {"type": "object"}},
+                "trace_id": {"type": ["string", "null"], "description": "The question's OpenTelemetry trace id (32 hex digits) when traces are exported, else null."},
                 "first_attempt_ok": {"type": ["boolean", "null"]},
                 "first_sql": {"type": ["string", "null"]}
             }
@@ -303,6 +304,10 @@ fn schemas() -> Value {
                 "model": {"type": ["string", "null"]},
                 "query_log_enabled": {"type": "boolean", "description": "Answered questions are written to the query log."},
                 "query_log_writable": {"type": "boolean", "description": "An insert into the query log (as the log role on PostgreSQL) was accepted just now, then rolled back."},
+                "tracing_enabled": {"type": "boolean", "description": "Traces are exported over OTLP/HTTP (OTEL_EXPORTER_OTLP_ENDPOINT is set)."},
+                "tracing_authenticated": {"type": "boolean", "description": "The collector accepted an export just now with the configured headers (OTEL_EXPORTER_OTLP_HEADERS); false when it is down or refuses them."},
+                "traces_exported": {"type": "integer", "description": "Spans the collector accepted since start."},
+                "trace_export_failures": {"type": "integer", "description": "Spans whose export failed since start; an answer never waits for an export."},
                 "query_log_rows_written": {"type": "integer"},
                 "query_log_write_failures": {"type": "integer", "description": "Rows not written since start; an answer never fails for it."},
                 "schema_snapshot": {"type": "boolean", "description": "A schema snapshot exists to check drift against."},

@@ -312,6 +312,8 @@ mod tests {
             rows: Some(1),
             error_type: None,
             error: None,
+            sqlstate: None,
+            hint: None,
         };
         assert_eq!(
             line(&executed),

@@ -15,6 +15,7 @@
 //   ASKDB_SCREENSHOT file name of the main screenshot (default ask.png)
 //   CHROMIUM         the browser binary (default /usr/bin/chromium)
 //   ASKDB_WAIT_MS    how long to wait for the answer (default 60000)
+//   ASKDB_EXPECT_TRACE  "1": the answer's trace id must be shown
 
 import { chromium } from "playwright-core";
 import { mkdtempSync, mkdirSync, readFileSync, rmSync } from "node:fs";
@@ -180,6 +181,9 @@ try {
     check((await page.locator("#assumptions li").count()) === 1, "the model's assumption is listed");
     const meta = await page.textContent("#result-meta");
     check(meta.includes("2 attempts"), "the attempts count is shown", meta);
+    if (process.env.ASKDB_EXPECT_TRACE === "1") {
+      check(/trace [0-9a-f]{32}/.test(meta), "the question's trace id is shown", meta);
+    }
 
     await page.click("#copy-sql");
     await page.waitForFunction(() => document.getElementById("copy-sql").textContent !== "Copy", null, { timeout: 3000 });

@@ -19,14 +19,14 @@ pub struct Server {
 }
 
 impl Server {
-    /// Starts the binary with only the given askdb/model variables: the developer's
-    /// own ASKDB_*, OPENAI_* and ANTHROPIC_* settings are removed.
+    /// Starts the binary with only the given askdb/model/tracing variables: the
+    /// developer's own ASKDB_*, OPENAI_*, ANTHROPIC_* and OTEL_* settings are removed.
     pub fn start(args: &[&str], env: &[(&str, &str)]) -> Server {
         let home = tempfile::tempdir().expect("temp dir");
         let mut command = Command::new(env!("CARGO_BIN_EXE_askdb"));
         for (name, _) in std::env::vars_os() {
             let Some(name) = name.to_str() else { continue };
-            if ["ASKDB_", "OPENAI_", "ANTHROPIC_"]
+            if ["ASKDB_", "OPENAI_", "ANTHROPIC_", "OTEL_"]
                 .iter()
                 .any(|prefix| name.starts_with(prefix))
             {
@@ -211,4 +211,11 @@ pub async fn post_json(
         status,
         response.json().await.unwrap_or(serde_json::Value::Null),
     )
+}
+
+/// `127.0.0.1:PORT` where nothing listens: a port the system just handed out and took
+/// back (a collector that is down, for the tests that must not depend on one).
+pub fn closed_port_address() -> std::net::SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+    listener.local_addr().expect("its address")
 }

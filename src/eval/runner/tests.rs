@@ -158,9 +158,15 @@ async fn the_harness_reports_exactly_the_counts_the_script_implies() {
     ];
     let client = scripted_client(&script.join("\n"));
     let settings = both_modes(&items_path, false);
-    let run_dir = run(settings, client, &dir.path().join("runs"), None)
-        .await
-        .expect("the run completes");
+    let run_dir = run(
+        settings,
+        client,
+        &dir.path().join("runs"),
+        None,
+        &crate::telemetry::Telemetry::off(),
+    )
+    .await
+    .expect("the run completes");
     let summary = write_summary(&run_dir).expect("summary");
     let agent = &summary.modes["agent"];
     let baseline = &summary.modes["baseline"];
@@ -208,6 +214,7 @@ async fn the_harness_reports_exactly_the_counts_the_script_implies() {
         client,
         &dir.path().join("runs"),
         Some(run_dir.clone()),
+        &crate::telemetry::Telemetry::off(),
     )
     .await
     .expect("resume");
@@ -244,9 +251,15 @@ async fn with_a_shared_first_reply_the_baseline_replays_the_agents_first_call() 
     ];
     let client = scripted_client(&script.join("\n"));
     let settings = both_modes(&items_path, true);
-    let run_dir = run(settings, client, &dir.path().join("runs"), None)
-        .await
-        .expect("the run completes");
+    let run_dir = run(
+        settings,
+        client,
+        &dir.path().join("runs"),
+        None,
+        &crate::telemetry::Telemetry::off(),
+    )
+    .await
+    .expect("the run completes");
     assert!(
         run_dir.join("replies").is_dir(),
         "the cache lives in the run folder"
@@ -313,5 +326,6 @@ fn sample_record(id: &str) -> QuestionRecord {
         latency_ms: 1,
         error: None,
         golds: vec!["SELECT 1".to_string()],
+        trace_id: None,
     }
 }
