@@ -745,14 +745,6 @@ fn supervise(args: &Args) {
 
 /// Writes the committed figures from the dialects' summaries in the output folder.
 fn report(args: &Args, path: &Path) {
-    let mut runs = Vec::new();
-    for name in ["postgres", "sqlite"] {
-        if let Ok(text) = std::fs::read_to_string(args.out.join(format!("summary-{name}.json"))) {
-            if let Ok(value) = serde_json::from_str::<JsonValue>(&text) {
-                runs.push(value);
-            }
-        }
-    }
     let commit = std::process::Command::new("git")
         .args(["rev-parse", "HEAD"])
         .output()
@@ -769,12 +761,36 @@ fn report(args: &Args, path: &Path) {
         .map(|s| s.trim().to_string())
         .unwrap_or_default();
     let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let machine = format!("{cores} cores ({cpu})");
+    // This run's dialects replace their earlier figures; the other dialect's stay.
+    let earlier: JsonValue = std::fs::read_to_string(path)
+        .ok()
+        .and_then(|text| serde_json::from_str(&text).ok())
+        .unwrap_or(JsonValue::Null);
+    let mut runs: BTreeMap<String, JsonValue> = earlier
+        .get("runs")
+        .and_then(JsonValue::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|run| Some((run.get("dialect")?.as_str()?.to_string(), run.clone())))
+        .collect();
+    for name in ["postgres", "sqlite"] {
+        let Ok(text) = std::fs::read_to_string(args.out.join(format!("summary-{name}.json"))) else {
+            continue;
+        };
+        let Ok(mut value) = serde_json::from_str::<JsonValue>(&text) else {
+            continue;
+        };
+        if let Some(object) = value.as_object_mut() {
+            object.insert("measured_at".to_string(), json!(format!("{now} UTC")));
+            object.insert("commit".to_string(), json!(commit));
+            object.insert("machine".to_string(), json!(machine));
+        }
+        runs.insert(name.to_string(), value);
+    }
     let figures = json!({
-        "measured_at": format!("{now} UTC"),
-        "commit": commit,
-        "machine": format!("{cores} cores ({cpu})"),
         "generated_by": "scripts/fuzz-guard.sh --write (cargo bench --bench guard_fuzz)",
-        "runs": runs,
+        "runs": runs.into_values().collect::<Vec<_>>(),
     });
     std::fs::write(path, format!("{figures:#}\n")).expect("the figures are written");
     println!("written to {}", path.display());
