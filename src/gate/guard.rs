@@ -1454,11 +1454,12 @@ fn existing_limit(query: &Query) -> Option<u64> {
 /// smaller than the cap, so replacing it by the cap could return more rows than the
 /// query asks for (the guard fuzzer found `LIMIT 5.0` returning 149 rows for 5).
 /// A negative literal is no limit (SQLite) or an error (PostgreSQL): the cap replaces it.
+/// `-0` is zero rows, so it stays.
 fn limit_is_computed(query: &Query) -> bool {
     let computed = |expr: &Expr| {
         literal_count(expr).is_none()
             && !matches!(expr, Expr::UnaryOp { op: sqlparser::ast::UnaryOperator::Minus, expr }
-                if literal_count(expr).is_some())
+                if literal_count(expr).is_some_and(|count| count > 0))
     };
     let limit = match &query.limit_clause {
         Some(LimitClause::LimitOffset {

@@ -290,6 +290,8 @@ fn limit_is_forced_on_the_outermost_query() {
             );
         }
     }
+    let minus_zero = accepted(LITE, "SELECT bill_no FROM bills LIMIT -0");
+    assert_eq!(minus_zero.limit, LimitAction::Wrapped(DEFAULT_ROW_CAP));
     let both = accepted(PG, "SELECT bill_no FROM bills LIMIT 5 FETCH FIRST 3 ROWS ONLY");
     assert_eq!(both.limit, LimitAction::Wrapped(DEFAULT_ROW_CAP));
 
