@@ -4,8 +4,9 @@
 //!
 //! The rule ([`compare`]), exact for what the cap may and may not do:
 //! - the same number of columns; a column the original names plainly (`cust_name`, an
-//!   alias) has the same name in the rendering, case aside (other names are SQLite's copy
-//!   of the expression's text, which re-rendering respaces);
+//!   alias) has the same name in the rendering, case aside, and a repeated name read
+//!   through the cap's wrapper may carry SQLite's `:N` suffix (other names are SQLite's
+//!   copy of the expression's text, which re-rendering respaces);
 //! - never more rows than the cap;
 //! - when the original returns at most `cap` rows, the cap cuts nothing: the rendering
 //!   returns the same multiset of rows, in the same order when the original orders its
@@ -61,6 +62,8 @@ pub struct Expect {
     pub ordered: bool,
     /// The guard kept the statement's own limit: the rendering is the same tree.
     pub same_tree: bool,
+    /// The guard wrapped the statement in `SELECT * FROM (...) AS askdb_capped`.
+    pub wrapped: bool,
 }
 
 /// A read-only SQLite connection with a per-statement time limit.
@@ -196,7 +199,12 @@ pub fn compare(original: &Rows, rendered: &Rows, expect: &Expect) -> Result<(), 
     for (before, after) in original.columns.iter().zip(&rendered.columns) {
         // Case aside: SQLite names a table's column by its declared spelling, the same
         // column read through a subquery (the cap's wrapper) by the select list's.
-        if is_plain_name(before) && !before.eq_ignore_ascii_case(after) {
+        // Read through the wrapper, a repeated name gets SQLite's `:N` suffix.
+        let renamed_duplicate = expect.wrapped
+            && after
+                .rsplit_once(':')
+                .is_some_and(|(name, n)| name.eq_ignore_ascii_case(before) && n.parse::<u32>().is_ok());
+        if is_plain_name(before) && !before.eq_ignore_ascii_case(after) && !renamed_duplicate {
             return Err(format!("column {before:?} is named {after:?} in the rendering"));
         }
     }
