@@ -149,3 +149,56 @@ fn the_round_trip_check_catches_a_limit_replaced_by_the_cap() {
     assert_eq!(check("SELECT 0x10", "SELECT 16 LIMIT 200"), Ok(fuzz_props::CapFact::Capped));
     assert_eq!(check("SELECT a FROM t", "SELECT a FROM t"), Err("cap_not_enforced"));
 }
+
+#[test]
+fn the_walker_finds_each_refused_construct_and_passes_plain_queries() {
+    let dialect = SqlDialect::Postgres;
+    let (functions, types) = fuzz_props::allow_list(dialect);
+    assert!(functions.contains("count") && !functions.contains("version"));
+    let table = |columns: &[&str]| columns.iter().map(|c| c.to_string()).collect();
+    let know = fuzz_props::Knowledge {
+        dialect,
+        tables: [
+            ("customers".to_string(), table(&["cust_id", "cust_name", "phone"])),
+            ("bills".to_string(), table(&["bill_no", "cust_id"])),
+        ]
+        .into_iter()
+        .collect(),
+        restricted: [("customers".to_string(), table(&["phone"]))].into_iter().collect(),
+        hidden: ["askdb_query_log".to_string()].into_iter().collect(),
+        functions,
+        types,
+    };
+    let found = |sql: &str| -> Vec<&'static str> {
+        let tree = fuzz_props::parse_one(sql, dialect).expect("the example parses");
+        fuzz_props::Walker::walk(&know, &tree)
+            .into_iter()
+            .map(|violation| violation.kind)
+            .collect()
+    };
+    for plain in [
+        "SELECT cust_name, count(*) FROM customers c JOIN bills b ON b.cust_id = c.cust_id GROUP BY 1",
+        "WITH t AS (SELECT cust_name AS phone FROM customers) SELECT cust_name FROM customers ORDER BY 1",
+        "SELECT cust_name AS phone FROM customers ORDER BY phone",
+        "SELECT CAST(bill_no AS text) FROM bills",
+    ] {
+        assert_eq!(found(plain), Vec::<&str>::new(), "{plain}");
+    }
+    for (sql, kind) in [
+        ("SELECT version()", "walker_function"),
+        ("SELECT relname FROM pg_class", "walker_catalog"),
+        ("SELECT * FROM askdb_query_log", "walker_hidden"),
+        ("SELECT 1 FROM nowhere", "walker_unknown_table"),
+        ("SELECT phone FROM customers", "walker_restricted"),
+        ("SELECT c.phone FROM customers c", "walker_restricted"),
+        ("SELECT * FROM customers", "walker_restricted"),
+        ("SELECT to_jsonb(c) FROM customers c", "walker_restricted"),
+        ("SELECT c.to_jsonb FROM customers c", "walker_restricted"),
+        ("SELECT 1 FROM customers NATURAL JOIN customers", "walker_restricted"),
+        ("SELECT bill_no::regclass FROM bills", "walker_type"),
+        ("SELECT NULL::customers", "walker_type"),
+        ("SELECT bill_no::oid FROM bills", "walker_type"),
+    ] {
+        assert!(found(sql).contains(&kind), "{sql}: {:?}", found(sql));
+    }
+}
