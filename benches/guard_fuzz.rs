@@ -84,16 +84,33 @@ fn parse_args() -> Args {
                 }
             }
             "--minutes" => {
-                let minutes: f64 = it.next().and_then(|m| m.parse().ok()).expect("--minutes takes a number");
+                let minutes: f64 = it
+                    .next()
+                    .and_then(|m| m.parse().ok())
+                    .expect("--minutes takes a number");
                 args.seconds = (minutes * 60.0).round() as u64;
             }
-            "--seconds" => args.seconds = it.next().and_then(|s| s.parse().ok()).expect("--seconds takes a number"),
-            "--seed" => args.seed = it.next().and_then(|s| s.parse().ok()).expect("--seed takes a number"),
+            "--seconds" => {
+                args.seconds = it
+                    .next()
+                    .and_then(|s| s.parse().ok())
+                    .expect("--seconds takes a number")
+            }
+            "--seed" => {
+                args.seed = it
+                    .next()
+                    .and_then(|s| s.parse().ok())
+                    .expect("--seed takes a number")
+            }
             "--out" => args.out = PathBuf::from(it.next().expect("--out takes a folder")),
             "--worker" => args.worker = true,
             "--one" => args.one = Some(it.next().expect("--one takes a statement")),
             "--db" => args.db = it.next().expect("--db takes a database label"),
-            "--report" => args.report = Some(PathBuf::from(it.next().expect("--report takes the file to write"))),
+            "--report" => {
+                args.report = Some(PathBuf::from(
+                    it.next().expect("--report takes the file to write"),
+                ))
+            }
             // cargo bench passes --bench to every bench binary.
             "--bench" => {}
             other => panic!("unknown argument {other:?}"),
@@ -136,20 +153,31 @@ fn knowledge(gate: &Gate, dialect: SqlDialect) -> Knowledge {
     let mut restricted: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for entry in &notes.restricted_columns {
         if let Some((table, column)) = entry.to_lowercase().rsplit_once('.') {
-            restricted.entry(table.to_string()).or_default().insert(column.to_string());
+            restricted
+                .entry(table.to_string())
+                .or_default()
+                .insert(column.to_string());
         }
     }
     let mut tables = BTreeMap::new();
     for table in gate.schema() {
         let name = table.name.to_lowercase();
-        let mut columns: BTreeSet<String> = table.columns.iter().map(|c| c.name.to_lowercase()).collect();
+        let mut columns: BTreeSet<String> = table
+            .columns
+            .iter()
+            .map(|c| c.name.to_lowercase())
+            .collect();
         if let Some(hidden_columns) = restricted.get(&name) {
             columns.extend(hidden_columns.iter().cloned());
         }
         tables.insert(name, columns);
     }
     restricted.retain(|table, _| tables.contains_key(table));
-    let mut hidden: BTreeSet<String> = notes.hidden_tables.iter().map(|t| t.to_lowercase()).collect();
+    let mut hidden: BTreeSet<String> = notes
+        .hidden_tables
+        .iter()
+        .map(|t| t.to_lowercase())
+        .collect();
     hidden.insert(askdb::gate::QUERY_LOG_TABLE.to_string());
     let (mut functions, types) = fuzz_props::allow_list(dialect);
     functions.extend(notes.allowed_functions.iter().map(|f| f.to_lowercase()));
@@ -166,7 +194,14 @@ fn knowledge(gate: &Gate, dialect: SqlDialect) -> Knowledge {
 fn names_of(know: &Knowledge) -> Names {
     Names {
         tables: know.tables.keys().cloned().collect(),
-        columns: know.tables.values().flatten().cloned().collect::<BTreeSet<_>>().into_iter().collect(),
+        columns: know
+            .tables
+            .values()
+            .flatten()
+            .cloned()
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect(),
         restricted: know
             .restricted
             .iter()
@@ -177,13 +212,21 @@ fn names_of(know: &Knowledge) -> Names {
 }
 
 fn load_corpus(name: &str) -> Vec<(String, String, String)> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("evals").join(name);
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("evals")
+        .join(name);
     let text = std::fs::read_to_string(&path).expect("the corpus is readable");
     text.lines()
         .filter(|line| !line.trim().is_empty())
         .map(|line| {
             let value: JsonValue = serde_json::from_str(line).expect("a corpus line is JSON");
-            let field = |key: &str| value.get(key).and_then(JsonValue::as_str).unwrap_or_default().to_string();
+            let field = |key: &str| {
+                value
+                    .get(key)
+                    .and_then(JsonValue::as_str)
+                    .unwrap_or_default()
+                    .to_string()
+            };
             (field("id"), field("dialect"), field("sql"))
         })
         .collect()
@@ -207,8 +250,9 @@ fn setup(dialect: SqlDialect) -> Setup {
         let mut policy = gate.policy().clone();
         policy.dialect = dialect;
         let know = knowledge(&gate, dialect);
-        let runner = (dialect == SqlDialect::Sqlite)
-            .then(|| Runner::open(&copy, STATEMENT_TIMEOUT, MAX_ROWS).expect("a read-only connection"));
+        let runner = (dialect == SqlDialect::Sqlite).then(|| {
+            Runner::open(&copy, STATEMENT_TIMEOUT, MAX_ROWS).expect("a read-only connection")
+        });
         databases.push(Database {
             label,
             policy,
@@ -228,23 +272,28 @@ fn setup(dialect: SqlDialect) -> Setup {
         }
     }
     let mut by_path: BTreeMap<PathBuf, usize> = BTreeMap::new();
-    let mut db_for = |label: String, path: PathBuf, databases: &mut Vec<Database>| -> Option<usize> {
-        if let Some(index) = by_path.get(&path) {
-            return Some(*index);
-        }
-        if !path.exists() {
-            return None;
-        }
-        let index = open(label, &path, databases);
-        by_path.insert(path, index);
-        Some(index)
-    };
+    let mut db_for =
+        |label: String, path: PathBuf, databases: &mut Vec<Database>| -> Option<usize> {
+            if let Some(index) = by_path.get(&path) {
+                return Some(*index);
+            }
+            if !path.exists() {
+                return None;
+            }
+            let index = open(label, &path, databases);
+            by_path.insert(path, index);
+            Some(index)
+        };
     if dialect == SqlDialect::Sqlite {
         for query in external::load_spiderman(&data_dir).expect("spiderman's queries load") {
             let path = external::spiderman_db_path(&data_dir, &query.db_name);
             if let Some(db) = db_for(format!("spider/{}", query.db_name), path, &mut databases) {
                 for sql in external::concrete_golds(&query) {
-                    seeds.push(Seed { id: query.id.clone(), sql, db });
+                    seeds.push(Seed {
+                        id: query.id.clone(),
+                        sql,
+                        db,
+                    });
                 }
             }
         }
@@ -259,7 +308,11 @@ fn setup(dialect: SqlDialect) -> Setup {
         let path = external::defog_sqlite_path(&data_dir, &query.db_name);
         if let Some(db) = db_for(format!("defog/{}", query.db_name), path, &mut databases) {
             for sql in external::concrete_golds(&query) {
-                seeds.push(Seed { id: query.id.clone(), sql, db });
+                seeds.push(Seed {
+                    id: query.id.clone(),
+                    sql,
+                    db,
+                });
             }
         }
     }
@@ -296,7 +349,10 @@ enum Verdict {
 /// one bug seen through many statements is one finding, and two bugs are two.
 fn features(sql: &str, dialect: SqlDialect) -> String {
     let d = dialect.parser_dialect();
-    let Ok(tokens) = Tokenizer::new(d.as_ref(), sql).with_unescape(false).tokenize() else {
+    let Ok(tokens) = Tokenizer::new(d.as_ref(), sql)
+        .with_unescape(false)
+        .tokenize()
+    else {
         return "untokenized".to_string();
     };
     let mut found = BTreeSet::new();
@@ -310,10 +366,18 @@ fn features(sql: &str, dialect: SqlDialect) -> String {
             Token::HexStringLiteral(_) => "hex",
             Token::NationalStringLiteral(_) => "national-string",
             Token::DoubleQuotedString(s) if s.contains(['"', '\\', '`']) => "odd-quoted-name",
-            Token::Word(w) if w.quote_style.is_some() && w.value.contains(['"', '\\', '`', ']']) => "odd-quoted-name",
+            Token::Word(w)
+                if w.quote_style.is_some() && w.value.contains(['"', '\\', '`', ']']) =>
+            {
+                "odd-quoted-name"
+            }
             Token::Placeholder(_) => "placeholder",
-            Token::Whitespace(sqlparser::tokenizer::Whitespace::MultiLineComment(_)) => "block-comment",
-            Token::Whitespace(sqlparser::tokenizer::Whitespace::SingleLineComment { .. }) => "line-comment",
+            Token::Whitespace(sqlparser::tokenizer::Whitespace::MultiLineComment(_)) => {
+                "block-comment"
+            }
+            Token::Whitespace(sqlparser::tokenizer::Whitespace::SingleLineComment { .. }) => {
+                "line-comment"
+            }
             _ => continue,
         };
         found.insert(feature);
@@ -398,19 +462,23 @@ impl Context<'_> {
                 same_tree: facts.as_ref().is_some_and(|f| f.cap == CapFact::Kept),
                 wrapped: facts.as_ref().is_some_and(|f| f.cap == CapFact::Wrapped),
             };
-            let cap_key = facts.as_ref().map_or("unknown".to_string(), |f| format!("{:?}", f.cap).to_lowercase());
+            let cap_key = facts.as_ref().map_or("unknown".to_string(), |f| {
+                format!("{:?}", f.cap).to_lowercase()
+            });
             match (runner.run(sql), runner.run(&rendered)) {
                 (Run::Skipped(_), _) | (_, Run::Skipped(_)) => stats.rows_skipped += 1,
                 (Run::Writes, _) | (_, Run::Writes) => found.push(Violation {
                     kind: "sqlite_reads_a_write",
                     key: "writes".to_string(),
-                    detail: "SQLite reads the original or the rendering as a statement that writes".to_string(),
+                    detail: "SQLite reads the original or the rendering as a statement that writes"
+                        .to_string(),
                 }),
                 (Run::Rows(original), Run::Rows(after)) => {
                     stats.rows_compared += 1;
                     if let Err(difference) = fuzz_rows::compare(&original, &after, &expect) {
                         // A statement that differs from itself (random(), now) is not a finding.
-                        let deterministic = matches!(runner.run(sql), Run::Rows(again) if again == original);
+                        let deterministic =
+                            matches!(runner.run(sql), Run::Rows(again) if again == original);
                         if deterministic {
                             found.push(Violation {
                                 kind: "rows_differ",
@@ -456,11 +524,21 @@ fn signature(dialect: SqlDialect, violation: &Violation, sql: &str) -> String {
     let shape = match violation.kind {
         // Named constructs are their own signature; the rest are told apart by the
         // literal forms that reach them.
-        "walker_function" | "walker_catalog" | "walker_hidden" | "walker_type" | "walker_restricted"
-        | "walker_unknown_table" | "panic" => String::new(),
+        "walker_function"
+        | "walker_catalog"
+        | "walker_hidden"
+        | "walker_type"
+        | "walker_restricted"
+        | "walker_unknown_table"
+        | "panic" => String::new(),
         _ => features(sql, dialect),
     };
-    format!("{}:{}:{}:{shape}", dialect_name(dialect), violation.kind, violation.key)
+    format!(
+        "{}:{}:{}:{shape}",
+        dialect_name(dialect),
+        violation.kind,
+        violation.key
+    )
 }
 
 /// Greedy token deletion that keeps the finding's signature.
@@ -474,7 +552,10 @@ fn minimise(ctx: &mut Context, sql: &str, db: usize, wanted: &str) -> String {
     while progress && budget > 0 && started.elapsed() < MINIMISE_TIME {
         progress = false;
         let d = dialect.parser_dialect();
-        let Ok(tokens) = Tokenizer::new(d.as_ref(), &best).with_unescape(false).tokenize() else {
+        let Ok(tokens) = Tokenizer::new(d.as_ref(), &best)
+            .with_unescape(false)
+            .tokenize()
+        else {
             break;
         };
         let texts: Vec<String> = tokens.iter().map(|t| t.to_string()).collect();
@@ -497,7 +578,10 @@ fn minimise(ctx: &mut Context, sql: &str, db: usize, wanted: &str) -> String {
                 }
             }
             let (_, found) = ctx.evaluate(&candidate, db, &mut stats);
-            if found.iter().any(|v| signature(dialect, v, &candidate) == wanted) {
+            if found
+                .iter()
+                .any(|v| signature(dialect, v, &candidate) == wanted)
+            {
                 best = candidate;
                 progress = true;
                 break;
@@ -508,7 +592,11 @@ fn minimise(ctx: &mut Context, sql: &str, db: usize, wanted: &str) -> String {
 }
 
 fn record(path: &Path, line: &JsonValue) {
-    if let Ok(mut file) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
+    if let Ok(mut file) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    {
         let _ = writeln!(file, "{line}");
     }
 }
@@ -518,7 +606,12 @@ fn known_signatures(path: &Path) -> BTreeSet<String> {
         .unwrap_or_default()
         .lines()
         .filter_map(|line| serde_json::from_str::<JsonValue>(line).ok())
-        .filter_map(|value| value.get("signature").and_then(JsonValue::as_str).map(str::to_string))
+        .filter_map(|value| {
+            value
+                .get("signature")
+                .and_then(JsonValue::as_str)
+                .map(str::to_string)
+        })
         .collect()
 }
 
@@ -562,7 +655,8 @@ fn worker(args: &Args) {
     let stats_path = args.out.join(format!("worker-{name}-{}.json", args.seed));
     let _ = std::fs::remove_file(args.out.join(format!("current-{name}.sql")));
     let setup = setup(dialect);
-    let current = std::fs::File::create(args.out.join(format!("current-{name}.sql"))).expect("the current-statement file");
+    let current = std::fs::File::create(args.out.join(format!("current-{name}.sql")))
+        .expect("the current-statement file");
     let mut known = known_signatures(&findings_path);
     let mut generator = Generator::new(dialect, &setup.seeds, &setup.names, args.seed);
     let mut ctx = Context {
@@ -615,10 +709,16 @@ fn worker(args: &Args) {
         }
         if last_write.elapsed() > Duration::from_secs(2) {
             last_write = Instant::now();
-            let _ = std::fs::write(&stats_path, stats_json(&stats, started.elapsed().as_secs_f64()).to_string());
+            let _ = std::fs::write(
+                &stats_path,
+                stats_json(&stats, started.elapsed().as_secs_f64()).to_string(),
+            );
         }
     }
-    let _ = std::fs::write(&stats_path, stats_json(&stats, started.elapsed().as_secs_f64()).to_string());
+    let _ = std::fs::write(
+        &stats_path,
+        stats_json(&stats, started.elapsed().as_secs_f64()).to_string(),
+    );
 }
 
 /// Evaluates one statement and prints the verdict and every violation.
@@ -630,7 +730,8 @@ fn one(args: &Args, sql: &str) {
         .position(|d| d.label == args.db)
         .expect("--db names a database of the run (demo, spider/NAME, defog/NAME)");
     std::fs::create_dir_all(&args.out).expect("the output folder");
-    let current = std::fs::File::create(args.out.join("current-one.sql")).expect("the current-statement file");
+    let current = std::fs::File::create(args.out.join("current-one.sql"))
+        .expect("the current-statement file");
     let mut ctx = Context {
         dialect: args.dialect,
         databases: &setup.databases,
@@ -643,7 +744,11 @@ fn one(args: &Args, sql: &str) {
     let (verdict, found) = ctx.evaluate(sql, db, &mut Stats::default());
     println!("{verdict:?}");
     for violation in found {
-        println!("{}: {}", signature(args.dialect, &violation, sql), violation.detail);
+        println!(
+            "{}: {}",
+            signature(args.dialect, &violation, sql),
+            violation.detail
+        );
     }
 }
 
@@ -688,7 +793,8 @@ fn supervise(args: &Args) {
         totals.rows_skipped += field("rows_skipped");
         if !status.success() {
             crashes += 1;
-            let sql = std::fs::read_to_string(args.out.join(format!("current-{name}.sql"))).unwrap_or_default();
+            let sql = std::fs::read_to_string(args.out.join(format!("current-{name}.sql")))
+                .unwrap_or_default();
             if stats.is_null() && sql.is_empty() {
                 eprintln!("the worker failed before its first statement ({status}); stopping");
                 std::process::exit(1);
@@ -745,7 +851,11 @@ fn supervise(args: &Args) {
         totals.rows_skipped,
         findings.len()
     );
-    std::fs::write(args.out.join(format!("summary-{name}.json")), format!("{summary:#}\n")).expect("the summary is written");
+    std::fs::write(
+        args.out.join(format!("summary-{name}.json")),
+        format!("{summary:#}\n"),
+    )
+    .expect("the summary is written");
 }
 
 /// Writes the committed figures from the dialects' summaries in the output folder.
@@ -765,7 +875,9 @@ fn report(args: &Args, path: &Path) {
         .and_then(|l| l.split(':').nth(1))
         .map(|s| s.trim().to_string())
         .unwrap_or_default();
-    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
     let machine = format!("{cores} cores ({cpu})");
     // This run's dialects replace their earlier figures; the other dialect's stay.
     let earlier: JsonValue = std::fs::read_to_string(path)
@@ -780,7 +892,8 @@ fn report(args: &Args, path: &Path) {
         .filter_map(|run| Some((run.get("dialect")?.as_str()?.to_string(), run.clone())))
         .collect();
     for name in ["postgres", "sqlite"] {
-        let Ok(text) = std::fs::read_to_string(args.out.join(format!("summary-{name}.json"))) else {
+        let Ok(text) = std::fs::read_to_string(args.out.join(format!("summary-{name}.json")))
+        else {
             continue;
         };
         let Ok(mut value) = serde_json::from_str::<JsonValue>(&text) else {

@@ -52,7 +52,11 @@ fn the_generator_is_deterministic_for_a_seed_and_varies_with_it() {
         assert_eq!(first, cases(7, dialect));
         assert_ne!(first, cases(8, dialect));
         let distinct: std::collections::BTreeSet<&String> = first.iter().collect();
-        assert!(distinct.len() > 200, "only {} distinct cases", distinct.len());
+        assert!(
+            distinct.len() > 200,
+            "only {} distinct cases",
+            distinct.len()
+        );
     }
 }
 
@@ -143,11 +147,20 @@ fn the_round_trip_check_catches_a_limit_replaced_by_the_cap() {
         Err("limit_changed")
     );
     assert_eq!(
-        check("SELECT a FROM t WHERE b = 1", "SELECT a FROM t WHERE b = 2 LIMIT 200"),
+        check(
+            "SELECT a FROM t WHERE b = 1",
+            "SELECT a FROM t WHERE b = 2 LIMIT 200"
+        ),
         Err("tree_changed")
     );
-    assert_eq!(check("SELECT 0x10", "SELECT 16 LIMIT 200"), Ok(fuzz_props::CapFact::Capped));
-    assert_eq!(check("SELECT a FROM t", "SELECT a FROM t"), Err("cap_not_enforced"));
+    assert_eq!(
+        check("SELECT 0x10", "SELECT 16 LIMIT 200"),
+        Ok(fuzz_props::CapFact::Capped)
+    );
+    assert_eq!(
+        check("SELECT a FROM t", "SELECT a FROM t"),
+        Err("cap_not_enforced")
+    );
 }
 
 #[test]
@@ -159,12 +172,17 @@ fn the_walker_finds_each_refused_construct_and_passes_plain_queries() {
     let know = fuzz_props::Knowledge {
         dialect,
         tables: [
-            ("customers".to_string(), table(&["cust_id", "cust_name", "phone"])),
+            (
+                "customers".to_string(),
+                table(&["cust_id", "cust_name", "phone"]),
+            ),
             ("bills".to_string(), table(&["bill_no", "cust_id"])),
         ]
         .into_iter()
         .collect(),
-        restricted: [("customers".to_string(), table(&["phone"]))].into_iter().collect(),
+        restricted: [("customers".to_string(), table(&["phone"]))]
+            .into_iter()
+            .collect(),
         hidden: ["askdb_query_log".to_string()].into_iter().collect(),
         functions,
         types,
@@ -194,7 +212,10 @@ fn the_walker_finds_each_refused_construct_and_passes_plain_queries() {
         ("SELECT * FROM customers", "walker_restricted"),
         ("SELECT to_jsonb(c) FROM customers c", "walker_restricted"),
         ("SELECT c.to_jsonb FROM customers c", "walker_restricted"),
-        ("SELECT 1 FROM customers NATURAL JOIN customers", "walker_restricted"),
+        (
+            "SELECT 1 FROM customers NATURAL JOIN customers",
+            "walker_restricted",
+        ),
         ("SELECT bill_no::regclass FROM bills", "walker_type"),
         ("SELECT NULL::customers", "walker_type"),
         ("SELECT bill_no::oid FROM bills", "walker_type"),

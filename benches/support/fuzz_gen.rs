@@ -51,92 +51,385 @@ pub struct Case {
 }
 
 const CATALOGS: &[&str] = &[
-    "pg_class", "pg_catalog.pg_class", "pg_authid", "pg_shadow", "pg_stat_activity",
-    "pg_settings", "information_schema.tables", "information_schema.columns", "pg_roles",
-    "sqlite_master", "sqlite_schema", "sqlite_temp_master", "main.sqlite_master",
-    "temp.sqlite_master", "sqlite_sequence", "sqlite_stat1", "pg_toast.x", "public.pg_class",
+    "pg_class",
+    "pg_catalog.pg_class",
+    "pg_authid",
+    "pg_shadow",
+    "pg_stat_activity",
+    "pg_settings",
+    "information_schema.tables",
+    "information_schema.columns",
+    "pg_roles",
+    "sqlite_master",
+    "sqlite_schema",
+    "sqlite_temp_master",
+    "main.sqlite_master",
+    "temp.sqlite_master",
+    "sqlite_sequence",
+    "sqlite_stat1",
+    "pg_toast.x",
+    "public.pg_class",
 ];
 
 const DENIED_FUNCTIONS: &[&str] = &[
-    "pg_sleep", "pg_read_file", "current_setting", "version", "ts_stat", "ts_rewrite",
-    "query_to_xml", "set_config", "txid_current", "pg_terminate_backend", "to_regclass",
-    "has_table_privilege", "json_populate_record", "jsonb_to_record", "sqlite_version",
-    "sqlite_compileoption_get", "load_extension", "readfile", "randomblob", "zeroblob",
-    "pg_advisory_lock", "lo_import", "dblink", "nextval", "current_user", "inet_server_addr",
-    "format_type", "obj_description", "pg_size_pretty", "pg_typeof", "unlikely", "likelihood",
-    "sqlite_offset", "changes", "last_insert_rowid", "fts3_tokenizer", "edit", "fsdir",
+    "pg_sleep",
+    "pg_read_file",
+    "current_setting",
+    "version",
+    "ts_stat",
+    "ts_rewrite",
+    "query_to_xml",
+    "set_config",
+    "txid_current",
+    "pg_terminate_backend",
+    "to_regclass",
+    "has_table_privilege",
+    "json_populate_record",
+    "jsonb_to_record",
+    "sqlite_version",
+    "sqlite_compileoption_get",
+    "load_extension",
+    "readfile",
+    "randomblob",
+    "zeroblob",
+    "pg_advisory_lock",
+    "lo_import",
+    "dblink",
+    "nextval",
+    "current_user",
+    "inet_server_addr",
+    "format_type",
+    "obj_description",
+    "pg_size_pretty",
+    "pg_typeof",
+    "unlikely",
+    "likelihood",
+    "sqlite_offset",
+    "changes",
+    "last_insert_rowid",
+    "fts3_tokenizer",
+    "edit",
+    "fsdir",
 ];
 
 const ALLOWED_FUNCTIONS: &[&str] = &[
-    "count", "sum", "avg", "min", "max", "lower", "upper", "length", "substr", "coalesce",
-    "round", "abs", "concat", "replace", "trim", "to_jsonb", "row_to_json", "json_build_array",
-    "string_agg", "group_concat", "strftime", "date", "julianday", "printf", "format",
-    "repeat", "lpad", "rpad", "instr", "strpos", "nullif", "ifnull", "iif", "cast", "row_number",
-    "rank", "lag", "json_extract", "json_object", "array_agg", "unnest", "generate_series",
-    "json_each", "json_tree", "date_trunc", "extract", "now", "random", "hex", "quote",
-    "typeof", "char", "unicode", "glob", "like", "regexp_replace", "md5",
+    "count",
+    "sum",
+    "avg",
+    "min",
+    "max",
+    "lower",
+    "upper",
+    "length",
+    "substr",
+    "coalesce",
+    "round",
+    "abs",
+    "concat",
+    "replace",
+    "trim",
+    "to_jsonb",
+    "row_to_json",
+    "json_build_array",
+    "string_agg",
+    "group_concat",
+    "strftime",
+    "date",
+    "julianday",
+    "printf",
+    "format",
+    "repeat",
+    "lpad",
+    "rpad",
+    "instr",
+    "strpos",
+    "nullif",
+    "ifnull",
+    "iif",
+    "cast",
+    "row_number",
+    "rank",
+    "lag",
+    "json_extract",
+    "json_object",
+    "array_agg",
+    "unnest",
+    "generate_series",
+    "json_each",
+    "json_tree",
+    "date_trunc",
+    "extract",
+    "now",
+    "random",
+    "hex",
+    "quote",
+    "typeof",
+    "char",
+    "unicode",
+    "glob",
+    "like",
+    "regexp_replace",
+    "md5",
 ];
 
 const TYPES: &[&str] = &[
-    "regclass", "oid", "regrole", "regproc", "regtype", "regnamespace", "text", "integer",
-    "int", "bigint", "numeric", "real", "float8", "boolean", "date", "timestamp", "json",
-    "jsonb", "int[]", "text[]", "name", "xid", "pg_catalog.text", "public.customers",
-    "customers", "askdb_query_log", "bills", "record", "anyelement", "\"char\"", "bytea", "blob",
-    "varchar(3)", "interval", "uuid", "inet", "money", "bit(3)", "tsvector", "xml",
+    "regclass",
+    "oid",
+    "regrole",
+    "regproc",
+    "regtype",
+    "regnamespace",
+    "text",
+    "integer",
+    "int",
+    "bigint",
+    "numeric",
+    "real",
+    "float8",
+    "boolean",
+    "date",
+    "timestamp",
+    "json",
+    "jsonb",
+    "int[]",
+    "text[]",
+    "name",
+    "xid",
+    "pg_catalog.text",
+    "public.customers",
+    "customers",
+    "askdb_query_log",
+    "bills",
+    "record",
+    "anyelement",
+    "\"char\"",
+    "bytea",
+    "blob",
+    "varchar(3)",
+    "interval",
+    "uuid",
+    "inet",
+    "money",
+    "bit(3)",
+    "tsvector",
+    "xml",
 ];
 
 /// Raw text fragments the printer would never write.
 const POSTGRES_FRAGMENTS: &[&str] = &[
-    "E'x\\''", "E'\\\\'", "e'\\x41'", "E'\\047'", "$$a'b$$", "$t$ x' $t$", "$a$$a$",
-    "U&'\\0070hone'", "U&\"\\0070hone\"", "U&'d!0061t' UESCAPE '!'", "B'101'", "X'1F'",
-    "'x\\''", "'x\\'' , phone FROM customers --'", "'\\'", "''''", "'a''b'", "\"a\"\"b\"",
-    "\"a\\\"", "\"a\\\"\"", "/* /* nested */ still */", "/* unterminated", "-- tail\n",
-    "::regclass", "::oid", "::regrole", "::text", "::customers", "::json ->> 'phone'",
-    ".to_jsonb", ".row_to_json", "->> 'phone'", "COLLATE \"C\"", "OPERATOR(pg_catalog.+)",
-    "$1", "1e999", "1.", ".5", "0x10", "::int[]", "ARRAY[1,2]", "ROW(1, 'a')", "(c).phone",
-    "customers.*", "c.*", "*",
+    "E'x\\''",
+    "E'\\\\'",
+    "e'\\x41'",
+    "E'\\047'",
+    "$$a'b$$",
+    "$t$ x' $t$",
+    "$a$$a$",
+    "U&'\\0070hone'",
+    "U&\"\\0070hone\"",
+    "U&'d!0061t' UESCAPE '!'",
+    "B'101'",
+    "X'1F'",
+    "'x\\''",
+    "'x\\'' , phone FROM customers --'",
+    "'\\'",
+    "''''",
+    "'a''b'",
+    "\"a\"\"b\"",
+    "\"a\\\"",
+    "\"a\\\"\"",
+    "/* /* nested */ still */",
+    "/* unterminated",
+    "-- tail\n",
+    "::regclass",
+    "::oid",
+    "::regrole",
+    "::text",
+    "::customers",
+    "::json ->> 'phone'",
+    ".to_jsonb",
+    ".row_to_json",
+    "->> 'phone'",
+    "COLLATE \"C\"",
+    "OPERATOR(pg_catalog.+)",
+    "$1",
+    "1e999",
+    "1.",
+    ".5",
+    "0x10",
+    "::int[]",
+    "ARRAY[1,2]",
+    "ROW(1, 'a')",
+    "(c).phone",
+    "customers.*",
+    "c.*",
+    "*",
 ];
 
 const SQLITE_FRAGMENTS: &[&str] = &[
-    "0x10", "0X10", "0xFFFFFFFFFFFFFFFF", "0x7fffffffffffffff", "X'10'", "x'1'", "'x\\''",
-    "'x\\'' , phone FROM customers --'", "'\\'", "''''", "'a''b'", "\"a\"\"b\"", "\"a\\\"",
-    "`a``b`", "`phone`", "[phone]", "[a]]b]", "/* /* nested */ still */", "/* unterminated",
-    "-- tail\n", "#", "?1", ":name", "@x", "$x", "1e999", "1.", ".5", "N'abc'", "'a' || 'b'",
-    "COLLATE NOCASE", "COLLATE \"binary\"", "NOT NULL", "ISNULL", "NOTNULL", "IS NOT DISTINCT FROM",
-    "GLOB 'a*'", "REGEXP 'a'", "MATCH 'a'", "->> '$.a'", "-> 0", "customers.*", "*",
-    "rowid", "oid", "_rowid_", "main.customers", "temp.x",
+    "0x10",
+    "0X10",
+    "0xFFFFFFFFFFFFFFFF",
+    "0x7fffffffffffffff",
+    "X'10'",
+    "x'1'",
+    "'x\\''",
+    "'x\\'' , phone FROM customers --'",
+    "'\\'",
+    "''''",
+    "'a''b'",
+    "\"a\"\"b\"",
+    "\"a\\\"",
+    "`a``b`",
+    "`phone`",
+    "[phone]",
+    "[a]]b]",
+    "/* /* nested */ still */",
+    "/* unterminated",
+    "-- tail\n",
+    "#",
+    "?1",
+    ":name",
+    "@x",
+    "$x",
+    "1e999",
+    "1.",
+    ".5",
+    "N'abc'",
+    "'a' || 'b'",
+    "COLLATE NOCASE",
+    "COLLATE \"binary\"",
+    "NOT NULL",
+    "ISNULL",
+    "NOTNULL",
+    "IS NOT DISTINCT FROM",
+    "GLOB 'a*'",
+    "REGEXP 'a'",
+    "MATCH 'a'",
+    "->> '$.a'",
+    "-> 0",
+    "customers.*",
+    "*",
+    "rowid",
+    "oid",
+    "_rowid_",
+    "main.customers",
+    "temp.x",
 ];
 
 const COMMON_FRAGMENTS: &[&str] = &[
-    "'", "\"", "\\", ";", "; SELECT 1", "(", ")", ",", ".", "*/", "/*", "--", "\n", "\t", "\r",
-    "\u{a0}", "\u{feff}", "\u{0}", "é", "NULL", "TRUE", "1", "-1", "9223372036854775808",
-    "phone", "PHONE", "\"phone\"", "\"Phone\"", "customers", "askdb_query_log",
-    "\"askdb_query_log\"", "AS phone", "AS c", "c", "WHERE", "ORDER BY 1", "GROUP BY 1",
-    "UNION ALL SELECT 1", "LIMIT 1", "OFFSET 1", "FETCH FIRST 2 ROWS WITH TIES", "||", "+",
+    "'",
+    "\"",
+    "\\",
+    ";",
+    "; SELECT 1",
+    "(",
+    ")",
+    ",",
+    ".",
+    "*/",
+    "/*",
+    "--",
+    "\n",
+    "\t",
+    "\r",
+    "\u{a0}",
+    "\u{feff}",
+    "\u{0}",
+    "é",
+    "NULL",
+    "TRUE",
+    "1",
+    "-1",
+    "9223372036854775808",
+    "phone",
+    "PHONE",
+    "\"phone\"",
+    "\"Phone\"",
+    "customers",
+    "askdb_query_log",
+    "\"askdb_query_log\"",
+    "AS phone",
+    "AS c",
+    "c",
+    "WHERE",
+    "ORDER BY 1",
+    "GROUP BY 1",
+    "UNION ALL SELECT 1",
+    "LIMIT 1",
+    "OFFSET 1",
+    "FETCH FIRST 2 ROWS WITH TIES",
+    "||",
+    "+",
 ];
 
 const LIMIT_SUFFIXES: &[&str] = &[
-    "LIMIT 5", "LIMIT 201", "LIMIT 100000", "LIMIT 0", "LIMIT ALL", "LIMIT NULL", "LIMIT -1",
-    "LIMIT 2+3", "LIMIT (SELECT 3)", "LIMIT 3 OFFSET 2", "LIMIT 1000 OFFSET 1", "OFFSET 5",
-    "OFFSET 2 ROWS", "LIMIT 3, 4", "LIMIT 3, 400", "FETCH FIRST 3 ROWS ONLY",
-    "FETCH FIRST ROW ONLY", "FETCH NEXT 300 ROWS ONLY", "OFFSET 1 ROWS FETCH NEXT 2 ROWS ONLY",
-    "FETCH FIRST 3 ROWS WITH TIES", "FETCH FIRST 10 PERCENT ROWS ONLY", "LIMIT 0x10",
-    "LIMIT '5'", "LIMIT 5.0", "LIMIT 1e2", "LIMIT 9223372036854775807",
-    "LIMIT 18446744073709551616", "LIMIT 200", "LIMIT (2)", "LIMIT CAST(3 AS INTEGER)",
-    "LIMIT 7 OFFSET 1000000", "OFFSET 3 LIMIT 4",
+    "LIMIT 5",
+    "LIMIT 201",
+    "LIMIT 100000",
+    "LIMIT 0",
+    "LIMIT ALL",
+    "LIMIT NULL",
+    "LIMIT -1",
+    "LIMIT 2+3",
+    "LIMIT (SELECT 3)",
+    "LIMIT 3 OFFSET 2",
+    "LIMIT 1000 OFFSET 1",
+    "OFFSET 5",
+    "OFFSET 2 ROWS",
+    "LIMIT 3, 4",
+    "LIMIT 3, 400",
+    "FETCH FIRST 3 ROWS ONLY",
+    "FETCH FIRST ROW ONLY",
+    "FETCH NEXT 300 ROWS ONLY",
+    "OFFSET 1 ROWS FETCH NEXT 2 ROWS ONLY",
+    "FETCH FIRST 3 ROWS WITH TIES",
+    "FETCH FIRST 10 PERCENT ROWS ONLY",
+    "LIMIT 0x10",
+    "LIMIT '5'",
+    "LIMIT 5.0",
+    "LIMIT 1e2",
+    "LIMIT 9223372036854775807",
+    "LIMIT 18446744073709551616",
+    "LIMIT 200",
+    "LIMIT (2)",
+    "LIMIT CAST(3 AS INTEGER)",
+    "LIMIT 7 OFFSET 1000000",
+    "OFFSET 3 LIMIT 4",
 ];
 
 const EXPR_WRAPS: &[&str] = &[
-    "CAST(({e}) AS {type})", "({e})::{type}", "({e})::oid::regclass", "NOT ({e})", "-({e})",
-    "({e}) IS NULL", "({e}) + 1", "({e}) || 'x'", "COALESCE({e}, NULL)", "{f}({e})",
-    "{f}({e}, {e2})", "(SELECT {e})", "(SELECT {e} FROM {table})",
-    "EXISTS (SELECT {e} FROM {table})", "CASE WHEN {e} THEN {e2} ELSE NULL END",
-    "((((({e})))))", "({e}) IN (SELECT {col} FROM {table})", "{alias}.{f}",
-    "{e} BETWEEN 1 AND 2", "({e}) ->> 'phone'", "{f}({alias})", "{f}({alias}.*)",
-    "(SELECT {alias}::text FROM {table} {alias} LIMIT 1)", "{e} = ANY(SELECT {col} FROM {table})",
-    "{f}(DISTINCT {e})", "count(*) OVER (PARTITION BY {e} ORDER BY {e2})",
-    "({e}, {e2})", "{e} COLLATE NOCASE", "{e} LIKE 'a%' ESCAPE '\\'",
-    "repeat('x', {e})", "printf('%.*c', {e}, 'a')", "format('%s', {e})",
+    "CAST(({e}) AS {type})",
+    "({e})::{type}",
+    "({e})::oid::regclass",
+    "NOT ({e})",
+    "-({e})",
+    "({e}) IS NULL",
+    "({e}) + 1",
+    "({e}) || 'x'",
+    "COALESCE({e}, NULL)",
+    "{f}({e})",
+    "{f}({e}, {e2})",
+    "(SELECT {e})",
+    "(SELECT {e} FROM {table})",
+    "EXISTS (SELECT {e} FROM {table})",
+    "CASE WHEN {e} THEN {e2} ELSE NULL END",
+    "((((({e})))))",
+    "({e}) IN (SELECT {col} FROM {table})",
+    "{alias}.{f}",
+    "{e} BETWEEN 1 AND 2",
+    "({e}) ->> 'phone'",
+    "{f}({alias})",
+    "{f}({alias}.*)",
+    "(SELECT {alias}::text FROM {table} {alias} LIMIT 1)",
+    "{e} = ANY(SELECT {col} FROM {table})",
+    "{f}(DISTINCT {e})",
+    "count(*) OVER (PARTITION BY {e} ORDER BY {e2})",
+    "({e}, {e2})",
+    "{e} COLLATE NOCASE",
+    "{e} LIKE 'a%' ESCAPE '\\'",
+    "repeat('x', {e})",
+    "printf('%.*c', {e}, 'a')",
+    "format('%s', {e})",
 ];
 
 const QUERY_WRAPS: &[&str] = &[
@@ -214,7 +507,11 @@ fn parse(sql: &str, dialect: SqlDialect) -> Option<Statement> {
 
 fn parse_expr(text: &str, dialect: SqlDialect) -> Option<Expr> {
     let d = dialect.parser_dialect();
-    Parser::new(d.as_ref()).try_with_sql(text).ok()?.parse_expr().ok()
+    Parser::new(d.as_ref())
+        .try_with_sql(text)
+        .ok()?
+        .parse_expr()
+        .ok()
 }
 
 fn parse_query(text: &str, dialect: SqlDialect) -> Option<Query> {
@@ -229,7 +526,11 @@ fn parse_query(text: &str, dialect: SqlDialect) -> Option<Query> {
 
 fn parse_table_factor(text: &str, dialect: SqlDialect) -> Option<TableFactor> {
     let d = dialect.parser_dialect();
-    Parser::new(d.as_ref()).try_with_sql(text).ok()?.parse_table_factor().ok()
+    Parser::new(d.as_ref())
+        .try_with_sql(text)
+        .ok()?
+        .parse_table_factor()
+        .ok()
 }
 
 /// Counts nodes of one kind, or acts on the `target`-th.
@@ -404,7 +705,11 @@ impl<'a> Generator<'a> {
                 None
             } else {
                 let (t, c) = list[self.rng.index(list.len())].clone();
-                Some(if self.chance(50) { c } else { format!("{t}.{c}") })
+                Some(if self.chance(50) {
+                    c
+                } else {
+                    format!("{t}.{c}")
+                })
             }
         } else if roll < 68 {
             pick(&mut self.rng, &names.hidden)
@@ -440,7 +745,11 @@ impl<'a> Generator<'a> {
     }
 
     fn donor_expr(&mut self, db: usize) -> Option<Expr> {
-        let db = if self.chance(85) { db } else { self.rng.index(self.exprs.len()) };
+        let db = if self.chance(85) {
+            db
+        } else {
+            self.rng.index(self.exprs.len())
+        };
         let pool = self.exprs.get(db)?;
         if pool.is_empty() {
             return None;
@@ -449,7 +758,11 @@ impl<'a> Generator<'a> {
     }
 
     fn donor_query(&mut self, db: usize) -> Option<Query> {
-        let db = if self.chance(85) { db } else { self.rng.index(self.queries.len()) };
+        let db = if self.chance(85) {
+            db
+        } else {
+            self.rng.index(self.queries.len())
+        };
         let pool = self.queries.get(db)?;
         if pool.is_empty() {
             return None;
@@ -465,20 +778,54 @@ impl<'a> Generator<'a> {
 
     fn tricky_value(&mut self) -> Value {
         const STRINGS: &[&str] = &[
-            "x\\'", "a''b", "\\", "'", "x\\' , phone FROM customers --", "\\\\'", "$$", "\u{0}",
-            "é", "\n", "*/", "--", "\\'\\'", "'; DROP TABLE bills; --", "\"", "$a$", "%", "\\x41",
+            "x\\'",
+            "a''b",
+            "\\",
+            "'",
+            "x\\' , phone FROM customers --",
+            "\\\\'",
+            "$$",
+            "\u{0}",
+            "é",
+            "\n",
+            "*/",
+            "--",
+            "\\'\\'",
+            "'; DROP TABLE bills; --",
+            "\"",
+            "$a$",
+            "%",
+            "\\x41",
         ];
         let text = STRINGS[self.rng.index(STRINGS.len())].to_string();
         match self.rng.below(12) {
-            0 | 1 | 2 => Value::SingleQuotedString(text),
+            0..=2 => Value::SingleQuotedString(text),
             3 => Value::EscapedStringLiteral(text),
             4 => Value::DollarQuotedString(DollarQuotedString {
                 value: text,
-                tag: if self.chance(50) { None } else { Some("t".to_string()) },
+                tag: if self.chance(50) {
+                    None
+                } else {
+                    Some("t".to_string())
+                },
             }),
-            5 => Value::HexStringLiteral(["10", "1", "", "zz", "FFFFFFFFFFFFFFFF"][self.rng.index(5)].to_string()),
+            5 => Value::HexStringLiteral(
+                ["10", "1", "", "zz", "FFFFFFFFFFFFFFFF"][self.rng.index(5)].to_string(),
+            ),
             6 => Value::NationalStringLiteral(text),
-            7 => Value::Number(["0x10", "1e999", "9223372036854775808", ".5", "1.", "-0", "00"][self.rng.index(7)].to_string(), false),
+            7 => Value::Number(
+                [
+                    "0x10",
+                    "1e999",
+                    "9223372036854775808",
+                    ".5",
+                    "1.",
+                    "-0",
+                    "00",
+                ][self.rng.index(7)]
+                .to_string(),
+                false,
+            ),
             8 => Value::DoubleQuotedString(text),
             9 => Value::UnicodeStringLiteral(text),
             10 => Value::Null,
@@ -487,7 +834,18 @@ impl<'a> Generator<'a> {
     }
 
     fn tricky_ident(&mut self, db: usize) -> Ident {
-        const ODD: &[&str] = &["a\"b", "a\\", "a\"\"", "Phone", "PHONE", " phone", "ph\u{0}one", "a`b", "a]b", "to_jsonb"];
+        const ODD: &[&str] = &[
+            "a\"b",
+            "a\\",
+            "a\"\"",
+            "Phone",
+            "PHONE",
+            " phone",
+            "ph\u{0}one",
+            "a`b",
+            "a]b",
+            "to_jsonb",
+        ];
         let value = if self.chance(25) {
             ODD[self.rng.index(ODD.len())].to_string()
         } else {
@@ -496,7 +854,11 @@ impl<'a> Generator<'a> {
         let quote = match self.rng.below(5) {
             0 | 1 => None,
             2 | 3 => Some('"'),
-            _ => Some(if self.dialect == SqlDialect::Sqlite { '`' } else { '"' }),
+            _ => Some(if self.dialect == SqlDialect::Sqlite {
+                '`'
+            } else {
+                '"'
+            }),
         };
         Ident {
             value,
@@ -526,7 +888,11 @@ impl<'a> Generator<'a> {
         let table = self.table(db);
         let table2 = self.table(db);
         let col = self.column(db);
-        let alias = if self.chance(50) { "c".to_string() } else { table.clone() };
+        let alias = if self.chance(50) {
+            "c".to_string()
+        } else {
+            table.clone()
+        };
         out.replace("{table2}", &table2)
             .replace("{table}", &table)
             .replace("{col}", &col)
@@ -540,7 +906,7 @@ impl<'a> Generator<'a> {
         let dialect = self.dialect;
         let op: &'static str;
         match kind {
-            0 | 1 | 2 => {
+            0..=2 => {
                 let n = count(&mut statement, 0);
                 if n == 0 {
                     return None;
@@ -571,7 +937,14 @@ impl<'a> Generator<'a> {
                             1 => format!("{}.{}", self.table(db), self.column(db)),
                             2 => format!("c.{}", self.simple_name(db)),
                             3 => self.name(db),
-                            4 => format!("{}.to_jsonb", if self.chance(50) { "c".to_string() } else { self.table(db) }),
+                            4 => format!(
+                                "{}.to_jsonb",
+                                if self.chance(50) {
+                                    "c".to_string()
+                                } else {
+                                    self.table(db)
+                                }
+                            ),
                             _ => self.table(db),
                         };
                         parse_expr(&text, dialect)
@@ -645,7 +1018,11 @@ impl<'a> Generator<'a> {
                         let mut base = base?;
                         base.limit_clause = None;
                         base.fetch = None;
-                        let order = if base.order_by.is_none() && self.chance(50) { " ORDER BY 1" } else { "" };
+                        let order = if base.order_by.is_none() && self.chance(50) {
+                            " ORDER BY 1"
+                        } else {
+                            ""
+                        };
                         let suffix = self.pick(LIMIT_SUFFIXES);
                         parse_query(&format!("{base}{order} {suffix}"), dialect)
                     }
@@ -718,7 +1095,12 @@ impl<'a> Generator<'a> {
             .chain(std::iter::once(sql.len()))
             .collect();
         let line_chars: Vec<usize> = std::iter::once(0)
-            .chain(sql.chars().enumerate().filter(|(_, c)| *c == '\n').map(|(i, _)| i + 1))
+            .chain(
+                sql.chars()
+                    .enumerate()
+                    .filter(|(_, c)| *c == '\n')
+                    .map(|(i, _)| i + 1),
+            )
             .collect();
         let offset = |line: u64, column: u64| -> Option<usize> {
             let first = *line_chars.get(usize::try_from(line).ok()?.checked_sub(1)?)?;
@@ -801,7 +1183,11 @@ impl<'a> Generator<'a> {
         match self.rng.below(10) {
             0 => {
                 let depth = 5 + self.rng.index(60);
-                format!("{}{sql}\n{}", "SELECT * FROM (".repeat(depth), ") AS t".repeat(depth))
+                format!(
+                    "{}{sql}\n{}",
+                    "SELECT * FROM (".repeat(depth),
+                    ") AS t".repeat(depth)
+                )
             }
             1 => {
                 let depth = 10 + self.rng.index(50);
@@ -903,7 +1289,11 @@ impl<'a> Generator<'a> {
             ops.push("chars");
         }
         if sql.len() > 120_000 {
-            sql.truncate(sql.char_indices().nth(120_000).map_or(sql.len(), |(i, _)| i));
+            sql.truncate(
+                sql.char_indices()
+                    .nth(120_000)
+                    .map_or(sql.len(), |(i, _)| i),
+            );
         }
         Case { sql, db, seed, ops }
     }

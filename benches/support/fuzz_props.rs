@@ -18,10 +18,10 @@ use std::ops::ControlFlow;
 
 use askdb::gate::SqlDialect;
 use sqlparser::ast::{
-    DataType, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, JoinConstraint,
-    JoinOperator, LimitClause, ObjectName, ObjectNamePart, OrderBy, OrderByKind, Query, Select,
-    SelectItem, SelectItemQualifiedWildcardKind, SetExpr, Statement, TableFactor,
-    TableWithJoins, UnaryOperator, Value, ValueWithSpan, Visit, Visitor, VisitorMut,
+    DataType, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, JoinConstraint, JoinOperator,
+    LimitClause, ObjectName, ObjectNamePart, OrderBy, OrderByKind, Query, Select, SelectItem,
+    SelectItemQualifiedWildcardKind, SetExpr, Statement, TableFactor, TableWithJoins,
+    UnaryOperator, Value, ValueWithSpan, Visit, Visitor, VisitorMut,
 };
 use sqlparser::parser::Parser;
 use sqlparser::tokenizer::{Token, Tokenizer};
@@ -43,7 +43,8 @@ pub struct Knowledge {
 
 /// The allow-list's functions and types of one dialect.
 pub fn allow_list(dialect: SqlDialect) -> (BTreeSet<String>, BTreeSet<String>) {
-    let file: toml::Value = toml::from_str(ALLOW_LIST).expect("config/guard_allow_list.toml parses");
+    let file: toml::Value =
+        toml::from_str(ALLOW_LIST).expect("config/guard_allow_list.toml parses");
     let section = match dialect {
         SqlDialect::Postgres => "postgres",
         SqlDialect::Sqlite => "sqlite",
@@ -73,9 +74,22 @@ fn hard_denied(name: &str) -> bool {
         || name.starts_with("dblink")
         || matches!(
             name,
-            "load_extension" | "readfile" | "writefile" | "fts3_tokenizer" | "set_config"
-                | "nextval" | "setval" | "currval" | "lastval" | "txid_current" | "query_to_xml"
-                | "ts_stat" | "ts_rewrite" | "current_setting" | "version" | "sqlite_version"
+            "load_extension"
+                | "readfile"
+                | "writefile"
+                | "fts3_tokenizer"
+                | "set_config"
+                | "nextval"
+                | "setval"
+                | "currval"
+                | "lastval"
+                | "txid_current"
+                | "query_to_xml"
+                | "ts_stat"
+                | "ts_rewrite"
+                | "current_setting"
+                | "version"
+                | "sqlite_version"
         )
 }
 
@@ -99,7 +113,8 @@ fn parts(name: &ObjectName) -> Vec<String> {
 /// Parses exactly one statement, as a caller of sqlparser would.
 pub fn parse_one(sql: &str, dialect: SqlDialect) -> Result<Statement, String> {
     let parser_dialect = dialect.parser_dialect();
-    let mut statements = Parser::parse_sql(parser_dialect.as_ref(), sql).map_err(|e| e.to_string())?;
+    let mut statements =
+        Parser::parse_sql(parser_dialect.as_ref(), sql).map_err(|e| e.to_string())?;
     if statements.len() != 1 {
         return Err(format!("{} statements", statements.len()));
     }
@@ -113,13 +128,21 @@ pub fn normalise(statement: &mut Statement, source: &str, dialect: SqlDialect) {
     let mut hex_at = BTreeSet::new();
     if dialect == SqlDialect::Sqlite {
         let parser_dialect = dialect.parser_dialect();
-        if let Ok(tokens) = Tokenizer::new(parser_dialect.as_ref(), source).tokenize_with_location() {
+        if let Ok(tokens) = Tokenizer::new(parser_dialect.as_ref(), source).tokenize_with_location()
+        {
             let lines: Vec<&str> = source.split('\n').collect();
             for token in tokens {
                 if let Token::HexStringLiteral(_) = token.token {
                     let start = token.span.start;
-                    let line = lines.get((start.line as usize).saturating_sub(1)).copied().unwrap_or("");
-                    let rest: String = line.chars().skip((start.column as usize).saturating_sub(1)).take(2).collect();
+                    let line = lines
+                        .get((start.line as usize).saturating_sub(1))
+                        .copied()
+                        .unwrap_or("");
+                    let rest: String = line
+                        .chars()
+                        .skip((start.column as usize).saturating_sub(1))
+                        .take(2)
+                        .collect();
                     if rest.eq_ignore_ascii_case("0x") {
                         hex_at.insert((start.line, start.column));
                     }
@@ -139,7 +162,9 @@ pub fn normalise(statement: &mut Statement, source: &str, dialect: SqlDialect) {
                     value.value = Value::SingleQuotedString(text.clone());
                 }
                 Value::HexStringLiteral(digits)
-                    if self.hex_at.contains(&(value.span.start.line, value.span.start.column)) =>
+                    if self
+                        .hex_at
+                        .contains(&(value.span.start.line, value.span.start.column)) =>
                 {
                     if let Ok(number) = u64::from_str_radix(digits, 16) {
                         value.value = Value::Number(number.to_string(), false);
@@ -150,10 +175,13 @@ pub fn normalise(statement: &mut Statement, source: &str, dialect: SqlDialect) {
             ControlFlow::Continue(())
         }
     }
-    let _ = sqlparser::ast::VisitMut::visit(statement, &mut Fix {
-        dialect,
-        hex_at: &hex_at,
-    });
+    let _ = sqlparser::ast::VisitMut::visit(
+        statement,
+        &mut Fix {
+            dialect,
+            hex_at: &hex_at,
+        },
+    );
 }
 
 /// How a query limits its rows.
@@ -191,7 +219,10 @@ fn limit_of(query: &Query) -> Limit {
         }
         let limit_too = matches!(
             &query.limit_clause,
-            Some(LimitClause::LimitOffset { limit: Some(_), .. } | LimitClause::OffsetCommaLimit { .. })
+            Some(
+                LimitClause::LimitOffset { limit: Some(_), .. }
+                    | LimitClause::OffsetCommaLimit { .. }
+            )
         );
         if limit_too {
             // LIMIT and FETCH side by side: no database reads one number from that.
@@ -200,7 +231,9 @@ fn limit_of(query: &Query) -> Limit {
         return fetch.quantity.as_ref().map_or(Limit::Plain(1), classify);
     }
     match &query.limit_clause {
-        Some(LimitClause::LimitOffset { limit: Some(limit), .. }) => classify(limit),
+        Some(LimitClause::LimitOffset {
+            limit: Some(limit), ..
+        }) => classify(limit),
         Some(LimitClause::LimitOffset { limit: None, .. }) | None => Limit::Unlimited,
         Some(LimitClause::OffsetCommaLimit { limit, .. }) => classify(limit),
     }
@@ -208,7 +241,9 @@ fn limit_of(query: &Query) -> Limit {
 
 fn offset_of(query: &Query) -> Option<String> {
     match &query.limit_clause {
-        Some(LimitClause::LimitOffset { offset, .. }) => offset.as_ref().map(|o| o.value.to_string()),
+        Some(LimitClause::LimitOffset { offset, .. }) => {
+            offset.as_ref().map(|o| o.value.to_string())
+        }
         Some(LimitClause::OffsetCommaLimit { offset, .. }) => Some(offset.to_string()),
         None => None,
     }
@@ -229,7 +264,9 @@ fn wrapped_inner(query: &Query) -> Option<&Query> {
     if query.with.is_some() || query.order_by.is_some() || select.from.len() != 1 {
         return None;
     }
-    if !matches!(select.projection.as_slice(), [SelectItem::Wildcard(_)]) || select.selection.is_some() {
+    if !matches!(select.projection.as_slice(), [SelectItem::Wildcard(_)])
+        || select.selection.is_some()
+    {
         return None;
     }
     let from = &select.from[0];
@@ -300,7 +337,11 @@ pub fn check_rendering(
     normalise(&mut before, original, dialect);
     normalise(&mut reparsed, rendered, dialect);
     let (Statement::Query(before), Statement::Query(after)) = (&before, &reparsed) else {
-        return Err(violation("not_a_query", "kind", "accepted statement is not a query"));
+        return Err(violation(
+            "not_a_query",
+            "kind",
+            "accepted statement is not a query",
+        ));
     };
     let ordered = before.order_by.is_some();
     let after_limit = limit_of(after);
@@ -316,7 +357,13 @@ pub fn check_rendering(
     }
     if before == after {
         return match limit_of(before) {
-            Limit::Plain(n) if n <= cap => Ok((keep, Facts { cap: CapFact::Kept, ordered })),
+            Limit::Plain(n) if n <= cap => Ok((
+                keep,
+                Facts {
+                    cap: CapFact::Kept,
+                    ordered,
+                },
+            )),
             other => Err(violation(
                 "cap_not_enforced",
                 "kept",
@@ -327,24 +374,44 @@ pub fn check_rendering(
     if let Some(inner) = wrapped_inner(after) {
         if inner == before.as_ref() {
             let ordered = inner.order_by.is_some();
-            return Ok((keep, Facts { cap: CapFact::Wrapped, ordered }));
+            return Ok((
+                keep,
+                Facts {
+                    cap: CapFact::Wrapped,
+                    ordered,
+                },
+            ));
         }
     }
     if without_limit(before) != without_limit(after) {
         return Err(violation(
             "tree_changed",
             "tree",
-            format!(
-                "original parses as {before}; the rendering as {after}"
-            ),
+            format!("original parses as {before}; the rendering as {after}"),
         ));
     }
     if offset_of(before) != offset_of(after) {
-        return Err(violation("offset_changed", "offset", format!("{:?} -> {:?}", offset_of(before), offset_of(after))));
+        return Err(violation(
+            "offset_changed",
+            "offset",
+            format!("{:?} -> {:?}", offset_of(before), offset_of(after)),
+        ));
     }
     match limit_of(before) {
-        Limit::Plain(n) if n > cap => Ok((keep, Facts { cap: CapFact::Capped, ordered })),
-        Limit::Unlimited => Ok((keep, Facts { cap: CapFact::Capped, ordered })),
+        Limit::Plain(n) if n > cap => Ok((
+            keep,
+            Facts {
+                cap: CapFact::Capped,
+                ordered,
+            },
+        )),
+        Limit::Unlimited => Ok((
+            keep,
+            Facts {
+                cap: CapFact::Capped,
+                ordered,
+            },
+        )),
         Limit::Plain(n) => Err(violation(
             "limit_changed",
             "plain",
@@ -426,7 +493,11 @@ impl<'a> Walker<'a> {
                         self.w.ctes.insert(cte.alias.name.value.to_lowercase());
                     }
                 }
-                if let Some(OrderBy { kind: OrderByKind::Expressions(items), .. }) = &query.order_by {
+                if let Some(OrderBy {
+                    kind: OrderByKind::Expressions(items),
+                    ..
+                }) = &query.order_by
+                {
                     for item in items {
                         if let Expr::Identifier(ident) = &item.expr {
                             self.order_items.push(&item.expr as *const Expr);
@@ -445,7 +516,13 @@ impl<'a> Walker<'a> {
                 ControlFlow::Continue(())
             }
             fn pre_visit_table_factor(&mut self, factor: &TableFactor) -> ControlFlow<()> {
-                if let TableFactor::Table { name, alias, args: None, .. } = factor {
+                if let TableFactor::Table {
+                    name,
+                    alias,
+                    args: None,
+                    ..
+                } = factor
+                {
                     let parts = parts(name);
                     let Some(key) = relation_key(&parts, self.w.know.dialect) else {
                         return ControlFlow::Continue(());
@@ -484,7 +561,12 @@ impl<'a> Walker<'a> {
             order_names: Vec::new(),
         };
         let _ = statement.visit(&mut pre);
-        let Pre { aliases, order_items, order_names, .. } = pre;
+        let Pre {
+            aliases,
+            order_items,
+            order_names,
+            ..
+        } = pre;
         for (item, name) in order_items.into_iter().zip(order_names) {
             if aliases.contains(&name) {
                 self.alias_order_items.insert(item);
@@ -502,20 +584,34 @@ impl<'a> Walker<'a> {
             return;
         };
         if hard_denied(&last) || !self.know.functions.contains(&last) {
-            self.flag("walker_function", format!("function:{last}"), format!("function {} is not on the allow-list", parts.join(".")));
+            self.flag(
+                "walker_function",
+                format!("function:{last}"),
+                format!("function {} is not on the allow-list", parts.join(".")),
+            );
             return;
         }
         if parts.len() > 2 || (parts.len() == 2 && parts[0] != "pg_catalog") {
-            self.flag("walker_function", format!("qualified:{}", parts.join(".")), "a function of another schema");
+            self.flag(
+                "walker_function",
+                format!("qualified:{}", parts.join(".")),
+                "a function of another schema",
+            );
         }
     }
 
     fn check_relation(&mut self, name: &ObjectName) {
         let parts = parts(name);
         if parts.iter().any(|part| is_catalog_part(part))
-            && !(parts.len() == 2 && parts[0] == self.know.dialect.default_schema() && !is_catalog_part(&parts[1]))
+            && !(parts.len() == 2
+                && parts[0] == self.know.dialect.default_schema()
+                && !is_catalog_part(&parts[1]))
         {
-            self.flag("walker_catalog", format!("catalog:{}", parts.join(".")), "a catalog relation");
+            self.flag(
+                "walker_catalog",
+                format!("catalog:{}", parts.join(".")),
+                "a catalog relation",
+            );
             return;
         }
         let Some(last) = parts.last() else {
@@ -528,10 +624,15 @@ impl<'a> Walker<'a> {
         if parts.len() == 1 && self.ctes.contains(last) {
             return;
         }
-        let visible = relation_key(&parts, self.know.dialect)
-            .is_some_and(|key| self.know.tables.contains_key(&key) && !self.know.hidden.contains(&key));
+        let visible = relation_key(&parts, self.know.dialect).is_some_and(|key| {
+            self.know.tables.contains_key(&key) && !self.know.hidden.contains(&key)
+        });
         if !visible {
-            self.flag("walker_unknown_table", format!("unknown:{}", parts.join(".")), "a table that is not in the schema");
+            self.flag(
+                "walker_unknown_table",
+                format!("unknown:{}", parts.join(".")),
+                "a table that is not in the schema",
+            );
         }
     }
 
@@ -542,9 +643,21 @@ impl<'a> Walker<'a> {
                 let parts = parts(name);
                 let last = parts.last().cloned().unwrap_or_default();
                 let qualified_ok = parts.len() == 1
-                    || (parts.len() == 2 && (parts[0] == "pg_catalog" || parts[0] == self.know.dialect.default_schema()));
-                if last == "oid" || last.starts_with("reg") || self.know.tables.contains_key(&last) || self.know.hidden.contains(&last) || !self.know.types.contains(&last) || !qualified_ok {
-                    self.flag("walker_type", format!("type:{last}"), format!("a cast to {}", parts.join(".")));
+                    || (parts.len() == 2
+                        && (parts[0] == "pg_catalog"
+                            || parts[0] == self.know.dialect.default_schema()));
+                if last == "oid"
+                    || last.starts_with("reg")
+                    || self.know.tables.contains_key(&last)
+                    || self.know.hidden.contains(&last)
+                    || !self.know.types.contains(&last)
+                    || !qualified_ok
+                {
+                    self.flag(
+                        "walker_type",
+                        format!("type:{last}"),
+                        format!("a cast to {}", parts.join(".")),
+                    );
                 }
             }
             DataType::Array(inner) => {
@@ -558,9 +671,17 @@ impl<'a> Walker<'a> {
                     _ => {}
                 }
             }
-            DataType::Table(_) | DataType::NamedTable { .. } | DataType::Tuple(_) | DataType::Struct(..) | DataType::Nested(_) | DataType::Map(..) | DataType::Object(_) => {
-                self.flag("walker_type", format!("type:{data_type}"), "a cast to a row type")
-            }
+            DataType::Table(_)
+            | DataType::NamedTable { .. }
+            | DataType::Tuple(_)
+            | DataType::Struct(..)
+            | DataType::Nested(_)
+            | DataType::Map(..)
+            | DataType::Object(_) => self.flag(
+                "walker_type",
+                format!("type:{data_type}"),
+                "a cast to a row type",
+            ),
             _ => {}
         }
     }
@@ -568,7 +689,11 @@ impl<'a> Walker<'a> {
     fn check_whole_row_qualifier(&mut self, qualifier: &ObjectName) {
         if let Some(last) = parts(qualifier).last() {
             if let Some(table) = self.restricted_names.get(last).cloned() {
-                self.flag("walker_restricted", format!("wildcard:{table}"), format!("{last}.* reads a restricted column"));
+                self.flag(
+                    "walker_restricted",
+                    format!("wildcard:{table}"),
+                    format!("{last}.* reads a restricted column"),
+                );
             }
         }
     }
@@ -576,7 +701,9 @@ impl<'a> Walker<'a> {
     fn direct_tables(&self, from: &TableWithJoins, out: &mut Vec<Option<String>>) {
         fn factor(w: &Walker, f: &TableFactor, out: &mut Vec<Option<String>>) {
             match f {
-                TableFactor::Table { name, args: None, .. } => {
+                TableFactor::Table {
+                    name, args: None, ..
+                } => {
                     let parts = parts(name);
                     if parts.len() == 1 && w.ctes.contains(&parts[0]) {
                         out.push(None);
@@ -584,7 +711,9 @@ impl<'a> Walker<'a> {
                     }
                     out.push(relation_key(&parts, w.know.dialect));
                 }
-                TableFactor::NestedJoin { table_with_joins, .. } => w.direct_tables(table_with_joins, out),
+                TableFactor::NestedJoin {
+                    table_with_joins, ..
+                } => w.direct_tables(table_with_joins, out),
                 _ => out.push(None),
             }
         }
@@ -609,12 +738,17 @@ impl<'a> Walker<'a> {
             match item {
                 SelectItem::Wildcard(_) => {
                     if let Some(table) = restricted_direct.first() {
-                        self.flag("walker_restricted", format!("star:{table}"), "SELECT * over a table with a restricted column");
+                        self.flag(
+                            "walker_restricted",
+                            format!("star:{table}"),
+                            "SELECT * over a table with a restricted column",
+                        );
                     }
                 }
-                SelectItem::QualifiedWildcard(SelectItemQualifiedWildcardKind::ObjectName(name), _) => {
-                    self.check_whole_row_qualifier(name)
-                }
+                SelectItem::QualifiedWildcard(
+                    SelectItemQualifiedWildcardKind::ObjectName(name),
+                    _,
+                ) => self.check_whole_row_qualifier(name),
                 _ => {}
             }
         }
@@ -626,7 +760,11 @@ impl<'a> Walker<'a> {
     fn check_joins(&mut self, from: &TableWithJoins) {
         let mut all = Vec::new();
         self.direct_tables(from, &mut all);
-        if !all.iter().flatten().any(|t| self.know.restricted.contains_key(t)) {
+        if !all
+            .iter()
+            .flatten()
+            .any(|t| self.know.restricted.contains_key(t))
+        {
             return;
         }
         for join in &from.joins {
@@ -653,18 +791,28 @@ impl<'a> Walker<'a> {
                         .flatten()
                         .cloned()
                         .collect();
-                    let shared = all.iter().flatten().filter(|t| {
-                        columns(t).iter().any(|c| restricted.contains(c))
-                    }).count();
+                    let shared = all
+                        .iter()
+                        .flatten()
+                        .filter(|t| columns(t).iter().any(|c| restricted.contains(c)))
+                        .count();
                     if !known || shared > 1 {
-                        self.flag("walker_restricted", "natural", "a NATURAL JOIN that may match on a restricted column");
+                        self.flag(
+                            "walker_restricted",
+                            "natural",
+                            "a NATURAL JOIN that may match on a restricted column",
+                        );
                     }
                 }
                 Some(JoinConstraint::Using(columns)) => {
                     for column in columns {
                         if let Some(name) = parts(column).last() {
                             if self.restricted_in_play.contains(name) {
-                                self.flag("walker_restricted", format!("using:{name}"), "USING a restricted column");
+                                self.flag(
+                                    "walker_restricted",
+                                    format!("using:{name}"),
+                                    "USING a restricted column",
+                                );
                             }
                         }
                     }
@@ -675,7 +823,18 @@ impl<'a> Walker<'a> {
     }
 
     fn is_function_name(&self, name: &str) -> bool {
-        self.know.functions.contains(name) || hard_denied(name) || matches!(name, "to_jsonb" | "to_json" | "row_to_json" | "concat" | "json_build_array" | "hstore" | "text")
+        self.know.functions.contains(name)
+            || hard_denied(name)
+            || matches!(
+                name,
+                "to_jsonb"
+                    | "to_json"
+                    | "row_to_json"
+                    | "concat"
+                    | "json_build_array"
+                    | "hstore"
+                    | "text"
+            )
     }
 }
 
@@ -692,8 +851,16 @@ impl Visitor for Walker<'_> {
                 list.push(name.clone());
                 let object = ObjectName::from(list);
                 self.check_relation(&object);
-                if self.know.restricted.contains_key(&name.value.to_lowercase()) {
-                    self.flag("walker_restricted", format!("table:{name}"), "TABLE over a table with a restricted column");
+                if self
+                    .know
+                    .restricted
+                    .contains_key(&name.value.to_lowercase())
+                {
+                    self.flag(
+                        "walker_restricted",
+                        format!("table:{name}"),
+                        "TABLE over a table with a restricted column",
+                    );
                 }
             }
         }
@@ -707,12 +874,29 @@ impl Visitor for Walker<'_> {
 
     fn pre_visit_table_factor(&mut self, factor: &TableFactor) -> ControlFlow<()> {
         match factor {
-            TableFactor::Table { name, args: Some(_), .. } | TableFactor::Function { name, .. } => self.check_function(name),
-            TableFactor::Table { name, alias, args: None, .. } => {
+            TableFactor::Table {
+                name,
+                args: Some(_),
+                ..
+            }
+            | TableFactor::Function { name, .. } => self.check_function(name),
+            TableFactor::Table {
+                name,
+                alias,
+                args: None,
+                ..
+            } => {
                 self.check_relation(name);
                 let key = relation_key(&parts(name), self.know.dialect).unwrap_or_default();
-                if alias.as_ref().is_some_and(|a| !a.columns.is_empty()) && self.know.restricted.contains_key(&key) && !self.ctes.contains(&key) {
-                    self.flag("walker_restricted", format!("renamed:{key}"), "a table with a restricted column renamed by position");
+                if alias.as_ref().is_some_and(|a| !a.columns.is_empty())
+                    && self.know.restricted.contains_key(&key)
+                    && !self.ctes.contains(&key)
+                {
+                    self.flag(
+                        "walker_restricted",
+                        format!("renamed:{key}"),
+                        "a table with a restricted column renamed by position",
+                    );
                 }
             }
             _ => {}
@@ -726,7 +910,9 @@ impl Visitor for Walker<'_> {
                 self.check_function(&function.name);
                 if let FunctionArguments::List(list) = &function.args {
                     for arg in &list.args {
-                        let (FunctionArg::Named { arg, .. } | FunctionArg::ExprNamed { arg, .. } | FunctionArg::Unnamed(arg)) = arg;
+                        let (FunctionArg::Named { arg, .. }
+                        | FunctionArg::ExprNamed { arg, .. }
+                        | FunctionArg::Unnamed(arg)) = arg;
                         if let FunctionArgExpr::QualifiedWildcard(name) = arg {
                             self.check_whole_row_qualifier(name);
                         }
@@ -743,11 +929,19 @@ impl Visitor for Walker<'_> {
                 }
                 if let Some(table) = self.restricted_names.get(&name).cloned() {
                     if !self.columns_in_play.contains(&name) {
-                        self.flag("walker_restricted", format!("whole_row:{table}"), format!("the whole row {name}"));
+                        self.flag(
+                            "walker_restricted",
+                            format!("whole_row:{table}"),
+                            format!("the whole row {name}"),
+                        );
                     }
                 }
                 if self.restricted_in_play.contains(&name) {
-                    self.flag("walker_restricted", format!("column:{name}"), format!("the restricted column {name}"));
+                    self.flag(
+                        "walker_restricted",
+                        format!("column:{name}"),
+                        format!("the restricted column {name}"),
+                    );
                 }
             }
             Expr::CompoundIdentifier(idents) => {
@@ -756,12 +950,28 @@ impl Visitor for Walker<'_> {
                     let qualifier = &names[names.len() - 2];
                     let column = &names[names.len() - 1];
                     if let Some(table) = self.restricted_names.get(qualifier).cloned() {
-                        let restricted = self.know.restricted.get(&table).is_some_and(|c| c.contains(column));
-                        let known = self.know.tables.get(&table).is_some_and(|c| c.contains(column));
+                        let restricted = self
+                            .know
+                            .restricted
+                            .get(&table)
+                            .is_some_and(|c| c.contains(column));
+                        let known = self
+                            .know
+                            .tables
+                            .get(&table)
+                            .is_some_and(|c| c.contains(column));
                         if restricted {
-                            self.flag("walker_restricted", format!("column:{table}.{column}"), format!("{qualifier}.{column}"));
+                            self.flag(
+                                "walker_restricted",
+                                format!("column:{table}.{column}"),
+                                format!("{qualifier}.{column}"),
+                            );
                         } else if !known && self.is_function_name(column) {
-                            self.flag("walker_restricted", format!("attribute:{column}"), format!("attribute notation {qualifier}.{column}"));
+                            self.flag(
+                                "walker_restricted",
+                                format!("attribute:{column}"),
+                                format!("attribute notation {qualifier}.{column}"),
+                            );
                         }
                     }
                 }

@@ -76,7 +76,11 @@ pub struct Runner {
 }
 
 impl Runner {
-    pub fn open(path: &std::path::Path, timeout: Duration, max_rows: usize) -> rusqlite::Result<Self> {
+    pub fn open(
+        path: &std::path::Path,
+        timeout: Duration,
+        max_rows: usize,
+    ) -> rusqlite::Result<Self> {
         let mut conn = Connection::open_with_flags(
             path,
             OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
@@ -126,11 +130,7 @@ impl Runner {
         if !statement.readonly() {
             return Run::Writes;
         }
-        let columns: Vec<String> = statement
-            .column_names()
-            .into_iter()
-            .map(str::to_string)
-            .collect();
+        let columns: Vec<String> = statement.column_names().map(str::to_string).collect();
         let width = columns.len();
         let mut rows = Vec::new();
         let mut cursor = match statement.query([]) {
@@ -201,11 +201,13 @@ pub fn compare(original: &Rows, rendered: &Rows, expect: &Expect) -> Result<(), 
         // column read through a subquery (the cap's wrapper) by the select list's.
         // Read through the wrapper, a repeated name gets SQLite's `:N` suffix.
         let renamed_duplicate = expect.wrapped
-            && after
-                .rsplit_once(':')
-                .is_some_and(|(name, n)| name.eq_ignore_ascii_case(before) && n.parse::<u32>().is_ok());
+            && after.rsplit_once(':').is_some_and(|(name, n)| {
+                name.eq_ignore_ascii_case(before) && n.parse::<u32>().is_ok()
+            });
         if is_plain_name(before) && !before.eq_ignore_ascii_case(after) && !renamed_duplicate {
-            return Err(format!("column {before:?} is named {after:?} in the rendering"));
+            return Err(format!(
+                "column {before:?} is named {after:?} in the rendering"
+            ));
         }
     }
     if rendered.rows.len() > expect.cap {

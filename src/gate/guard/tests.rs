@@ -286,13 +286,18 @@ fn limit_is_forced_on_the_outermost_query() {
             assert_eq!(computed.limit, LimitAction::Wrapped(DEFAULT_ROW_CAP));
             assert_eq!(
                 computed.sql,
-                format!("SELECT * FROM (SELECT bill_no FROM bills {limit}) AS askdb_capped LIMIT 200")
+                format!(
+                    "SELECT * FROM (SELECT bill_no FROM bills {limit}) AS askdb_capped LIMIT 200"
+                )
             );
         }
     }
     let minus_zero = accepted(LITE, "SELECT bill_no FROM bills LIMIT -0");
     assert_eq!(minus_zero.limit, LimitAction::Wrapped(DEFAULT_ROW_CAP));
-    let both = accepted(PG, "SELECT bill_no FROM bills LIMIT 5 FETCH FIRST 3 ROWS ONLY");
+    let both = accepted(
+        PG,
+        "SELECT bill_no FROM bills LIMIT 5 FETCH FIRST 3 ROWS ONLY",
+    );
     assert_eq!(both.limit, LimitAction::Wrapped(DEFAULT_ROW_CAP));
 
     let negative = accepted(LITE, "SELECT bill_no FROM bills LIMIT -1");
