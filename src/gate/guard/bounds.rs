@@ -83,7 +83,9 @@ pub(crate) fn scan(sql: &str, dialect: SqlDialect) -> Result<Scanned, Refusal> {
                 "ISNULL and NOTNULL are read differently by SQLite (as a postfix test of a lower precedence than IS NULL, or as an alias); write IS NULL or IS NOT NULL, in parentheses",
             ));
         }
-        if let (Some(Token::Number(..)), Token::Word(_)) = (previous, &token.token) {
+        if let (Some(Token::Number(..) | Token::HexStringLiteral(_)), Token::Word(_)) =
+            (previous, &token.token)
+        {
             return Err(Refusal::new(
                 RefusalReason::ParseError,
                 "a number directly followed by a name (such as 0X10 or 1abc) is read differently by the database; write numbers in decimal and separate them from names",
