@@ -1578,8 +1578,41 @@ fn existing_limit(query: &Query) -> Option<u64> {
     }
 }
 
+/// Whether the query's own limit is one the guard cannot read as a number: an expression
+/// (`LIMIT 2+3`, `LIMIT (SELECT 3)`), a literal that is not a plain integer (`LIMIT 5.0`,
+/// `LIMIT '5'`, `LIMIT 1e2`, a placeholder), or LIMIT and FETCH side by side. It may be
+/// smaller than the cap, so replacing it by the cap could return more rows than the
+/// query asks for (the guard fuzzer found `LIMIT 5.0` returning 149 rows for 5).
+/// A negative literal is no limit (SQLite) or an error (PostgreSQL): the cap replaces it.
+/// `-0` is zero rows, so it stays.
+fn limit_is_computed(query: &Query) -> bool {
+    let computed = |expr: &Expr| {
+        literal_count(expr).is_none()
+            && !matches!(expr, Expr::UnaryOp { op: sqlparser::ast::UnaryOperator::Minus, expr }
+                if literal_count(expr).is_some_and(|count| count > 0))
+    };
+    let limit = match &query.limit_clause {
+        Some(LimitClause::LimitOffset {
+            limit: Some(limit), ..
+        })
+        | Some(LimitClause::OffsetCommaLimit { limit, .. }) => Some(limit),
+        _ => None,
+    };
+    match &query.fetch {
+        Some(_) if limit.is_some() => true,
+        Some(fetch) => fetch.quantity.as_ref().is_some_and(computed),
+        None => limit.is_some_and(computed),
+    }
+}
+
 fn force_limit(query: &mut Query, policy: &GuardPolicy) -> Result<LimitAction, Refusal> {
     let cap = policy.row_cap;
+    // A limit that is not a plain number stays as written, inside an outer query
+    // carrying the cap.
+    if limit_is_computed(query) {
+        wrap_with_cap(query, policy)?;
+        return Ok(LimitAction::Wrapped(cap));
+    }
     if let Some(limit) = existing_limit(query) {
         if limit <= cap {
             return Ok(LimitAction::Kept(limit));

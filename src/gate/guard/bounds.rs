@@ -77,7 +77,15 @@ pub(crate) fn scan(sql: &str, dialect: SqlDialect) -> Result<Scanned, Refusal> {
                 hex_integers.insert((start.line, start.column));
             }
         }
-        if let (Some(Token::Number(..)), Token::Word(_)) = (previous, &token.token) {
+        if dialect == SqlDialect::Sqlite && is_postfix_null_test(&token.token) {
+            return Err(Refusal::new(
+                RefusalReason::ParseError,
+                "ISNULL and NOTNULL are read differently by SQLite (as a postfix test of a lower precedence than IS NULL, or as an alias); write IS NULL or IS NOT NULL, in parentheses",
+            ));
+        }
+        if let (Some(Token::Number(..) | Token::HexStringLiteral(_)), Token::Word(_)) =
+            (previous, &token.token)
+        {
             return Err(Refusal::new(
                 RefusalReason::ParseError,
                 "a number directly followed by a name (such as 0X10 or 1abc) is read differently by the database; write numbers in decimal and separate them from names",
@@ -99,6 +107,15 @@ pub(crate) fn scan(sql: &str, dialect: SqlDialect) -> Result<Scanned, Refusal> {
         tokens,
         hex_integers,
     })
+}
+
+/// SQLite's postfix `ISNULL` / `NOTNULL`. sqlparser reads `x NOTNULL` as `x IS NOT NULL`
+/// and prints it so, but SQLite binds the two forms differently (`1 NOTNULL || 1` is
+/// not `1 IS NOT NULL || 1`, which SQLite reads as `1 IS NOT (NULL || 1)`), and
+/// sqlparser takes `x ISNULL` for an alias: the guard fuzzer found both.
+fn is_postfix_null_test(token: &Token) -> bool {
+    matches!(token, Token::Word(word) if word.quote_style.is_none()
+        && (word.value.eq_ignore_ascii_case("isnull") || word.value.eq_ignore_ascii_case("notnull")))
 }
 
 /// Tokens that are not operands: counted as operators (conservative: a token kind not

@@ -274,8 +274,31 @@ fn limit_is_forced_on_the_outermost_query() {
     let all = accepted(PG, "SELECT bill_no FROM bills LIMIT ALL");
     assert_eq!(all.sql, "SELECT bill_no FROM bills LIMIT 200");
 
+    // A limit that is not a plain number may be below the cap: it stays, wrapped.
     let expression = accepted(PG, "SELECT bill_no FROM bills LIMIT (SELECT 5000)");
-    assert_eq!(expression.sql, "SELECT bill_no FROM bills LIMIT 200");
+    assert_eq!(
+        expression.sql,
+        "SELECT * FROM (SELECT bill_no FROM bills LIMIT (SELECT 5000)) AS askdb_capped LIMIT 200"
+    );
+    for dialect in [PG, LITE] {
+        for limit in ["LIMIT 5.0", "LIMIT 2 + 3", "LIMIT '5'"] {
+            let computed = accepted(dialect, &format!("SELECT bill_no FROM bills {limit}"));
+            assert_eq!(computed.limit, LimitAction::Wrapped(DEFAULT_ROW_CAP));
+            assert_eq!(
+                computed.sql,
+                format!(
+                    "SELECT * FROM (SELECT bill_no FROM bills {limit}) AS askdb_capped LIMIT 200"
+                )
+            );
+        }
+    }
+    let minus_zero = accepted(LITE, "SELECT bill_no FROM bills LIMIT -0");
+    assert_eq!(minus_zero.limit, LimitAction::Wrapped(DEFAULT_ROW_CAP));
+    let both = accepted(
+        PG,
+        "SELECT bill_no FROM bills LIMIT 5 FETCH FIRST 3 ROWS ONLY",
+    );
+    assert_eq!(both.limit, LimitAction::Wrapped(DEFAULT_ROW_CAP));
 
     let negative = accepted(LITE, "SELECT bill_no FROM bills LIMIT -1");
     assert_eq!(negative.sql, "SELECT bill_no FROM bills LIMIT 200");

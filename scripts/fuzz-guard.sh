@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# The guard's differential fuzzer (benches/guard_fuzz.rs) for a given number of minutes
+# per dialect: builds the bench in release, runs one process per dialect (both at once
+# with `both`), and prints executions, executions per second, accepted and refused
+# counts and the findings. Each finding is also in target/guard-fuzz/findings-DIALECT.jsonl
+# with the statement, a minimised one and what the guard renders for it; every real
+# finding becomes a line of evals/hostile_sql.jsonl or evals/benign_sql.jsonl. With
+# --write the figures go to benches/results/guard_fuzz.json (date in UTC, commit, minutes,
+# dialect, executions, accepted, findings, seed), written by the bench, never by hand.
+#
+#   scripts/fuzz-guard.sh MINUTES [postgres|sqlite|both] [--write] [--seed N]
+#
+# Needs the external data at ../shared/data. Not part of the tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+usage() { echo "usage: scripts/fuzz-guard.sh MINUTES [postgres|sqlite|both] [--write] [--seed N]" >&2; exit 2; }
+[ $# -ge 1 ] || usage
+minutes="$1"; shift
+[[ "$minutes" =~ ^[0-9]+([.][0-9]+)?$ ]] || usage
+which="both"
+write=0
+seed=1
+while [ $# -gt 0 ]; do
+  case "$1" in
+    postgres|sqlite|both) which="$1" ;;
+    --write) write=1 ;;
+    --seed) shift; seed="${1:-}"; [[ "$seed" =~ ^[0-9]+$ ]] || usage ;;
+    *) usage ;;
+  esac
+  shift
+done
+case "$which" in
+  both) dialects=(postgres sqlite) ;;
+  *) dialects=("$which") ;;
+esac
+
+target="${CARGO_TARGET_DIR:-$(pwd)/target}"
+out="$target/guard-fuzz"
+mkdir -p "$out"
+rm -f "$out"/summary-*.json
+
+build_log=$(mktemp)
+trap 'rm -f "$build_log"' EXIT
+cargo bench --bench guard_fuzz --no-run >"$build_log" 2>&1 || { cat "$build_log" >&2; exit 1; }
+bench=$(sed -n 's/.*Executable benches\/guard_fuzz.rs (\(.*\))$/\1/p' "$build_log" | tail -n 1)
+[ -x "$bench" ] || { echo "cannot find the built bench in:" >&2; cat "$build_log" >&2; exit 1; }
+
+pids=()
+for dialect in "${dialects[@]}"; do
+  "$bench" --dialect "$dialect" --minutes "$minutes" --seed "$seed" --out "$out" \
+    >"$out/run-$dialect.log" 2>&1 &
+  pids+=($!)
+done
+status=0
+for pid in "${pids[@]}"; do wait "$pid" || status=1; done
+
+for dialect in "${dialects[@]}"; do
+  grep -E "^(FINDING|guard fuzz)" "$out/run-$dialect.log" | cut -c1-2000 || true
+done
+[ "$status" = 0 ] || { echo "a fuzzer run failed; see $out/run-*.log" >&2; exit 1; }
+
+for dialect in "${dialects[@]}"; do
+  if [ -s "$out/findings-$dialect.jsonl" ]; then
+    echo "findings of $dialect: $out/findings-$dialect.jsonl"
+  fi
+done
+
+if [ "$write" = 1 ]; then
+  mkdir -p benches/results
+  "$bench" --out "$out" --report benches/results/guard_fuzz.json
+fi
