@@ -8,23 +8,29 @@
 # --write the figures go to benches/results/guard_fuzz.json (date in UTC, commit, minutes,
 # dialect, executions, accepted, findings, seed), written by the bench, never by hand.
 #
-#   scripts/fuzz-guard.sh MINUTES [postgres|sqlite|both] [--write] [--seed N]
+#   scripts/fuzz-guard.sh MINUTES [postgres|sqlite|both] [--write] [--seed N] [--debug]
+#
+# --debug runs the debug build (`cargo test --bench guard_fuzz --no-run`, which a
+# `cargo build --all-targets` has usually made already) instead of building a release one:
+# fewer statements a minute, no release build to wait for; the figures say which build.
 #
 # Needs the external data at ../shared/data. Not part of the tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-usage() { echo "usage: scripts/fuzz-guard.sh MINUTES [postgres|sqlite|both] [--write] [--seed N]" >&2; exit 2; }
+usage() { echo "usage: scripts/fuzz-guard.sh MINUTES [postgres|sqlite|both] [--write] [--seed N] [--debug]" >&2; exit 2; }
 [ $# -ge 1 ] || usage
 minutes="$1"; shift
 [[ "$minutes" =~ ^[0-9]+([.][0-9]+)?$ ]] || usage
 which="both"
 write=0
 seed=1
+build=(cargo bench --bench guard_fuzz --no-run)
 while [ $# -gt 0 ]; do
   case "$1" in
     postgres|sqlite|both) which="$1" ;;
     --write) write=1 ;;
+    --debug) build=(cargo test --bench guard_fuzz --no-run) ;;
     --seed) shift; seed="${1:-}"; [[ "$seed" =~ ^[0-9]+$ ]] || usage ;;
     *) usage ;;
   esac
@@ -42,7 +48,7 @@ rm -f "$out"/summary-*.json
 
 build_log=$(mktemp)
 trap 'rm -f "$build_log"' EXIT
-cargo bench --bench guard_fuzz --no-run >"$build_log" 2>&1 || { cat "$build_log" >&2; exit 1; }
+"${build[@]}" >"$build_log" 2>&1 || { cat "$build_log" >&2; exit 1; }
 bench=$(sed -n 's/.*Executable benches\/guard_fuzz.rs (\(.*\))$/\1/p' "$build_log" | tail -n 1)
 [ -x "$bench" ] || { echo "cannot find the built bench in:" >&2; cat "$build_log" >&2; exit 1; }
 
