@@ -23,6 +23,7 @@ pub mod ambiguity;
 pub mod answer;
 pub mod candidates;
 pub mod empty;
+pub mod plausibility;
 pub mod events;
 pub mod failure;
 pub mod prompts;

@@ -62,10 +62,52 @@ impl SchemaNotes {
     }
 }
 
-/// What one table is for (and not for), and what its columns mean.
+/// What one table is for (and not for), what its columns mean, and the period its rows
+/// cover.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct TableNote {
     pub description: String,
     #[serde(default)]
     pub columns: BTreeMap<String, String>,
+    /// The dates the table's rows cover, when the table holds only part of the history
+    /// (an archive, a table that starts on a cut-over date). In TOML:
+    /// `holds = { from = "2023-01-01", to = "2024-12-31" }`; either end may be left out
+    /// (open). An answer that reads this table for a period outside it is flagged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub holds: Option<Period>,
+}
+
+/// A span of dates, each end an ISO date (`2025-01-01`) and inclusive; a missing end is
+/// open.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Period {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<String>,
+}
+
+impl Period {
+    /// The first and last year the period touches (`i64::MIN` / `i64::MAX` for an open
+    /// end); None when an end is not an ISO date.
+    pub fn years(&self) -> Option<(i64, i64)> {
+        let year = |date: &Option<String>, open: i64| -> Option<i64> {
+            match date {
+                None => Some(open),
+                Some(text) => {
+                    let head = text.get(..4)?;
+                    let rest = text.get(4..)?;
+                    let well_formed = head.chars().all(|c| c.is_ascii_digit())
+                        && (rest.is_empty() || rest.starts_with('-'));
+                    if well_formed {
+                        head.parse().ok()
+                    } else {
+                        None
+                    }
+                }
+            }
+        };
+        Some((year(&self.from, i64::MIN)?, year(&self.to, i64::MAX)?))
+    }
 }
