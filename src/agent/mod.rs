@@ -977,11 +977,14 @@ impl Agent {
         }
     }
 
-    /// Rows came back: an answer, unless they look empty, where the one diagnostic (and
-    /// under a doubting strategy, one sampled second look) decides.
+    /// Rows came back: an answer, unless a rule check finds them suspect (one repair
+    /// naming the fact) or they look empty, where the one diagnostic (and under a
+    /// doubting strategy, one sampled second look) decides.
     async fn inspect(&self, state: &mut State<'_>, result: QueryResult) -> Node {
         let empty = empty::looks_empty(&result.rows);
-        if !empty && state.mode != Mode::Plain {
+        // The checks come first: an empty sum over another year is suspect for its
+        // filter, before the empty-result diagnostic looks at its text filters.
+        if state.mode != Mode::Plain {
             let findings = plausibility::check_result(&plausibility::Answer {
                 question: &state.question,
                 sql: &result.sql,

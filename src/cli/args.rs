@@ -251,6 +251,10 @@ pub enum EvalCommand {
     /// Print a run's report.
     #[command(after_help = "Example:\n  askdb eval report evals/runs/demo-20261201-001755")]
     Report { run: PathBuf },
+    /// How the answer checks did in a run, without the model: wrong answers shown with a
+    /// warning, right answers wrongly flagged, per mode.
+    #[command(after_help = "Example:\n  askdb eval flags evals/runs/demo-20261201-001755")]
+    Flags { run: PathBuf },
     /// Copy a run's summary into evals/results/ and regenerate the README results table.
     #[command(after_help = "Example:\n  askdb eval publish evals/runs/demo-20261201-001755")]
     Publish {

@@ -556,6 +556,12 @@ async fn eval(settings: &Settings, command: EvalCommand) -> Result<Output, CliEr
             let exit = Exit::from_ok(checks.iter().all(|check| check.passed));
             Output::new(&checks, text, exit)
         }
+        EvalCommand::Flags { run } => {
+            runner::read_manifest(&run)?;
+            let figures = crate::eval::flags::figures(&runner::read_records(&run)?);
+            let text = crate::eval::flags::render(&figures);
+            Output::new(&figures, text, Exit::Success)
+        }
         EvalCommand::Report { run } => {
             let text = read_file(&run.join("report.md"))?;
             Output::new(&serde_json::json!({"report": text}), text, Exit::Success)

@@ -156,6 +156,11 @@ pub struct QuestionRecord {
     /// The infrastructure error, when the model could not be asked.
     pub error: Option<String>,
     pub golds: Vec<String>,
+    /// The rule checks the answer was shown with (`[]`: it passed them); absent in
+    /// records written before the checks existed. Not part of the grade: what
+    /// `askdb eval flags` counts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warnings: Option<Vec<crate::agent::plausibility::Finding>>,
 }
 
 impl QuestionRecord {
@@ -202,6 +207,10 @@ pub struct RunSummary {
     /// equal pairs show that nothing the run did changed the database.
     #[serde(default)]
     pub database_hashes: BTreeMap<String, (String, Option<String>)>,
+    /// How the rule checks of an answer did, by mode: wrong answers flagged, right ones
+    /// wrongly flagged ([`crate::eval::flags`]); empty for runs made before the checks.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub flags: BTreeMap<String, crate::eval::flags::FlagFigures>,
 }
 
 fn expected_of(expect: Expect) -> Expected {
@@ -453,6 +462,7 @@ fn record_of(
         output_tokens: result.tokens.output,
         cost_usd: result.cost_usd,
         latency_ms: result.latency_ms,
+        warnings: Some(result.warnings.clone()),
         ..error_record(item, mode, decision_of(result.decision), None, 0)
     }
 }
@@ -491,6 +501,7 @@ fn error_record(
         latency_ms,
         error: error.map(str::to_string),
         golds: item.golds.clone(),
+        warnings: None,
     }
 }
 
@@ -834,6 +845,7 @@ pub fn summarize_records(
         paired,
         paired_plain,
         agent_failures_by_type,
+        flags: crate::eval::flags::figures(records),
         database_hashes: manifest
             .database_hashes
             .iter()
@@ -1036,6 +1048,10 @@ pub fn render_report(summary: &RunSummary) -> String {
                 .join(", "),
         );
         out.push('\n');
+    }
+    if !summary.flags.is_empty() {
+        out.push_str("\n## Answers flagged by the rule checks\n\n");
+        out.push_str(&crate::eval::flags::render(&summary.flags));
     }
     out
 }
