@@ -37,8 +37,8 @@ use std::ops::ControlFlow;
 use serde::{Deserialize, Serialize};
 use serde_json::Value as JsonValue;
 use sqlparser::ast::{
-    BinaryOperator, Expr, GroupByExpr, InTarget, Query, Select, SelectItem, SetExpr, Statement, Value,
-    Visit, Visitor, WindowType,
+    BinaryOperator, Expr, GroupByExpr, InTarget, Query, Select, SelectItem, SetExpr, Statement,
+    Value, Visit, Visitor, WindowType,
 };
 use sqlparser::parser::Parser;
 
@@ -263,6 +263,7 @@ impl Grain {
     /// Whether a grouping expression (lower-cased, as rendered) breaks the rows down by
     /// this grain.
     fn grouped_by(self, text: &str) -> bool {
+        let text = text.to_lowercase();
         let any = |parts: &[&str]| parts.iter().any(|part| text.contains(part));
         match self {
             Grain::Year => any(&["year", "%y", "yyyy", ", 1, 4)", ",1,4)"]),
@@ -282,8 +283,8 @@ const RATE_WORDS: &[&str] = &["average", "avg", "mean", "typical", "typically"];
 
 /// Words that make "by revenue" a ranking ("top 5 customers by revenue").
 const RANKING_WORDS: &[&str] = &[
-    "top", "most", "best", "largest", "highest", "lowest", "least", "biggest", "smallest",
-    "which", "who", "worst", "fewest",
+    "top", "most", "best", "largest", "highest", "lowest", "least", "biggest", "smallest", "which",
+    "who", "worst", "fewest",
 ];
 
 /// What the question asks the rows to be broken down by.
@@ -334,8 +335,8 @@ fn breakdown(question: &str) -> Breakdown {
 struct SqlFacts {
     /// Years the statement's comparisons hold its dates to.
     filter_years: BTreeSet<i64>,
-    /// Every GROUP BY and PARTITION BY expression, lower-cased (an alias or position
-    /// resolved to its select item).
+    /// Every GROUP BY and PARTITION BY expression as written (an alias or position
+    /// resolved to its select item: `year (strftime('%Y', txn_dt))`).
     groupings: Vec<String>,
     /// A select item holds a subquery (a per-row count written as a correlated
     /// subquery breaks rows down without a GROUP BY).
@@ -367,9 +368,18 @@ fn literal_text(expr: &Expr) -> Option<String> {
     let end = start + 1 + rendered.get(start + 1..)?.find('\'')?;
     let inside = rendered.get(start + 1..end)?.to_string();
     let outside = format!("{}{}", &rendered[..start], &rendered[end + 1..]).to_lowercase();
-    let rest = ["timestamp", "datetime", "date", "cast", "as", "text", "integer", "int"]
-        .iter()
-        .fold(outside, |text, word| text.replace(word, ""));
+    let rest = [
+        "timestamp",
+        "datetime",
+        "date",
+        "cast",
+        "as",
+        "text",
+        "integer",
+        "int",
+    ]
+    .iter()
+    .fold(outside, |text, word| text.replace(word, ""));
     rest.chars()
         .all(|c| matches!(c, ' ' | '(' | ')' | ':'))
         .then_some(inside)
@@ -390,16 +400,19 @@ fn literal_year(literal: &Expr, other: &Expr, upper_end: bool) -> Option<i64> {
         return None;
     }
     let rest = text.get(4..)?;
-    let is_date = rest.starts_with('-')
-        && rest.len() >= 3
-        && rest[1..3].chars().all(|c| c.is_ascii_digit());
+    let is_date =
+        rest.starts_with('-') && rest.len() >= 3 && rest[1..3].chars().all(|c| c.is_ascii_digit());
     if is_date {
         let new_year = rest.starts_with("-01-01")
             && rest[6..]
                 .trim_start_matches(['T', ' '])
                 .chars()
                 .all(|c| matches!(c, '0' | ':' | '.'));
-        return Some(if upper_end && new_year { year - 1 } else { year });
+        return Some(if upper_end && new_year {
+            year - 1
+        } else {
+            year
+        });
     }
     (rest.is_empty() && date_like(&other.to_string().to_lowercase())).then_some(year)
 }
@@ -437,14 +450,14 @@ impl Collect<'_> {
             self.facts.projection_subquery = true;
         }
         let resolve = |expr: &Expr| -> String {
-            let text = expr.to_string().to_lowercase();
+            let text = expr.to_string();
             if let Expr::Identifier(ident) = expr {
                 let name = ident.value.to_lowercase();
                 if let Some((_, item)) = items
                     .iter()
                     .find(|(alias, _)| alias.as_deref() == Some(name.as_str()))
                 {
-                    return format!("{name} {}", item.to_lowercase());
+                    return format!("{} ({item})", ident.value);
                 }
             }
             if let Some(position) = literal_text(expr)
@@ -452,7 +465,10 @@ impl Collect<'_> {
                 .and_then(|text| text.parse::<usize>().ok())
             {
                 if let Some((alias, item)) = position.checked_sub(1).and_then(|i| items.get(i)) {
-                    return format!("{} {}", alias.clone().unwrap_or_default(), item.to_lowercase());
+                    return match alias {
+                        Some(alias) => format!("{alias} ({item})"),
+                        None => item.clone(),
+                    };
                 }
             }
             text
@@ -464,7 +480,7 @@ impl Collect<'_> {
             GroupByExpr::All(_) => {
                 self.facts
                     .groupings
-                    .extend(items.iter().map(|(_, text)| text.to_lowercase()));
+                    .extend(items.iter().map(|(_, text)| text.clone()));
             }
         }
     }
@@ -511,8 +527,12 @@ impl Visitor for Collect<'_> {
             Expr::Between {
                 expr, low, high, ..
             } => {
-                self.facts.filter_years.extend(literal_year(low, expr, false));
-                self.facts.filter_years.extend(literal_year(high, expr, false));
+                self.facts
+                    .filter_years
+                    .extend(literal_year(low, expr, false));
+                self.facts
+                    .filter_years
+                    .extend(literal_year(high, expr, false));
             }
             Expr::In {
                 expr,
@@ -520,7 +540,9 @@ impl Visitor for Collect<'_> {
                 ..
             } => {
                 for item in list {
-                    self.facts.filter_years.extend(literal_year(item, expr, false));
+                    self.facts
+                        .filter_years
+                        .extend(literal_year(item, expr, false));
                 }
             }
             Expr::Like { pattern, .. } | Expr::ILike { pattern, .. } => {
@@ -528,11 +550,9 @@ impl Visitor for Collect<'_> {
             }
             Expr::Function(function) => {
                 if let Some(WindowType::WindowSpec(spec)) = &function.over {
-                    self.facts.groupings.extend(
-                        spec.partition_by
-                            .iter()
-                            .map(|expr| expr.to_string().to_lowercase()),
-                    );
+                    self.facts
+                        .groupings
+                        .extend(spec.partition_by.iter().map(|expr| expr.to_string()));
                 }
             }
             _ => {}
@@ -551,7 +571,11 @@ fn sql_facts(sql: &str, dialect: SqlDialect) -> Option<SqlFacts> {
 
 /// Result columns that name time ("year", "month", "bill_date"), with the years their
 /// values hold.
-fn row_years(columns: &[String], rows: &[Vec<JsonValue>], grouped: bool) -> Vec<(String, BTreeSet<i64>)> {
+fn row_years(
+    columns: &[String],
+    rows: &[Vec<JsonValue>],
+    grouped: bool,
+) -> Vec<(String, BTreeSet<i64>)> {
     let mut found = Vec::new();
     for (index, name) in columns.iter().enumerate() {
         let lowered = name.to_lowercase();
@@ -567,11 +591,17 @@ fn row_years(columns: &[String], rows: &[Vec<JsonValue>], grouped: bool) -> Vec<
                 JsonValue::Null => continue,
                 JsonValue::Number(number) if year_name => number.as_i64(),
                 JsonValue::String(text) if time_name || grouped => {
-                    let head = text.get(..4).filter(|head| head.chars().all(|c| c.is_ascii_digit()));
+                    let head = text
+                        .get(..4)
+                        .filter(|head| head.chars().all(|c| c.is_ascii_digit()));
                     let rest = text.get(4..).unwrap_or("");
                     let date_text = rest.is_empty() && year_name
-                        || rest.starts_with('-') && rest.get(1..3).is_some_and(|m| m.chars().all(|c| c.is_ascii_digit()));
-                    head.filter(|_| date_text).and_then(|head| head.parse().ok())
+                        || rest.starts_with('-')
+                            && rest
+                                .get(1..3)
+                                .is_some_and(|m| m.chars().all(|c| c.is_ascii_digit()));
+                    head.filter(|_| date_text)
+                        .and_then(|head| head.parse().ok())
                 }
                 _ => None,
             };
@@ -615,7 +645,10 @@ pub fn currency_symbol(code: &str) -> String {
         .iter()
         .find(|(iso, _, _)| iso.eq_ignore_ascii_case(code))
         .and_then(|(_, symbols, _)| symbols.first())
-        .map_or_else(|| format!("{} ", code.to_uppercase()), |symbol| symbol.to_string())
+        .map_or_else(
+            || format!("{} ", code.to_uppercase()),
+            |symbol| symbol.to_string(),
+        )
 }
 
 /// The checks on a result that returned rows: every finding, in rule order.
@@ -780,7 +813,8 @@ pub fn check_explanation(
                 let mut rest = text.as_str();
                 while let Some(at) = rest.find(written) {
                     let after = &rest[at + written.len()..];
-                    let before_number = after.trim_start().starts_with(|c: char| c.is_ascii_digit());
+                    let before_number =
+                        after.trim_start().starts_with(|c: char| c.is_ascii_digit());
                     rewritten.push_str(&rest[..at]);
                     if before_number {
                         rewritten.push_str(symbol.trim_end());

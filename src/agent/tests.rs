@@ -848,7 +848,8 @@ const MONTHLY_2025: &str =
     "What was the total billed amount per month in 2025, excluding void bills?";
 
 /// The issue's wrong answer: years not asked for, from the archive, per year.
-const ARCHIVE_BY_YEAR: &str = "SELECT strftime('%Y', txn_dt) AS year, SUM(bill_archive.amt) AS total \
+const ARCHIVE_BY_YEAR: &str =
+    "SELECT strftime('%Y', txn_dt) AS year, SUM(bill_archive.amt) AS total \
      FROM bill_archive WHERE status <> 'VOID' GROUP BY year";
 
 #[tokio::test]
@@ -879,7 +880,11 @@ async fn a_suspect_answer_earns_one_repair_that_names_the_fact() {
     assert_eq!(result.row_count, 12, "one row per month of 2025");
     let repairs = repair_prompts(&recorder);
     assert_eq!(repairs.len(), 1);
-    assert!(repairs[0].contains("That failed (suspect)"), "{}", repairs[0]);
+    assert!(
+        repairs[0].contains("That failed (suspect)"),
+        "{}",
+        repairs[0]
+    );
     assert!(repairs[0].contains("per month"), "{}", repairs[0]);
     assert!(
         repairs[0].contains("bill_archive holds 2023-01-01 to 2024-12-31"),
@@ -915,22 +920,39 @@ async fn a_repair_that_still_fails_a_check_is_answered_with_warnings_and_never_r
     assert_eq!(result.decision, Decision::Answer);
     assert_eq!(result.attempts, 2);
     assert_eq!(result.history.len(), 1, "{:?}", result.history);
-    assert!(result.sql.as_deref().is_some_and(|sql| sql.contains("FROM bills")));
-    let checks: Vec<plausibility::Check> =
-        result.warnings.iter().map(|warning| warning.check).collect();
+    assert!(result
+        .sql
+        .as_deref()
+        .is_some_and(|sql| sql.contains("FROM bills")));
+    let checks: Vec<plausibility::Check> = result
+        .warnings
+        .iter()
+        .map(|warning| warning.check)
+        .collect();
     assert_eq!(
         checks,
-        vec![plausibility::Check::PeriodRows, plausibility::Check::Grouping],
+        vec![
+            plausibility::Check::PeriodRows,
+            plausibility::Check::Grouping
+        ],
         "{:?}",
         result.warnings
     );
-    assert!(result.warnings[0].message.contains("2026"), "{:?}", result.warnings[0]);
+    assert!(
+        result.warnings[0].message.contains("2026"),
+        "{:?}",
+        result.warnings[0]
+    );
     let json = serde_json::to_value(&result).expect("serializes");
     assert_eq!(json["warnings"][1]["check"], "grouping");
-    let last_failed = recorder.events().iter().rev().find_map(|event| match event {
-        events::AgentEvent::Failed { next, .. } => Some(next.clone()),
-        _ => None,
-    });
+    let last_failed = recorder
+        .events()
+        .iter()
+        .rev()
+        .find_map(|event| match event {
+            events::AgentEvent::Failed { next, .. } => Some(next.clone()),
+            _ => None,
+        });
     assert_eq!(last_failed.as_deref(), Some("answer_with_warnings"));
     assert!(render_text(&result).contains("WARNING: this answer may be wrong"));
 }

@@ -48,17 +48,26 @@ fn checks_in(
 #[test]
 fn named_periods_are_read_exactly_and_other_numbers_are_not_periods() {
     let span = |from, to| Some(YearSpan { from, to });
-    assert_eq!(named_period("What was our total revenue in 2025?"), span(2025, 2025));
+    assert_eq!(
+        named_period("What was our total revenue in 2025?"),
+        span(2025, 2025)
+    );
     assert_eq!(
         named_period("Revenue for the financial year April 2024 to March 2025?"),
         span(2024, 2025)
     );
-    assert_eq!(named_period("Bills between 2023 and 2024"), span(2023, 2024));
+    assert_eq!(
+        named_period("Bills between 2023 and 2024"),
+        span(2023, 2024)
+    );
     assert_eq!(named_period("Revenue since 2024"), span(2024, i64::MAX));
     assert_eq!(named_period("Bills before 2025"), span(i64::MIN, 2024));
     assert_eq!(named_period("Bills over 2000 rupees"), None);
     assert_eq!(named_period("How did we do last quarter?"), None);
-    assert_eq!(named_period("How much of our 2026 revenue came from walk-ins?"), None);
+    assert_eq!(
+        named_period("How much of our 2026 revenue came from walk-ins?"),
+        None
+    );
 }
 
 #[test]
@@ -100,7 +109,16 @@ fn the_right_answer_to_the_issue_example_is_not_flagged() {
 #[test]
 fn a_filter_on_another_year_is_flagged_and_the_named_year_in_any_spelling_is_not() {
     let question = "What was our total revenue in 2025?";
-    let one = |sql: &str, dialect| checks_in(dialect, question, sql, &["revenue"], &[vec![json!(1.5)]], &["bills"]);
+    let one = |sql: &str, dialect| {
+        checks_in(
+            dialect,
+            question,
+            sql,
+            &["revenue"],
+            &[vec![json!(1.5)]],
+            &["bills"],
+        )
+    };
     assert_eq!(
         one(
             "SELECT SUM(total_amt) AS revenue FROM bills WHERE strftime('%Y', txn_dt) = '2024'",
@@ -274,10 +292,23 @@ fn each_supplier_answered_with_one_ungrouped_row_is_flagged_and_a_grouped_one_is
 fn a_column_named_for_another_currency_is_flagged() {
     let question = "What did we bill?";
     assert_eq!(
-        checks(question, "SELECT SUM(total_amt) AS total_usd FROM bills", &["total_usd"], &[vec![json!(1)]], &["bills"]),
+        checks(
+            question,
+            "SELECT SUM(total_amt) AS total_usd FROM bills",
+            &["total_usd"],
+            &[vec![json!(1)]],
+            &["bills"]
+        ),
         vec![Check::Currency]
     );
-    assert!(checks(question, "SELECT SUM(total_amt) AS total_inr FROM bills", &["total_inr"], &[vec![json!(1)]], &["bills"]).is_empty());
+    assert!(checks(
+        question,
+        "SELECT SUM(total_amt) AS total_inr FROM bills",
+        &["total_inr"],
+        &[vec![json!(1)]],
+        &["bills"]
+    )
+    .is_empty());
     let columns = cols(&["total_usd"]);
     let rows = vec![vec![json!(1)]];
     let no_currency = SchemaNotes::default();
@@ -309,7 +340,10 @@ fn the_explanation_is_put_in_the_notes_currency_and_unsupported_years_are_flagge
         "The total billed amount was ₹611,706.5 in 2023 and 100 INR in January."
     );
     let found: Vec<Check> = findings.iter().map(|finding| finding.check).collect();
-    assert_eq!(found, vec![Check::ExplanationCurrency, Check::ExplanationPeriod]);
+    assert_eq!(
+        found,
+        vec![Check::ExplanationCurrency, Check::ExplanationPeriod]
+    );
     assert!(findings[1].message.contains("2023"), "{:?}", findings[1]);
     let (right, none) = check_explanation(
         "In 2025 the shop billed ₹611,706.5 in January.",
@@ -351,7 +385,12 @@ async fn no_gold_answer_of_the_demo_set_is_flagged() {
             tables: &result.tables,
             notes: gate.notes(),
         });
-        assert!(findings.is_empty(), "{} {:?}: {findings:?}", item.id, item.question);
+        assert!(
+            findings.is_empty(),
+            "{} {:?}: {findings:?}",
+            item.id,
+            item.question
+        );
         checked += 1;
     }
     assert!(checked >= 25, "{checked} gold answers checked");

@@ -323,7 +323,8 @@ async fn the_flag_figures_count_wrong_answers_warned_and_right_answers_wrongly_f
     let demo = dir.path().join("demo.sqlite");
     crate::demo::write_sqlite(&demo).expect("demo builds");
     let db = format!("sqlite:{}", demo.display());
-    const MONTHLY: &str = "What was the total billed amount per month in 2025, excluding void bills?";
+    const MONTHLY: &str =
+        "What was the total billed amount per month in 2025, excluding void bills?";
     const REVENUE: &str = "What was our total revenue in 2025?";
     const BILLS: &str = "How many bills were there in 2025?";
     let monthly = "SELECT strftime('%Y-%m', txn_dt) AS month, SUM(total_amt) FROM bills \
@@ -339,7 +340,13 @@ async fn the_flag_figures_count_wrong_answers_warned_and_right_answers_wrongly_f
     let items = [
         item("f1", MONTHLY, Expected::Answer, Some(monthly), &db),
         item("f2", REVENUE, Expected::Answer, Some(revenue), &db),
-        item("f3", ACTIVE, Expected::Answer, Some("SELECT COUNT(*) FROM products WHERE is_active = TRUE"), &db),
+        item(
+            "f3",
+            ACTIVE,
+            Expected::Answer,
+            Some("SELECT COUNT(*) FROM products WHERE is_active = TRUE"),
+            &db,
+        ),
         item("f4", BILLS, Expected::Answer, Some(by_number), &db),
     ];
     let items_path = dir.path().join("items.jsonl");
@@ -354,17 +361,34 @@ async fn the_flag_figures_count_wrong_answers_warned_and_right_answers_wrongly_f
         line(REVENUE, "repair_sql", sql(wrong_year)),
         line(REVENUE, "write_sql", sql(unfiltered)),
         // f3: right and unflagged.
-        line(ACTIVE, "write_sql", sql("SELECT count(*) FROM products WHERE is_active = 1")),
-        line(ACTIVE, "write_sql", sql("SELECT count(*) FROM products WHERE is_active = 1")),
+        line(
+            ACTIVE,
+            "write_sql",
+            sql("SELECT count(*) FROM products WHERE is_active = 1"),
+        ),
+        line(
+            ACTIVE,
+            "write_sql",
+            sql("SELECT count(*) FROM products WHERE is_active = 1"),
+        ),
         // f4: right but flagged (a false flag the figures must count).
         line(BILLS, "write_sql", sql(by_number)),
-        line(BILLS, "repair_sql", sql("SELECT COUNT(bill_id) FROM bills WHERE bill_no LIKE 'B25-%'")),
+        line(
+            BILLS,
+            "repair_sql",
+            sql("SELECT COUNT(bill_id) FROM bills WHERE bill_no LIKE 'B25-%'"),
+        ),
         line(BILLS, "write_sql", sql(by_number)),
     ];
     let client = scripted_client(&script.join("\n"));
-    let run_dir = run(both_modes(&items_path, false), client, &dir.path().join("runs"), None)
-        .await
-        .expect("the run completes");
+    let run_dir = run(
+        both_modes(&items_path, false),
+        client,
+        &dir.path().join("runs"),
+        None,
+    )
+    .await
+    .expect("the run completes");
     let summary = write_summary(&run_dir).expect("summary");
     // Scoring is untouched by the checks: f1, f3, f4 right in the agent mode.
     assert_eq!(summary.modes["agent"].accuracy.successes, 3);
@@ -384,13 +408,24 @@ async fn the_flag_figures_count_wrong_answers_warned_and_right_answers_wrongly_f
     let records = read_records(&run_dir).expect("records");
     assert_eq!(crate::eval::flags::figures(&records), summary.flags);
     let table = crate::eval::flags::render(&summary.flags);
-    assert!(table.contains("| wrong answers shown with a warning | 1 of 1 | 2 of 2 |"), "{table}");
-    assert!(table.contains("| right answers wrongly flagged | 1 of 3 | 1 of 2 |"), "{table}");
-    assert!(std::fs::read_to_string(run_dir.join("report.md")).expect("report").contains("Answers flagged by the rule checks"));
+    assert!(
+        table.contains("| wrong answers shown with a warning | 1 of 1 | 2 of 2 |"),
+        "{table}"
+    );
+    assert!(
+        table.contains("| right answers wrongly flagged | 1 of 3 | 1 of 2 |"),
+        "{table}"
+    );
+    assert!(std::fs::read_to_string(run_dir.join("report.md"))
+        .expect("report")
+        .contains("Answers flagged by the rule checks"));
     // Records from before the checks are left out, not counted as unflagged.
     let old: Vec<QuestionRecord> = records
         .into_iter()
-        .map(|record| QuestionRecord { warnings: None, ..record })
+        .map(|record| QuestionRecord {
+            warnings: None,
+            ..record
+        })
         .collect();
     assert!(crate::eval::flags::figures(&old).is_empty());
 }
