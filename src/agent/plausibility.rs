@@ -9,15 +9,17 @@
 //!   compare with a year outside it (an exclusive end on 1 January of the next year is
 //!   the period's end, not another year).
 //! - `period_rows`: the result's time column (a year, month or date it is grouped by)
-//!   holds years outside the named period.
+//!   holds years outside the named period, and no filter of the query is on that period
+//!   (when one is, the rows' dates are another date: a car's model year).
 //! - `period_unfiltered`: the question names a period, and the query has no date filter
 //!   at all, returns no time column, and reads a table whose notes do not say it holds
 //!   only that period.
 //! - `table_period`: the query reads a table whose notes' `holds` lies wholly outside
 //!   the named period (the demo's `bill_archive` for a 2025 question).
 //! - `grouping`: "per month", "by year", "for each week" and no GROUP BY or PARTITION BY
-//!   of the statement mentions that grain; "each supplier" or "by category" answered
-//!   with one row and no grouping at all.
+//!   of the statement mentions that grain; "each supplier" answered with one row and no
+//!   grouping at all ("by X" for anything but time is left alone: it is as often a
+//!   passive, "produced by the maker", or a ranking, "top 5 by revenue").
 //! - `currency`: a result column named after a currency other than the one the notes
 //!   declare (`total_usd` on a database that bills in INR).
 //! - `explanation_period`, `explanation_currency`: the written answer names a year
@@ -165,7 +167,7 @@ const MONTHS: &[&str] = &[
 /// Words after which a year is a period ("in 2025", "dated 2025", "March 2025").
 const PERIOD_WORDS: &[&str] = &[
     "in", "of", "during", "for", "since", "from", "between", "and", "to", "until", "before",
-    "after", "year", "dated", "through", "till",
+    "after", "year", "dated", "through", "till", "or", "both", "either",
 ];
 
 fn year_word(word: &str) -> Option<i64> {
@@ -186,15 +188,27 @@ pub fn named_period(question: &str) -> Option<YearSpan> {
     let words = crate::words::words(question, crate::words::Split::Alphanumeric);
     let mut years = Vec::new();
     let (mut open_before, mut open_after, mut ends_before) = (false, false, None);
-    for pair in words.windows(2) {
-        let (lead, word) = (pair[0].as_str(), pair[1].as_str());
+    for (index, word) in words.iter().enumerate() {
         let Some(year) = year_word(word) else {
             continue;
         };
-        if !(PERIOD_WORDS.contains(&lead) || MONTHS.contains(&lead)) {
+        let Some(mut lead) = index.checked_sub(1).and_then(|i| words.get(i)) else {
+            continue;
+        };
+        if !(PERIOD_WORDS.contains(&lead.as_str()) || MONTHS.contains(&lead.as_str())) {
             continue;
         }
-        match lead {
+        // "after the year 2008": the word before "year" says which way the period runs.
+        if lead == "year" {
+            let before: Vec<&String> = words[..index - 1].iter().rev().take(2).collect();
+            if let Some(open) = before
+                .into_iter()
+                .find(|word| matches!(word.as_str(), "since" | "after" | "before" | "until"))
+            {
+                lead = open;
+            }
+        }
+        match lead.as_str() {
             "since" | "after" => open_after = true,
             "before" => {
                 open_before = true;
@@ -281,11 +295,8 @@ impl Grain {
 /// month").
 const RATE_WORDS: &[&str] = &["average", "avg", "mean", "typical", "typically"];
 
-/// Words that make "by revenue" a ranking ("top 5 customers by revenue").
-const RANKING_WORDS: &[&str] = &[
-    "top", "most", "best", "largest", "highest", "lowest", "least", "biggest", "smallest", "which",
-    "who", "worst", "fewest",
-];
+/// Words after "each" that make no breakdown ("each time", "each of", "each other").
+const EACH_IDIOMS: &[&str] = &["time", "of", "other", "one", "and", "or"];
 
 /// What the question asks the rows to be broken down by.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -299,9 +310,6 @@ struct Breakdown {
 fn breakdown(question: &str) -> Breakdown {
     let words = crate::words::words(question, crate::words::Split::Alphanumeric);
     let rate = words.iter().any(|word| RATE_WORDS.contains(&word.as_str()));
-    let ranking = words
-        .iter()
-        .any(|word| RANKING_WORDS.contains(&word.as_str()));
     let mut found = Breakdown::default();
     for pair in words.windows(2) {
         let (lead, word) = (pair[0].as_str(), pair[1].as_str());
@@ -316,11 +324,9 @@ fn breakdown(question: &str) -> Breakdown {
                 }
             }
             None => {
-                let other = match lead {
-                    "each" => true,
-                    "by" => !ranking,
-                    _ => false,
-                };
+                // Only "each X": "by X" is as often a passive ("produced by the maker")
+                // or a ranking ("top 5 by revenue") as a breakdown.
+                let other = lead == "each" && !EACH_IDIOMS.contains(&word);
                 if other && year_word(word).is_none() && found.other.is_none() {
                     found.other = Some(format!("{lead} {word}"));
                 }
@@ -385,10 +391,23 @@ fn literal_text(expr: &Expr) -> Option<String> {
         .then_some(inside)
 }
 
+/// Which side of a range a literal bounds, and whether strictly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Bound {
+    /// `=`, `<>`, IN, BETWEEN's ends.
+    Exact,
+    /// `col < lit` (`strict`) or `col <= lit`.
+    Upper { strict: bool },
+    /// `col > lit` (`strict`) or `col >= lit`.
+    Lower { strict: bool },
+}
+
 /// The year a literal holds a date to: a date (`2025-03-31`, `2025-03`), or a year
 /// (`2025`) compared with a date expression. A 1 January on the upper side of a
-/// comparison is the exclusive end of the year before.
-fn literal_year(literal: &Expr, other: &Expr, upper_end: bool) -> Option<i64> {
+/// comparison is the exclusive end of the year before; `year < 1980` ends in 1979 and
+/// `year > 2003` starts in 2004.
+fn literal_year(literal: &Expr, other: &Expr, bound: Bound) -> Option<i64> {
+    let upper_end = matches!(bound, Bound::Upper { .. });
     let text = literal_text(literal)?;
     let text = text.trim();
     let head = text.get(..4)?;
@@ -408,12 +427,22 @@ fn literal_year(literal: &Expr, other: &Expr, upper_end: bool) -> Option<i64> {
                 .trim_start_matches(['T', ' '])
                 .chars()
                 .all(|c| matches!(c, '0' | ':' | '.'));
+        let year_end = rest.starts_with("-12-31");
+        if year_end && bound == (Bound::Lower { strict: true }) {
+            // `> '2024-12-31'` starts in 2025.
+            return Some(year + 1);
+        }
         return Some(if upper_end && new_year {
             year - 1
         } else {
             year
         });
     }
+    let year = match bound {
+        Bound::Upper { strict: true } => year - 1,
+        Bound::Lower { strict: true } => year + 1,
+        _ => year,
+    };
     (rest.is_empty() && date_like(&other.to_string().to_lowercase())).then_some(year)
 }
 
@@ -498,18 +527,27 @@ impl Collect<'_> {
 
     fn comparison(&mut self, left: &Expr, op: &BinaryOperator, right: &Expr) {
         use BinaryOperator as B;
-        let (left_upper, right_upper) = match op {
-            B::Lt | B::LtEq => (false, true),
-            B::Gt | B::GtEq => (true, false),
-            B::Eq | B::NotEq => (false, false),
+        // The bound a literal on the right sets, then on the left (`2025 < col`).
+        let (right_bound, left_bound) = match op {
+            B::Lt => (Bound::Upper { strict: true }, Bound::Lower { strict: true }),
+            B::LtEq => (
+                Bound::Upper { strict: false },
+                Bound::Lower { strict: false },
+            ),
+            B::Gt => (Bound::Lower { strict: true }, Bound::Upper { strict: true }),
+            B::GtEq => (
+                Bound::Lower { strict: false },
+                Bound::Upper { strict: false },
+            ),
+            B::Eq | B::NotEq => (Bound::Exact, Bound::Exact),
             _ => return,
         };
         self.facts
             .filter_years
-            .extend(literal_year(right, left, right_upper));
+            .extend(literal_year(right, left, right_bound));
         self.facts
             .filter_years
-            .extend(literal_year(left, right, left_upper));
+            .extend(literal_year(left, right, left_bound));
     }
 }
 
@@ -529,10 +567,10 @@ impl Visitor for Collect<'_> {
             } => {
                 self.facts
                     .filter_years
-                    .extend(literal_year(low, expr, false));
+                    .extend(literal_year(low, expr, Bound::Exact));
                 self.facts
                     .filter_years
-                    .extend(literal_year(high, expr, false));
+                    .extend(literal_year(high, expr, Bound::Exact));
             }
             Expr::In {
                 expr,
@@ -542,7 +580,7 @@ impl Visitor for Collect<'_> {
                 for item in list {
                     self.facts
                         .filter_years
-                        .extend(literal_year(item, expr, false));
+                        .extend(literal_year(item, expr, Bound::Exact));
                 }
             }
             Expr::Like { pattern, .. } | Expr::ILike { pattern, .. } => {
@@ -675,7 +713,16 @@ pub fn check_result(answer: &Answer<'_>) -> Vec<Finding> {
             ));
         }
         let time_columns = row_years(answer.columns, answer.rows, grouped);
-        for (column, years) in &time_columns {
+        // The rows' dates speak for the period when they are a breakdown and the query
+        // does not filter on the named period itself (a filter on it means the result's
+        // dates are another date: a car's model year, the months of a hiring cohort).
+        let filters_the_period = facts.filter_years.iter().any(|year| span.contains(*year));
+        let breakdown_years = if grouped && !filters_the_period {
+            time_columns.as_slice()
+        } else {
+            &[]
+        };
+        for (column, years) in breakdown_years {
             let outside: BTreeSet<i64> = years
                 .iter()
                 .copied()

@@ -556,7 +556,17 @@ async fn eval(settings: &Settings, command: EvalCommand) -> Result<Output, CliEr
             let exit = Exit::from_ok(checks.iter().all(|check| check.passed));
             Output::new(&checks, text, exit)
         }
-        EvalCommand::Flags { run } => {
+        EvalCommand::Flags {
+            gold: Some(set),
+            limit,
+            ..
+        } => {
+            let report = crate::eval::flags::gold_flags(&set, limit).await?;
+            let text = crate::eval::flags::render_gold(&report);
+            Output::new(&report, text, Exit::Success)
+        }
+        EvalCommand::Flags { run, .. } => {
+            let run = run.unwrap_or_default();
             runner::read_manifest(&run)?;
             let figures = crate::eval::flags::figures(&runner::read_records(&run)?);
             let text = crate::eval::flags::render(&figures);

@@ -128,3 +128,120 @@ pub fn render(figures: &BTreeMap<String, FlagFigures>) -> String {
     }));
     out
 }
+
+/// A gold answer the checks flag: right by construction, so a false flag.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GoldFlag {
+    pub id: String,
+    pub question: String,
+    pub sql: String,
+    pub findings: Vec<crate::agent::plausibility::Finding>,
+}
+
+/// The checks run on a set's gold answers, model-free: how many right answers they
+/// would wrongly flag.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GoldFlags {
+    pub set: String,
+    /// Gold answers run and checked.
+    pub checked: u64,
+    /// Of those, flagged by at least one check.
+    pub flagged: u64,
+    /// Gold queries that did not run (left out).
+    pub not_run: u64,
+    pub flagged_answers: Vec<GoldFlag>,
+}
+
+/// Runs the first gold query of every answerable item of `set` through a read-only gate
+/// and checks its rows against its question.
+pub async fn gold_flags(
+    set: &str,
+    limit: Option<usize>,
+) -> Result<GoldFlags, crate::eval::runner::EvalError> {
+    use crate::eval::runner::{load_set, EvalError, EVAL_ROW_CAP};
+    let items = load_set(set, None, None, 0, limit)?;
+    let mut gates: BTreeMap<String, crate::gate::Gate> = BTreeMap::new();
+    let mut report = GoldFlags {
+        set: set.to_string(),
+        checked: 0,
+        flagged: 0,
+        not_run: 0,
+        flagged_answers: Vec::new(),
+    };
+    for item in items {
+        let Some(gold) = item.golds.first() else {
+            continue;
+        };
+        if !gates.contains_key(&item.db) {
+            let url: crate::database::DatabaseUrl =
+                item.db
+                    .parse()
+                    .map_err(
+                        |error: crate::database::DatabaseError| EvalError::Database {
+                            db: item.db.clone(),
+                            error: error.to_string(),
+                        },
+                    )?;
+            let gate = crate::database::open_gate(
+                &url,
+                crate::gate::GateOptions {
+                    row_cap: EVAL_ROW_CAP,
+                    ..crate::gate::GateOptions::default()
+                },
+            )
+            .await
+            .map_err(|error| EvalError::Database {
+                db: item.db.clone(),
+                error: error.to_string(),
+            })?;
+            gates.insert(item.db.clone(), gate);
+        }
+        let Some(gate) = gates.get(&item.db) else {
+            continue;
+        };
+        let crate::gate::QueryOutcome::Rows(result) = gate.run_query(gold).await else {
+            report.not_run += 1;
+            continue;
+        };
+        let findings =
+            crate::agent::plausibility::check_result(&crate::agent::plausibility::Answer {
+                question: &item.question,
+                sql: &result.sql,
+                dialect: gate.dialect(),
+                columns: &result.columns,
+                rows: &result.rows,
+                tables: &result.tables,
+                notes: gate.notes(),
+            });
+        report.checked += 1;
+        if !findings.is_empty() {
+            report.flagged += 1;
+            report.flagged_answers.push(GoldFlag {
+                id: item.id,
+                question: item.question,
+                sql: gold.clone(),
+                findings,
+            });
+        }
+    }
+    Ok(report)
+}
+
+/// The gold figures as text: the count, then each false flag with its findings.
+pub fn render_gold(report: &GoldFlags) -> String {
+    let mut out = format!(
+        "{}: {} of {} gold answers (right by construction) flagged by the rule checks; {} gold \
+         queries did not run\n",
+        report.set, report.flagged, report.checked, report.not_run
+    );
+    for flag in &report.flagged_answers {
+        out.push_str(&format!(
+            "\n{} {}\n  {}\n",
+            flag.id, flag.question, flag.sql
+        ));
+        for finding in &flag.findings {
+            out.push_str(&format!("  - {} ({})\n", finding.message, finding.check));
+        }
+    }
+    out
+}

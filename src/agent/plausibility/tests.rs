@@ -62,6 +62,14 @@ fn named_periods_are_read_exactly_and_other_numbers_are_not_periods() {
     );
     assert_eq!(named_period("Revenue since 2024"), span(2024, i64::MAX));
     assert_eq!(named_period("Bills before 2025"), span(i64::MIN, 2024));
+    assert_eq!(
+        named_period("Orchestras founded after the year 2008"),
+        span(2008, i64::MAX)
+    );
+    assert_eq!(
+        named_period("Singers born in either 1948 or 1949"),
+        span(1948, 1949)
+    );
     assert_eq!(named_period("Bills over 2000 rupees"), None);
     assert_eq!(named_period("How did we do last quarter?"), None);
     assert_eq!(
@@ -133,6 +141,52 @@ fn a_filter_on_another_year_is_flagged_and_the_named_year_in_any_spelling_is_not
         ),
         vec![Check::PeriodFilter],
         "a range running into 2026"
+    );
+    for (question, right) in [
+        (
+            "Cars made before 1980",
+            "SELECT COUNT(*) FROM cars WHERE year < 1980",
+        ),
+        (
+            "Orchestras founded after 2003",
+            "SELECT COUNT(*) FROM orchestra WHERE year_founded > 2003",
+        ),
+        (
+            "Concerts in 2014 or 2015",
+            "SELECT COUNT(*) FROM concert WHERE year = 2014 OR year = 2015",
+        ),
+        (
+            "Bills of 2025",
+            "SELECT COUNT(*) FROM bills WHERE txn_dt > '2024-12-31' AND txn_dt <= '2025-12-31'",
+        ),
+    ] {
+        assert!(
+            checks(question, right, &["n"], &[vec![json!(3)]], &[]).is_empty(),
+            "{question}: {right}"
+        );
+    }
+    assert_eq!(
+        checks(
+            "Cars made before 1980",
+            "SELECT COUNT(*) FROM cars WHERE year <= 1980",
+            &["n"],
+            &[vec![json!(3)]],
+            &["cars"]
+        ),
+        vec![Check::PeriodFilter],
+        "1980 itself is not before 1980"
+    );
+    assert!(
+        checks(
+            "Which cars were in stock in March 2023? Give the make and model year.",
+            "SELECT c.make, c.year FROM cars AS c JOIN snapshots AS s ON s.car_id = c.id \
+             WHERE s.snapshot_date BETWEEN '2023-03-01' AND '2023-03-31' GROUP BY c.make, c.year",
+            &["make", "year"],
+            &[vec![json!("Ford"), json!(2022)]],
+            &[],
+        )
+        .is_empty(),
+        "a filter on the period makes the rows' years another date"
     );
     for right in [
         "SELECT SUM(total_amt) AS revenue FROM bills WHERE strftime('%Y', txn_dt) = '2025'",
@@ -273,6 +327,22 @@ fn each_supplier_answered_with_one_ungrouped_row_is_flagged_and_a_grouped_one_is
         assert!(
             checks(question, right, &["s", "n"], &[vec![json!("A"), json!(3)]], &["products"]).is_empty(),
             "{right}"
+        );
+    }
+    for passive in [
+        "How many car models were produced by the maker American Motor Company?",
+        "What is the average number of injuries caused each time?",
+    ] {
+        assert!(
+            checks(
+                passive,
+                "SELECT COUNT(*) FROM products",
+                &["n"],
+                &[vec![json!(3)]],
+                &["products"]
+            )
+            .is_empty(),
+            "{passive}"
         );
     }
     assert!(
