@@ -1,7 +1,8 @@
 //! Schema notes: the human knowledge about a database that introspection cannot find:
 //! table and column descriptions, business conventions, glossary terms, restricted
 //! columns (never shown, refused by the guard) and hidden tables (never listed, refused
-//! as unknown), and the currency its money columns hold. The demo database ships its notes built in (`crate::demo::demo_notes`); any
+//! as unknown), the currency its money columns hold, and the period a table's rows cover
+//! (`holds`, which the answer checks hold a question's period to). The demo database ships its notes built in (`crate::demo::demo_notes`); any
 //! other database can take them from a TOML file.
 
 use std::collections::BTreeMap;
@@ -109,5 +110,38 @@ impl Period {
             }
         };
         Some((year(&self.from, i64::MIN)?, year(&self.to, i64::MAX)?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_table_period_is_read_from_toml_with_either_end_open() {
+        let notes: SchemaNotes = toml::from_str(
+            "[tables.bill_archive]\ndescription = \"old bills\"\nholds = { from = \"2023-01-01\", to = \"2024-12-31\" }\n\
+             [tables.bills]\ndescription = \"bills\"\nholds = { from = \"2025-01-01\" }\n",
+        )
+        .expect("notes parse");
+        let archive = notes.tables["bill_archive"]
+            .holds
+            .as_ref()
+            .expect("a period");
+        assert_eq!(archive.years(), Some((2023, 2024)));
+        let bills = notes.tables["bills"].holds.as_ref().expect("a period");
+        assert_eq!(bills.years(), Some((2025, i64::MAX)));
+        let bad = Period {
+            from: Some("last year".to_string()),
+            to: None,
+        };
+        assert_eq!(bad.years(), None, "not an ISO date: no period");
+        assert!(
+            toml::from_str::<SchemaNotes>(
+                "[tables.t]\ndescription = \"t\"\nholds = { start = \"2023-01-01\" }\n"
+            )
+            .is_err(),
+            "an unknown field of a period is an error, not an open period"
+        );
     }
 }
