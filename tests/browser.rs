@@ -8,10 +8,12 @@
 //!   the model still works), the answer, the SQL, the failed attempt with its error
 //!   type, the chart and the other chart types that fit, the NULL badge, the rows as
 //!   TSV and as a CSV download (quoting, NULL, formula-looking text), money in the
-//!   notes' currency, the recent questions re-running one, the SQL opened in the
-//!   console, the evaluation numbers (a replayed baseline without a latency) and a
-//!   working SQL console. Screenshots and the downloaded CSV are kept in
-//!   target/browser-artifacts/ (steps-live.png, ask.png, ask-phone.png, result.csv).
+//!   notes' currency, a scripted wrong-period answer shown with a visible warning
+//!   naming each failed check (and its explanation's dollars in rupees), the recent
+//!   questions re-running one, the SQL opened in the console, the evaluation numbers (a
+//!   replayed baseline without a latency) and a working SQL console. Screenshots and
+//!   the downloaded CSV are kept in target/browser-artifacts/ (steps-live.png, ask.png,
+//!   warning.png, ask-phone.png, result.csv).
 //! - With the real local model (scripts/local-model.sh): a question typed into the page
 //!   is answered end to end.
 //!
@@ -96,6 +98,23 @@ const QUESTION: &str = "How many bills does each customer have?";
 
 const CSV_QUESTION: &str = "Show the tricky rows for the CSV";
 
+/// The wrong answer: asked per month in 2025, answered per year from the
+/// archive, then "repaired" per year from bills (2025 and 2026): still suspect, so the
+/// page must show it with a warning. The explanation writes dollars for a rupee shop.
+const WRONG_PERIOD_QUESTION: &str =
+    "What was the total billed amount per month in 2025, excluding void bills?";
+
+fn wrong_period_lines() -> Vec<serde_json::Value> {
+    vec![
+        serde_json::json!({"question": WRONG_PERIOD_QUESTION, "purpose": "write_sql", "reply": {
+            "sql": "SELECT strftime('%Y', txn_dt) AS year, SUM(bill_archive.amt) AS total FROM bill_archive WHERE status <> 'VOID' GROUP BY year"}}),
+        serde_json::json!({"question": WRONG_PERIOD_QUESTION, "purpose": "repair_sql", "reply": {
+            "sql": "SELECT strftime('%Y', b.txn_dt) AS year, SUM(b.total_amt) AS total FROM bills b WHERE b.status <> 'VOID' GROUP BY year"}}),
+        serde_json::json!({"question": WRONG_PERIOD_QUESTION, "purpose": "write_answer",
+            "reply": "The total billed amount per month in 2025 was $611,706.5 in 2023 and $638,357.5 in 2024."}),
+    ]
+}
+
 /// Rows that need quoting in a CSV: a comma and quotes, a line break, NULL, text a
 /// spreadsheet would run as a formula, and money.
 const CSV_SQL: &str = "SELECT 'Sharma, \"the builders\"' AS name, 1234.5 AS amount, NULL AS note, '=1+1' AS formula UNION ALL SELECT 'line one' || char(10) || 'line two', -3, 'plain', '-2'";
@@ -124,6 +143,7 @@ fn script() -> String {
         serde_json::json!({"question": CSV_QUESTION, "purpose": "write_sql", "reply": {"sql": CSV_SQL}}),
         serde_json::json!({"question": CSV_QUESTION, "purpose": "write_answer", "reply": "Two rows that need quoting."}),
     ]);
+    lines.extend(wrong_period_lines());
     lines.extend(repaired_lines(0));
     lines.extend([
         serde_json::json!({"question": "*", "purpose": "check", "reply": "ok"}),

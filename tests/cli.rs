@@ -291,3 +291,19 @@ fn completions_are_generated_for_each_shell() {
         "an unknown shell is a usage error"
     );
 }
+
+#[test]
+fn eval_flags_checks_the_gold_answers_of_a_set_without_a_model() {
+    let home = tempfile::tempdir().expect("temp dir");
+    let output = askdb(home.path(), &["--json", "eval", "flags", "--gold", "demo"]);
+    assert!(output.status.success(), "{output:?}");
+    let report = json(&output);
+    assert_eq!(report["set"], "demo");
+    assert_eq!(report["checked"], 30, "{report}");
+    assert_eq!(
+        report["flagged"], 0,
+        "no right answer of the demo set is flagged: {report}"
+    );
+    let usage = askdb(home.path(), &["eval", "flags"]);
+    assert_eq!(usage.status.code(), Some(2), "a run or --gold is required");
+}

@@ -383,7 +383,7 @@
 
   function resetResult() {
     $("result").hidden = false;
-    for (const id of ["unverified", "clarify", "assumptions-box", "sql-box", "attempts-box", "chart-box", "result-tools"]) $(id).hidden = true;
+    for (const id of ["warnings", "unverified", "clarify", "assumptions-box", "sql-box", "attempts-box", "chart-box", "result-tools"]) $(id).hidden = true;
     currentResult = null;
     $("answer").className = "answer";
     clear($("grid"));
@@ -428,6 +428,22 @@
       answer = result.reason || "askdb could not answer this question.";
     }
     $("answer").textContent = answer;
+
+    // Checks of the result against the question that still fail: the answer is shown,
+    // but never as a plain one.
+    if (result.decision === "answer" && result.warnings && result.warnings.length > 0) {
+      decision.className = "badge suspect";
+      decision.textContent = "Answer, flagged";
+      $("warnings").hidden = false;
+      const list = $("warning-list");
+      clear(list);
+      for (const warning of result.warnings) {
+        list.append(el("li", {}, [
+          document.createTextNode(warning.message + " "),
+          el("span", { class: "check-id", text: "(" + warning.check + ")" }),
+        ]));
+      }
+    }
 
     if (result.unverified_numbers && result.unverified_numbers.length > 0) {
       $("unverified").hidden = false;

@@ -6,7 +6,7 @@
 //! used: a database error by its taxonomy name (`unknown_column`), a guard refusal as
 //! `rejected` (or `syntax_error` when it did not parse), and the agent's own kinds
 //! (`malformed_reply`, `cut_off`, `identical_to_failed`, `empty_result`,
-//! `case_mismatch`, `absent_column`).
+//! `case_mismatch`, `absent_column`, `suspect`).
 
 use std::fmt;
 
@@ -31,6 +31,10 @@ pub enum FailureKind {
     CaseMismatch,
     /// A column no table has, not even by a near spelling: data the database lacks.
     AbsentColumn,
+    /// Rows came back, but a rule check says they do not answer the question (another
+    /// period, a table that does not hold it, the wrong breakdown, another currency:
+    /// [`super::plausibility`]).
+    Suspect,
 }
 
 impl FailureKind {
@@ -47,6 +51,7 @@ impl FailureKind {
             FailureKind::EmptyResult,
             FailureKind::CaseMismatch,
             FailureKind::AbsentColumn,
+            FailureKind::Suspect,
         ]);
         kinds
     }
@@ -60,6 +65,7 @@ impl FailureKind {
             FailureKind::EmptyResult => "empty_result",
             FailureKind::CaseMismatch => "case_mismatch",
             FailureKind::AbsentColumn => "absent_column",
+            FailureKind::Suspect => "suspect",
         }
     }
 
@@ -129,6 +135,9 @@ pub enum NextStep {
     Decline(String),
     /// End with an honest give-up that lists every attempt.
     GiveUp(String),
+    /// Answer with the suspect rows after all, each failed check shown as a warning:
+    /// the one suspect repair is spent, or no attempt remains.
+    AnswerWithWarnings,
 }
 
 /// How far the question has got, as far as the next step depends on it.
@@ -145,6 +154,8 @@ pub struct Progress {
     pub absent_columns: usize,
     /// One-attempt modes (baseline, plain) never repair.
     pub single_attempt: bool,
+    /// This question has already had its one suspect repair.
+    pub suspect_before: bool,
 }
 
 /// After this many failures naming columns no table has, the question needs data the
@@ -174,6 +185,14 @@ pub fn next_step(failure: &Failure, progress: &Progress) -> NextStep {
                     .unwrap_or("not a query")
             ));
         }
+    }
+    // A suspect answer ran and has rows: it earns one repair, and is never given up.
+    if failure.kind == K::Suspect
+        && (progress.single_attempt
+            || progress.suspect_before
+            || progress.attempts >= progress.max_attempts)
+    {
+        return NextStep::AnswerWithWarnings;
     }
     if progress.single_attempt {
         return NextStep::GiveUp(format!(
@@ -216,6 +235,7 @@ pub fn next_step(failure: &Failure, progress: &Progress) -> NextStep {
         | K::MalformedReply
         | K::CaseMismatch
         | K::AbsentColumn
+        | K::Suspect
         | K::Database(_)
         | K::EmptyResult => NextStep::Repair,
     }
@@ -246,6 +266,7 @@ mod tests {
             cut_off_before: false,
             absent_columns: 0,
             single_attempt: false,
+            suspect_before: false,
         }
     }
 
@@ -255,7 +276,9 @@ mod tests {
             let step = next_step(&failure(kind), &fresh());
             let repairable = failure(kind).repairable;
             match &step {
-                NextStep::Repair | NextStep::Resample => assert!(repairable, "{kind}"),
+                NextStep::Repair | NextStep::Resample | NextStep::AnswerWithWarnings => {
+                    assert!(repairable, "{kind}")
+                }
                 NextStep::GiveUp(reason) | NextStep::Decline(reason) => {
                     assert!(!repairable, "{kind} ends a fresh question: {reason}");
                     assert!(!reason.is_empty());
@@ -282,6 +305,41 @@ mod tests {
             ..fresh()
         };
         assert!(matches!(next_step(&repeat, &again), NextStep::GiveUp(_)));
+    }
+
+    #[test]
+    fn a_suspect_answer_is_repaired_once_then_answered_with_warnings() {
+        let suspect = failure(FailureKind::Suspect);
+        assert_eq!(next_step(&suspect, &fresh()), NextStep::Repair);
+        assert!(FailureKind::Suspect.was_executed());
+        for spent in [
+            Progress {
+                suspect_before: true,
+                ..fresh()
+            },
+            Progress {
+                attempts: 3,
+                ..fresh()
+            },
+            Progress {
+                single_attempt: true,
+                ..fresh()
+            },
+        ] {
+            assert_eq!(
+                next_step(&suspect, &spent),
+                NextStep::AnswerWithWarnings,
+                "{spent:?}"
+            );
+        }
+        // Only a suspect answer is answered anyway: any other failure at the cap gives up.
+        let empty = failure(FailureKind::EmptyResult);
+        let capped = Progress {
+            attempts: 3,
+            suspect_before: true,
+            ..fresh()
+        };
+        assert!(matches!(next_step(&empty, &capped), NextStep::GiveUp(_)));
     }
 
     #[test]

@@ -3,15 +3,18 @@
 //!
 //! ```text
 //! rules -> select_schema -> generate -> try (guard, execute, vote) -> inspect
-//!   inspect: rows -> answer | empty -> the one diagnostic -> answer or a failure
+//!   inspect: rows -> the rule checks -> answer, or suspect (a failure)
+//!            | empty -> the one diagnostic -> answer or a failure
 //!   failure -> failure::next_step: repair | resample | decline | give up
+//!              | answer with warnings (a suspect answer whose one repair is spent)
 //!   repair / resample -> (select_schema when retrieval widens) -> generate
 //! ```
 //!
 //! Each step's logic has its own home: the rules before any model call in
 //! [`ambiguity`] and [`scope`]; every word sent to the model in [`prompts`]; reading the
 //! reply in [`reply`]; the vote among candidates in [`candidates`]; the empty-result
-//! diagnostic in [`empty`]; the schema facts of a repair in [`repair`]; what follows a
+//! diagnostic in [`empty`]; the rule checks of an answer in [`plausibility`]; the schema
+//! facts of a repair in [`repair`]; what follows a
 //! failure in [`failure::next_step`]; the knobs in [`strategy`]. Every database access
 //! goes through the gate; every model call through [`ModelClient::call`]; every step is
 //! reported to the caller's [`events::Observer`].
@@ -25,6 +28,7 @@ pub mod candidates;
 pub mod empty;
 pub mod events;
 pub mod failure;
+pub mod plausibility;
 pub mod prompts;
 mod render;
 pub mod repair;
@@ -194,6 +198,11 @@ pub struct AgentResult {
     pub explanation: Option<String>,
     /// Numbers in the explanation that are not in the rows: shown flagged, not as fact.
     pub unverified_numbers: Vec<String>,
+    /// The rule checks the answer still fails (after its one suspect repair, or with no
+    /// attempt left), each with its check id and the fact: shown as a warning, never as
+    /// a plain answer. Empty for an answer that passed them.
+    #[serde(default)]
+    pub warnings: Vec<plausibility::Finding>,
     pub chart: ChartSpec,
     pub clarify: Option<ClarifyRequest>,
     /// Why the question was declined or given up.
@@ -289,6 +298,13 @@ struct State<'o> {
     cut_off: bool,
     absent_columns: Vec<String>,
     diagnostic_used: bool,
+    /// The one suspect repair has been asked for.
+    suspect_used: bool,
+    /// The latest answer the rule checks found suspect, with what they found: answered
+    /// with warnings when its repair is spent or cannot finish.
+    suspect: Option<(QueryResult, Vec<plausibility::Finding>)>,
+    /// The warnings the answer is shown with.
+    warnings: Vec<plausibility::Finding>,
     /// An answer the round kept while it sampled a second opinion (an empty result under
     /// doubt): it votes with the samples.
     kept: Option<QueryResult>,
@@ -324,6 +340,7 @@ impl State<'_> {
             cut_off_before: self.cut_off,
             absent_columns: self.absent_columns.len(),
             single_attempt: self.mode.is_single_attempt(),
+            suspect_before: self.suspect_used,
         }
     }
 
@@ -418,6 +435,9 @@ impl Agent {
             cut_off: false,
             absent_columns: Vec::new(),
             diagnostic_used: false,
+            suspect_used: false,
+            suspect: None,
+            warnings: Vec::new(),
             kept: None,
             first_attempt_ok: None,
             first_sql: None,
@@ -965,10 +985,27 @@ impl Agent {
         }
     }
 
-    /// Rows came back: an answer, unless they look empty, where the one diagnostic (and
-    /// under a doubting strategy, one sampled second look) decides.
+    /// Rows came back: an answer, unless a rule check finds them suspect (one repair
+    /// naming the fact) or they look empty, where the one diagnostic (and under a
+    /// doubting strategy, one sampled second look) decides.
     async fn inspect(&self, state: &mut State<'_>, result: QueryResult) -> Node {
         let empty = empty::looks_empty(&result.rows);
+        // The checks come first: an empty sum over another year is suspect for its
+        // filter, before the empty-result diagnostic looks at its text filters.
+        if state.mode != Mode::Plain {
+            let findings = plausibility::check_result(&plausibility::Answer {
+                question: &state.question,
+                sql: &result.sql,
+                dialect: self.gate.dialect(),
+                columns: &result.columns,
+                rows: &result.rows,
+                tables: &result.tables,
+                notes: self.gate.notes(),
+            });
+            if !findings.is_empty() {
+                return self.suspect(state, result, findings);
+            }
+        }
         if !empty || state.mode.is_single_attempt() || state.diagnostic_used {
             state.note(
                 "inspect",
@@ -1028,6 +1065,41 @@ impl Agent {
         }
     }
 
+    /// Rows that fail a rule check: a `suspect` failure naming each fact, with the
+    /// periods the notes give the tables as schema facts.
+    fn suspect(
+        &self,
+        state: &mut State<'_>,
+        result: QueryResult,
+        findings: Vec<plausibility::Finding>,
+    ) -> Node {
+        let message = findings
+            .iter()
+            .map(|finding| format!("{} ({})", finding.message, finding.check))
+            .collect::<Vec<_>>()
+            .join("; ");
+        state.note("inspect", format!("suspect: {message}"));
+        let periods: Vec<(String, Option<String>, Option<String>)> = self
+            .gate
+            .notes()
+            .tables
+            .iter()
+            .filter_map(|(table, note)| {
+                let holds = note.holds.as_ref()?;
+                Some((table.clone(), holds.from.clone(), holds.to.clone()))
+            })
+            .collect();
+        let failure = Failure {
+            kind: FailureKind::Suspect,
+            refusal: None,
+            message,
+            sql: result.sql.clone(),
+            repairable: true,
+        };
+        state.suspect = Some((result, findings));
+        Node::Failed(failure, prompts::table_periods_fact(&periods))
+    }
+
     /// Schema facts for the repair of a failure (who owns an unknown column, how to
     /// join it; the cards of the tables in a type mismatch), and the retrieval changes
     /// the failure asks for.
@@ -1085,6 +1157,10 @@ impl Agent {
         {
             failure.kind = FailureKind::AbsentColumn;
         }
+        let step = failure::next_step(&failure, &state.progress());
+        if let Some(node) = self.answer_suspect(state, &failure, &step) {
+            return node;
+        }
         state.history.push(FailedAttempt {
             sql: failure.sql.clone(),
             error_type: failure.kind,
@@ -1095,9 +1171,9 @@ impl Agent {
         {
             state.failed_sql.push(normalise_sql(&failure.sql));
         }
-        let step = failure::next_step(&failure, &state.progress());
         match failure.kind {
             FailureKind::IdenticalToFailed => state.repeated = true,
+            FailureKind::Suspect => state.suspect_used = true,
             FailureKind::CutOff => state.cut_off = true,
             _ => {}
         }
@@ -1110,6 +1186,7 @@ impl Agent {
                 NextStep::Resample => "resample",
                 NextStep::Decline(_) => "decline",
                 NextStep::GiveUp(_) => "give_up",
+                NextStep::AnswerWithWarnings => "answer_with_warnings",
             }
             .to_string(),
         });
@@ -1125,6 +1202,8 @@ impl Agent {
             }
             NextStep::Repair => self.repair_round(),
             NextStep::Resample => Round::Sampled,
+            // Taken by answer_suspect before the failure was recorded.
+            NextStep::AnswerWithWarnings => return Node::Done,
         };
         // A repeat is not shown again: the conversation already holds the attempt.
         if failure.kind != FailureKind::IdenticalToFailed {
@@ -1153,6 +1232,53 @@ impl Agent {
         Node::Generate(round)
     }
 
+    /// The answer with warnings that ends a suspect answer instead of its failure: the
+    /// suspect rows when their one repair is spent or no attempt is left, and the rows
+    /// of the earlier suspect answer when its repair ends in a give-up (rows with a
+    /// warning say more than no answer). None: the failure takes its ordinary course.
+    fn answer_suspect(
+        &self,
+        state: &mut State<'_>,
+        failure: &Failure,
+        step: &NextStep,
+    ) -> Option<Node> {
+        let answers = match step {
+            NextStep::AnswerWithWarnings => true,
+            NextStep::GiveUp(_) => state.suspect.is_some(),
+            _ => false,
+        };
+        if !answers {
+            return None;
+        }
+        let (result, findings) = state.suspect.take()?;
+        if failure.kind != FailureKind::Suspect {
+            // The repair failed: the failure is history, the earlier rows the answer.
+            state.history.push(FailedAttempt {
+                sql: failure.sql.clone(),
+                error_type: failure.kind,
+                message: failure.message.clone(),
+                reason: failure.refusal,
+            });
+        }
+        state.emit(AgentEvent::Failed {
+            started_ms: state.ms(),
+            kind: failure.kind,
+            message: failure.message.clone(),
+            next: "answer_with_warnings".to_string(),
+        });
+        state.note(
+            "failed",
+            format!(
+                "{}: {} -> answered with {} warning(s)",
+                failure.kind,
+                failure.message,
+                findings.len()
+            ),
+        );
+        state.warnings = findings;
+        Some(Node::Answer(result))
+    }
+
     async fn answer(
         &self,
         state: &mut State<'_>,
@@ -1175,9 +1301,23 @@ impl Agent {
                 &serde_json::to_string(&shown).unwrap_or_default(),
                 shown.len(),
                 result.row_count,
+                self.gate.notes().currency.as_deref(),
             );
             let reply = self.call(state, &request, log).await?;
-            let text = reply.text.trim().to_string();
+            let (text, findings) = plausibility::check_explanation(
+                reply.text.trim(),
+                &state.question,
+                &result.rows,
+                self.gate.notes(),
+            );
+            for finding in findings {
+                if finding.check == plausibility::Check::ExplanationCurrency {
+                    // Corrected in the text: the notes say what the money is.
+                    state.note("answer", finding.message);
+                } else if !state.warnings.contains(&finding) {
+                    state.warnings.push(finding);
+                }
+            }
             unverified = answer::unverified_numbers(&text, &state.question, &result.rows);
             explanation = Some(text);
         }
@@ -1195,6 +1335,7 @@ impl Agent {
         agent_result.chart = chart;
         agent_result.explanation = explanation;
         agent_result.unverified_numbers = unverified;
+        agent_result.warnings = std::mem::take(&mut state.warnings);
         state.result = Some(agent_result);
         Ok(Node::Done)
     }
@@ -1231,6 +1372,7 @@ impl Agent {
             assumptions: state.assumptions.clone(),
             explanation: None,
             unverified_numbers: Vec::new(),
+            warnings: Vec::new(),
             chart: answer::choose_chart(&[], &[]),
             clarify: None,
             reason: None,

@@ -243,11 +243,20 @@ pub fn explanation_request(
     rows_json: &str,
     shown: usize,
     total: usize,
+    currency: Option<&str>,
 ) -> ModelRequest {
+    let money = currency
+        .map(|code| {
+            format!(
+                " Money is in {code}: write amounts as {}1,234.50.",
+                super::plausibility::currency_symbol(code)
+            )
+        })
+        .unwrap_or_default();
     let prompt = format!(
         "Question: {question}\nSQL: {sql}\nColumns: {}\nRows ({shown} of {total}): {rows_json}\n\n\
          Answer the question in one to three plain sentences using only numbers that appear \
-         in the rows. No SQL, no markdown.",
+         in the rows. No SQL, no markdown.{money}",
         columns.join(", ")
     );
     ModelRequest::new(Purpose::WriteAnswer, question, vec![Message::user(prompt)])
@@ -278,6 +287,12 @@ pub fn repair_instruction(kind: FailureKind) -> Option<&'static str> {
         FailureKind::EmptyResult => {
             "The query returned no rows. Check each filter against the samples and the notes; \
              keep the question's meaning."
+        }
+        FailureKind::Suspect => {
+            "The query ran, but its result does not answer the question, for the reason \
+             given. Keep what is right and fix that: filter on exactly the period the question \
+             names, read the table whose notes say it holds that period, and group by what the \
+             question asks the result per."
         }
         FailureKind::AbsentColumn => {
             "No table has that column. If the question needs data this database does not \
@@ -397,6 +412,25 @@ pub fn column_fact_text(fact: &ColumnFact) -> String {
         }
     }
     lines.join("\n")
+}
+
+/// The periods the tables of the database hold, from their notes, for a suspect
+/// answer's repair: `(table, from, to)`, an end None when open. None when no table has a
+/// period.
+pub fn table_periods_fact(periods: &[(String, Option<String>, Option<String>)]) -> Option<String> {
+    if periods.is_empty() {
+        return None;
+    }
+    let spans: Vec<String> = periods
+        .iter()
+        .map(|(table, from, to)| match (from, to) {
+            (Some(from), Some(to)) => format!("{table} holds {from} to {to}"),
+            (Some(from), None) => format!("{table} holds {from} on"),
+            (None, Some(to)) => format!("{table} holds up to {to}"),
+            (None, None) => format!("{table} holds every date"),
+        })
+        .collect();
+    Some(format!("By their notes, {}.", spans.join("; ")))
 }
 
 /// The findings of the empty-result probe, in words.

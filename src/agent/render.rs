@@ -11,6 +11,13 @@ pub fn render_text(result: &AgentResult) -> String {
     let _ = writeln!(out, "decision: {:?}", result.decision);
     match result.decision {
         Decision::Answer => {
+            for warning in &result.warnings {
+                let _ = writeln!(
+                    out,
+                    "\nWARNING: this answer may be wrong: {} ({})",
+                    warning.message, warning.check
+                );
+            }
             if let Some(explanation) = &result.explanation {
                 let _ = writeln!(out, "\n{explanation}");
                 if !result.unverified_numbers.is_empty() {

@@ -843,3 +843,138 @@ async fn an_empty_answer_gets_one_sampled_second_look_in_which_it_votes_too() {
     assert_eq!(result.row_count, 0);
     assert_eq!(result.model_calls.len(), 2, "no loop of loosened filters");
 }
+
+const MONTHLY_2025: &str =
+    "What was the total billed amount per month in 2025, excluding void bills?";
+
+/// The issue's wrong answer: years not asked for, from the archive, per year.
+const ARCHIVE_BY_YEAR: &str =
+    "SELECT strftime('%Y', txn_dt) AS year, SUM(bill_archive.amt) AS total \
+     FROM bill_archive WHERE status <> 'VOID' GROUP BY year";
+
+#[tokio::test]
+async fn a_suspect_answer_earns_one_repair_that_names_the_fact() {
+    let fixture = demo();
+    let right = "SELECT strftime('%Y-%m', b.txn_dt) AS month, SUM(b.total_amt) AS total \
+                 FROM bills AS b WHERE b.status <> 'VOID' AND b.txn_dt >= '2025-01-01' \
+                 AND b.txn_dt < '2026-01-01' GROUP BY month ORDER BY month";
+    let agent = agent(
+        &fixture.path,
+        &[
+            line(MONTHLY_2025, "write_sql", sql_reply(ARCHIVE_BY_YEAR)),
+            line(MONTHLY_2025, "repair_sql", sql_reply(right)),
+        ],
+    )
+    .await;
+    let (result, recorder) = ask_recorded(&agent, MONTHLY_2025).await;
+    assert_eq!(result.decision, Decision::Answer);
+    assert_eq!(result.attempts, 2);
+    assert_eq!(result.history.len(), 1);
+    assert_eq!(result.history[0].error_type, FailureKind::Suspect);
+    assert!(
+        result.history[0].message.contains("bill_archive"),
+        "{}",
+        result.history[0].message
+    );
+    assert!(result.warnings.is_empty(), "{:?}", result.warnings);
+    assert_eq!(result.row_count, 12, "one row per month of 2025");
+    let repairs = repair_prompts(&recorder);
+    assert_eq!(repairs.len(), 1);
+    assert!(
+        repairs[0].contains("That failed (suspect)"),
+        "{}",
+        repairs[0]
+    );
+    assert!(repairs[0].contains("per month"), "{}", repairs[0]);
+    assert!(
+        repairs[0].contains("bill_archive holds 2023-01-01 to 2024-12-31"),
+        "the repair is told what the notes say: {}",
+        repairs[0]
+    );
+    let next: Vec<String> = recorder
+        .events()
+        .iter()
+        .filter_map(|event| match event {
+            events::AgentEvent::Failed { next, .. } => Some(next.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(next, vec!["repair".to_string()]);
+}
+
+#[tokio::test]
+async fn a_repair_that_still_fails_a_check_is_answered_with_warnings_and_never_repaired_twice() {
+    let fixture = demo();
+    let still_by_year = "SELECT strftime('%Y', b.txn_dt) AS year, SUM(b.total_amt) AS total \
+                         FROM bills AS b WHERE b.status <> 'VOID' GROUP BY year";
+    // Two replies only: a second suspect repair would find the script exhausted.
+    let agent = agent(
+        &fixture.path,
+        &[
+            line(MONTHLY_2025, "write_sql", sql_reply(ARCHIVE_BY_YEAR)),
+            line(MONTHLY_2025, "repair_sql", sql_reply(still_by_year)),
+        ],
+    )
+    .await;
+    let (result, recorder) = ask_recorded(&agent, MONTHLY_2025).await;
+    assert_eq!(result.decision, Decision::Answer);
+    assert_eq!(result.attempts, 2);
+    assert_eq!(result.history.len(), 1, "{:?}", result.history);
+    assert!(result
+        .sql
+        .as_deref()
+        .is_some_and(|sql| sql.contains("FROM bills")));
+    let checks: Vec<plausibility::Check> = result
+        .warnings
+        .iter()
+        .map(|warning| warning.check)
+        .collect();
+    assert_eq!(
+        checks,
+        vec![
+            plausibility::Check::PeriodRows,
+            plausibility::Check::Grouping
+        ],
+        "{:?}",
+        result.warnings
+    );
+    assert!(
+        result.warnings[0].message.contains("2026"),
+        "{:?}",
+        result.warnings[0]
+    );
+    let json = serde_json::to_value(&result).expect("serializes");
+    assert_eq!(json["warnings"][1]["check"], "grouping");
+    let last_failed = recorder
+        .events()
+        .iter()
+        .rev()
+        .find_map(|event| match event {
+            events::AgentEvent::Failed { next, .. } => Some(next.clone()),
+            _ => None,
+        });
+    assert_eq!(last_failed.as_deref(), Some("answer_with_warnings"));
+    assert!(render_text(&result).contains("WARNING: this answer may be wrong"));
+}
+
+#[tokio::test]
+async fn baseline_shows_a_suspect_first_answer_with_warnings_and_no_repair() {
+    let fixture = demo();
+    let agent = agent(
+        &fixture.path,
+        &[line(MONTHLY_2025, "write_sql", sql_reply(ARCHIVE_BY_YEAR))],
+    )
+    .await;
+    let options = AskOptions {
+        mode: Mode::Baseline,
+        ..AskOptions::default()
+    };
+    let result = agent.ask(MONTHLY_2025, &options).await.expect("answers");
+    assert_eq!(result.decision, Decision::Answer);
+    assert_eq!(result.attempts, 1);
+    assert!(result.history.is_empty());
+    assert!(result
+        .warnings
+        .iter()
+        .any(|warning| warning.check == plausibility::Check::TablePeriod));
+}

@@ -251,6 +251,22 @@ pub enum EvalCommand {
     /// Print a run's report.
     #[command(after_help = "Example:\n  askdb eval report evals/runs/demo-20261201-001755")]
     Report { run: PathBuf },
+    /// How the answer checks did in a run, without the model: wrong answers shown with a
+    /// warning, right answers wrongly flagged, per mode.
+    #[command(
+        after_help = "Examples:\n  askdb eval flags evals/runs/demo-20261201-001755\n  askdb eval flags --gold spider"
+    )]
+    Flags {
+        #[arg(required_unless_present = "gold")]
+        run: Option<PathBuf>,
+        /// Instead of a run: check every gold answer of a set (right by construction),
+        /// so the count is of right answers wrongly flagged.
+        #[arg(long, conflicts_with = "run")]
+        gold: Option<String>,
+        /// With --gold: the first N questions only.
+        #[arg(long, requires = "gold")]
+        limit: Option<usize>,
+    },
     /// Copy a run's summary into evals/results/ and regenerate the README results table.
     #[command(after_help = "Example:\n  askdb eval publish evals/runs/demo-20261201-001755")]
     Publish {

@@ -562,6 +562,22 @@ async fn eval(settings: &Settings, command: EvalCommand) -> Result<Output, CliEr
             let exit = Exit::from_ok(checks.iter().all(|check| check.passed));
             Output::new(&checks, text, exit)
         }
+        EvalCommand::Flags {
+            gold: Some(set),
+            limit,
+            ..
+        } => {
+            let report = crate::eval::flags::gold_flags(&set, limit).await?;
+            let text = crate::eval::flags::render_gold(&report);
+            Output::new(&report, text, Exit::Success)
+        }
+        EvalCommand::Flags { run, .. } => {
+            let run = run.unwrap_or_default();
+            runner::read_manifest(&run)?;
+            let figures = crate::eval::flags::figures(&runner::read_records(&run)?);
+            let text = crate::eval::flags::render(&figures);
+            Output::new(&figures, text, Exit::Success)
+        }
         EvalCommand::Report { run } => {
             let text = read_file(&run.join("report.md"))?;
             Output::new(&serde_json::json!({"report": text}), text, Exit::Success)

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::schema::{SchemaNotes, TableNote};
+use crate::schema::{Period, SchemaNotes, TableNote};
 
 /// Columns never sampled, shown or allowed in a query.
 pub const RESTRICTED_COLUMNS: [&str; 3] =
@@ -154,7 +154,16 @@ fn table(description: &str, columns: &[(&str, &str)]) -> TableNote {
             .iter()
             .map(|(name, note)| (name.to_string(), note.to_string()))
             .collect(),
+        holds: None,
     }
+}
+
+/// A period of the demo's tables, both ends inclusive (None: open).
+fn holds(from: Option<&str>, to: Option<&str>) -> Option<Period> {
+    Some(Period {
+        from: from.map(str::to_string),
+        to: to.map(str::to_string),
+    })
 }
 
 /// The notes the demo database ships with.
@@ -434,6 +443,13 @@ pub fn demo_notes() -> SchemaNotes {
             ],
         ),
     );
+    // The cut-over of the till: bills starts on 2025-01-01, the archive ends the day before.
+    if let Some(note) = tables.get_mut("bills") {
+        note.holds = holds(Some("2025-01-01"), None);
+    }
+    if let Some(note) = tables.get_mut("bill_archive") {
+        note.holds = holds(Some("2023-01-01"), Some("2024-12-31"));
+    }
     SchemaNotes {
         tables,
         conventions: CONVENTIONS.iter().map(|s| s.to_string()).collect(),

@@ -1,6 +1,7 @@
 //! Evaluation: golden sets and external benchmarks.
 
 pub mod external;
+pub mod flags;
 pub mod gate;
 pub mod golden;
 pub mod guard_check;

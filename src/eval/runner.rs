@@ -160,6 +160,11 @@ pub struct QuestionRecord {
     /// The question's trace, when the run exported traces (its verdict is on it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace_id: Option<String>,
+    /// The rule checks the answer was shown with (`[]`: it passed them); absent in
+    /// records written before the checks existed. Not part of the grade: what
+    /// `askdb eval flags` counts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warnings: Option<Vec<crate::agent::plausibility::Finding>>,
 }
 
 impl QuestionRecord {
@@ -206,6 +211,10 @@ pub struct RunSummary {
     /// equal pairs show that nothing the run did changed the database.
     #[serde(default)]
     pub database_hashes: BTreeMap<String, (String, Option<String>)>,
+    /// How the rule checks of an answer did, by mode: wrong answers flagged, right ones
+    /// wrongly flagged ([`crate::eval::flags`]); empty for runs made before the checks.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub flags: BTreeMap<String, crate::eval::flags::FlagFigures>,
 }
 
 fn expected_of(expect: Expect) -> Expected {
@@ -458,6 +467,7 @@ fn record_of(
         cost_usd: result.cost_usd,
         latency_ms: result.latency_ms,
         trace_id: result.trace_id.clone(),
+        warnings: Some(result.warnings.clone()),
         ..error_record(item, mode, decision_of(result.decision), None, 0)
     }
 }
@@ -527,6 +537,7 @@ fn error_record(
         error: error.map(str::to_string),
         golds: item.golds.clone(),
         trace_id: None,
+        warnings: None,
     }
 }
 
@@ -889,6 +900,7 @@ pub fn summarize_records(
         paired,
         paired_plain,
         agent_failures_by_type,
+        flags: crate::eval::flags::figures(records),
         database_hashes: manifest
             .database_hashes
             .iter()
@@ -1091,6 +1103,10 @@ pub fn render_report(summary: &RunSummary) -> String {
                 .join(", "),
         );
         out.push('\n');
+    }
+    if !summary.flags.is_empty() {
+        out.push_str("\n## Answers flagged by the rule checks\n\n");
+        out.push_str(&crate::eval::flags::render(&summary.flags));
     }
     out
 }

@@ -7,7 +7,7 @@ pub mod notes;
 
 use serde::{Deserialize, Serialize};
 
-pub use notes::{SchemaNotes, TableNote};
+pub use notes::{Period, SchemaNotes, TableNote};
 
 /// One column as the database describes it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -1,7 +1,8 @@
 //! Schema notes: the human knowledge about a database that introspection cannot find:
 //! table and column descriptions, business conventions, glossary terms, restricted
 //! columns (never shown, refused by the guard) and hidden tables (never listed, refused
-//! as unknown), and the currency its money columns hold. The demo database ships its notes built in (`crate::demo::demo_notes`); any
+//! as unknown), the currency its money columns hold, and the period a table's rows cover
+//! (`holds`, which the answer checks hold a question's period to). The demo database ships its notes built in (`crate::demo::demo_notes`); any
 //! other database can take them from a TOML file.
 
 use std::collections::BTreeMap;
@@ -62,10 +63,85 @@ impl SchemaNotes {
     }
 }
 
-/// What one table is for (and not for), and what its columns mean.
+/// What one table is for (and not for), what its columns mean, and the period its rows
+/// cover.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct TableNote {
     pub description: String,
     #[serde(default)]
     pub columns: BTreeMap<String, String>,
+    /// The dates the table's rows cover, when the table holds only part of the history
+    /// (an archive, a table that starts on a cut-over date). In TOML:
+    /// `holds = { from = "2023-01-01", to = "2024-12-31" }`; either end may be left out
+    /// (open). An answer that reads this table for a period outside it is flagged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub holds: Option<Period>,
+}
+
+/// A span of dates, each end an ISO date (`2025-01-01`) and inclusive; a missing end is
+/// open.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Period {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<String>,
+}
+
+impl Period {
+    /// The first and last year the period touches (`i64::MIN` / `i64::MAX` for an open
+    /// end); None when an end is not an ISO date.
+    pub fn years(&self) -> Option<(i64, i64)> {
+        let year = |date: &Option<String>, open: i64| -> Option<i64> {
+            match date {
+                None => Some(open),
+                Some(text) => {
+                    let head = text.get(..4)?;
+                    let rest = text.get(4..)?;
+                    let well_formed = head.chars().all(|c| c.is_ascii_digit())
+                        && (rest.is_empty() || rest.starts_with('-'));
+                    if well_formed {
+                        head.parse().ok()
+                    } else {
+                        None
+                    }
+                }
+            }
+        };
+        Some((year(&self.from, i64::MIN)?, year(&self.to, i64::MAX)?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_table_period_is_read_from_toml_with_either_end_open() {
+        let notes: SchemaNotes = toml::from_str(
+            "[tables.bill_archive]\ndescription = \"old bills\"\nholds = { from = \"2023-01-01\", to = \"2024-12-31\" }\n\
+             [tables.bills]\ndescription = \"bills\"\nholds = { from = \"2025-01-01\" }\n",
+        )
+        .expect("notes parse");
+        let archive = notes.tables["bill_archive"]
+            .holds
+            .as_ref()
+            .expect("a period");
+        assert_eq!(archive.years(), Some((2023, 2024)));
+        let bills = notes.tables["bills"].holds.as_ref().expect("a period");
+        assert_eq!(bills.years(), Some((2025, i64::MAX)));
+        let bad = Period {
+            from: Some("last year".to_string()),
+            to: None,
+        };
+        assert_eq!(bad.years(), None, "not an ISO date: no period");
+        assert!(
+            toml::from_str::<SchemaNotes>(
+                "[tables.t]\ndescription = \"t\"\nholds = { start = \"2023-01-01\" }\n"
+            )
+            .is_err(),
+            "an unknown field of a period is an error, not an open period"
+        );
+    }
 }

@@ -220,6 +220,7 @@ fn schemas() -> Value {
                 "assumptions": {"type": "array", "items": {"type": "string"}},
                 "explanation": {"type": ["string", "null"]},
                 "unverified_numbers": {"type": "array", "items": {"type": "string"}, "description": "Numbers in the explanation that are not in the rows."},
+                "warnings": {"type": "array", "description": "Rule checks of the result against the question that the answer still fails (after its one suspect repair): shown as a warning, never as a plain answer. Empty when it passed them.", "items": {"type": "object", "properties": {"check": {"type": "string", "enum": ["period_filter", "period_rows", "period_unfiltered", "table_period", "grouping", "currency", "explanation_period", "explanation_currency"]}, "message": {"type": "string"}}, "required": ["check", "message"]}},
                 "chart": {"$ref": "#/components/schemas/Chart"},
                 "clarify": {"type": ["object", "null"], "properties": {"question": {"type": "string"}, "options": {"type": "array", "items": {"type": "string"}}}},
                 "reason": {"type": ["string", "null"]},

@@ -164,10 +164,16 @@ pub fn summary(event: &AgentEvent) -> String {
                 "resample" => "asking for other candidates",
                 "decline" => "declining",
                 "give_up" => "giving up",
+                "answer_with_warnings" => "answering with a warning",
                 other => other,
             };
+            let what = if *kind == crate::agent::failure::FailureKind::Suspect {
+                "The rows do not fit the question"
+            } else {
+                "Attempt failed"
+            };
             format!(
-                "Attempt failed ({}): {}; {then}",
+                "{what} ({}): {}; {then}",
                 kind.as_str(),
                 cut_text(message, MESSAGE_CHARS)
             )

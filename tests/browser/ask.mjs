@@ -30,6 +30,7 @@ const screenshot = process.env.ASKDB_SCREENSHOT || "ask.png";
 const executablePath = process.env.CHROMIUM || "/usr/bin/chromium";
 const waitMs = Number(process.env.ASKDB_WAIT_MS || 60000);
 const CSV_QUESTION = "Show the tricky rows for the CSV";
+const WRONG_PERIOD_QUESTION = "What was the total billed amount per month in 2025, excluding void bills?";
 if (!url || !question) {
   console.error("ASKDB_URL and ASKDB_QUESTION are required");
   process.exit(2);
@@ -223,11 +224,32 @@ try {
     check(csv === expectedCsv, "the CSV download holds the rows, quoted by RFC 4180", { csv, expectedCsv });
     check(download.suggestedFilename().endsWith(".csv"), "the download is a .csv file", download.suggestedFilename());
 
+    // A wrong-period answer: the rule checks fail, the one repair fails them again, and
+    // the answer is shown with a visible warning that names each failed check.
+    await page.fill("#question", WRONG_PERIOD_QUESTION);
+    await page.press("#question", "Enter");
+    await page.waitForFunction((text) => document.getElementById("result-question").textContent === text
+      && document.getElementById("progress").hidden, WRONG_PERIOD_QUESTION, { timeout: 15000 });
+    check(await page.isVisible("#warnings"), "a wrong-period answer is shown with a visible warning");
+    const warningText = await page.textContent("#warnings");
+    console.log("warning: " + warningText.replace(/\s+/g, " ").trim());
+    check(warningText.includes("may be wrong") && warningText.includes("2026")
+      && warningText.includes("(period_rows)") && warningText.includes("(grouping)"), "the warning says which checks failed and the fact", warningText);
+    check((await page.textContent("#decision")).trim() === "Answer, flagged", "the flagged answer is not shown as a plain answer");
+    const flaggedAnswer = await page.textContent("#answer");
+    check(flaggedAnswer.includes("₹611,706.5") && !flaggedAnswer.includes("$"), "the written answer's money is in the notes' currency", flaggedAnswer);
+    const suspectSteps = await page.$$eval("#steps li", (items) => items.map((item) => item.querySelector(".step-text").textContent));
+    check(suspectSteps.some((text) => /do not fit the question.*repair/.test(text))
+      && suspectSteps.some((text) => /answering with a warning/.test(text)), "the steps show the suspect repair and the warned answer", suspectSteps);
+    await page.screenshot({ path: join(artifacts, "warning.png"), fullPage: true });
+    passed.push("screenshot " + join(artifacts, "warning.png"));
+
     // A recent question asks again.
     await page.locator("#recent-list button", { hasText: question }).click();
     await page.waitForFunction((text) => document.getElementById("result-question").textContent === text
       && document.getElementById("progress").hidden, question, { timeout: 15000 });
     check((await page.textContent("#answer")).includes("Sharma Constructions"), "a recent question re-runs");
+    check(await page.isHidden("#warnings"), "an answer that passes its checks shows no warning");
 
     // The SQL console: the gate's rows, and NULL next to an empty string.
     await page.fill("#console-sql", "SELECT '' AS empty_text, NULL AS no_value, 42 AS answer");

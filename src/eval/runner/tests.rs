@@ -327,5 +327,120 @@ fn sample_record(id: &str) -> QuestionRecord {
         error: None,
         golds: vec!["SELECT 1".to_string()],
         trace_id: None,
+        warnings: None,
     }
+}
+
+#[tokio::test]
+async fn the_flag_figures_count_wrong_answers_warned_and_right_answers_wrongly_flagged() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let demo = dir.path().join("demo.sqlite");
+    crate::demo::write_sqlite(&demo).expect("demo builds");
+    let db = format!("sqlite:{}", demo.display());
+    const MONTHLY: &str =
+        "What was the total billed amount per month in 2025, excluding void bills?";
+    const REVENUE: &str = "What was our total revenue in 2025?";
+    const BILLS: &str = "How many bills were there in 2025?";
+    let monthly = "SELECT strftime('%Y-%m', txn_dt) AS month, SUM(total_amt) FROM bills \
+                   WHERE status <> 'VOID' AND txn_dt >= '2025-01-01' AND txn_dt < '2026-01-01' GROUP BY month";
+    let archive = "SELECT strftime('%Y', txn_dt) AS year, SUM(amt) FROM bill_archive \
+                   WHERE status <> 'VOID' GROUP BY year";
+    let revenue = "SELECT SUM(total_amt) FROM bills WHERE status <> 'VOID' \
+                   AND txn_dt >= '2025-01-01' AND txn_dt < '2026-01-01'";
+    let unfiltered = "SELECT SUM(total_amt) FROM bills WHERE status <> 'VOID'";
+    let wrong_year = "SELECT SUM(total_amt) FROM bills WHERE status <> 'VOID' AND strftime('%Y', txn_dt) = '2024'";
+    // Right, but by the bill number's year: no date filter the checks can read.
+    let by_number = "SELECT COUNT(*) FROM bills WHERE bill_no LIKE 'B25-%'";
+    let items = [
+        item("f1", MONTHLY, Expected::Answer, Some(monthly), &db),
+        item("f2", REVENUE, Expected::Answer, Some(revenue), &db),
+        item(
+            "f3",
+            ACTIVE,
+            Expected::Answer,
+            Some("SELECT COUNT(*) FROM products WHERE is_active = TRUE"),
+            &db,
+        ),
+        item("f4", BILLS, Expected::Answer, Some(by_number), &db),
+    ];
+    let items_path = dir.path().join("items.jsonl");
+    std::fs::write(&items_path, items.join("\n")).expect("items written");
+    let script = [
+        // f1: suspect, repaired right; the baseline shows the suspect answer warned.
+        line(MONTHLY, "write_sql", sql(archive)),
+        line(MONTHLY, "repair_sql", sql(monthly)),
+        line(MONTHLY, "write_sql", sql(archive)),
+        // f2: suspect, and the repair is suspect again: wrong and warned in both modes.
+        line(REVENUE, "write_sql", sql(unfiltered)),
+        line(REVENUE, "repair_sql", sql(wrong_year)),
+        line(REVENUE, "write_sql", sql(unfiltered)),
+        // f3: right and unflagged.
+        line(
+            ACTIVE,
+            "write_sql",
+            sql("SELECT count(*) FROM products WHERE is_active = 1"),
+        ),
+        line(
+            ACTIVE,
+            "write_sql",
+            sql("SELECT count(*) FROM products WHERE is_active = 1"),
+        ),
+        // f4: right but flagged (a false flag the figures must count).
+        line(BILLS, "write_sql", sql(by_number)),
+        line(
+            BILLS,
+            "repair_sql",
+            sql("SELECT COUNT(bill_id) FROM bills WHERE bill_no LIKE 'B25-%'"),
+        ),
+        line(BILLS, "write_sql", sql(by_number)),
+    ];
+    let client = scripted_client(&script.join("\n"));
+    let run_dir = run(
+        both_modes(&items_path, false),
+        client,
+        &dir.path().join("runs"),
+        None,
+        &crate::telemetry::Telemetry::off(),
+    )
+    .await
+    .expect("the run completes");
+    let summary = write_summary(&run_dir).expect("summary");
+    // Scoring is untouched by the checks: f1, f3, f4 right in the agent mode.
+    assert_eq!(summary.modes["agent"].accuracy.successes, 3);
+    assert_eq!(summary.modes["baseline"].accuracy.successes, 2);
+    let agent = &summary.flags["agent"];
+    assert_eq!((agent.answers_checked, agent.right, agent.wrong), (4, 3, 1));
+    assert_eq!((agent.flagged_wrong, agent.flagged_right), (1, 1));
+    assert_eq!((agent.fired_wrong, agent.fired_right), (1, 2));
+    assert_eq!((agent.suspect_repairs, agent.suspect_repairs_right), (3, 2));
+    assert_eq!(agent.warnings_by_check.get("period_filter"), Some(&1));
+    assert_eq!(agent.warnings_by_check.get("period_unfiltered"), Some(&1));
+    let baseline = &summary.flags["baseline"];
+    assert_eq!((baseline.right, baseline.wrong), (2, 2));
+    assert_eq!((baseline.flagged_wrong, baseline.flagged_right), (2, 1));
+    assert_eq!(baseline.suspect_repairs, 0);
+    // The same figures from the records alone (what `askdb eval flags` prints).
+    let records = read_records(&run_dir).expect("records");
+    assert_eq!(crate::eval::flags::figures(&records), summary.flags);
+    let table = crate::eval::flags::render(&summary.flags);
+    assert!(
+        table.contains("| wrong answers shown with a warning | 1 of 1 | 2 of 2 |"),
+        "{table}"
+    );
+    assert!(
+        table.contains("| right answers wrongly flagged | 1 of 3 | 1 of 2 |"),
+        "{table}"
+    );
+    assert!(std::fs::read_to_string(run_dir.join("report.md"))
+        .expect("report")
+        .contains("Answers flagged by the rule checks"));
+    // Records from before the checks are left out, not counted as unflagged.
+    let old: Vec<QuestionRecord> = records
+        .into_iter()
+        .map(|record| QuestionRecord {
+            warnings: None,
+            ..record
+        })
+        .collect();
+    assert!(crate::eval::flags::figures(&old).is_empty());
 }
