@@ -676,9 +676,16 @@ async fn metrics_pass_promtool_and_move_by_the_right_amounts_and_sqlite_asks_are
         1.0,
         "{after}"
     );
+    // The repaired question's column is one its table does not have: the guard refuses
+    // it (in the database's words) before it reaches the database.
+    assert_eq!(
+        moved("askdb_guard_refusals_total{reason=\"unknown_column\"}"),
+        1.0,
+        "{after}"
+    );
     assert_eq!(
         moved("askdb_database_errors_total{error_type=\"unknown_column\"}"),
-        1.0
+        0.0
     );
     assert_eq!(
         moved("askdb_model_calls_total{purpose=\"write_sql\"}"),

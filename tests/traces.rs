@@ -22,7 +22,7 @@ use phoenix::{attribute, Phoenix};
 use serve::{get_json as get, http_client as client, post_json as post, Server};
 
 const REPAIRED: &str = "How many bills does each customer have?";
-const BROKEN_SQL: &str = "SELECT c.customer_name AS customer, count(*) AS bills FROM bills b LEFT JOIN customers c ON c.cust_id = b.cust_id GROUP BY 1 ORDER BY bills DESC LIMIT 6";
+const BROKEN_SQL: &str = "SELECT customer_name AS customer, count(*) AS bills FROM bills b LEFT JOIN customers c ON c.cust_id = b.cust_id GROUP BY 1 ORDER BY bills DESC LIMIT 6";
 const FIXED_SQL: &str = "SELECT c.cust_name AS customer, count(*) AS bills FROM bills b LEFT JOIN customers c ON c.cust_id = b.cust_id GROUP BY c.cust_name ORDER BY bills DESC LIMIT 6";
 const COUNT: &str = "How many customers are there?";
 const COUNT_SQL: &str = "SELECT count(*) AS customers FROM customers";
