@@ -8,7 +8,9 @@
 //! - the read-only role (`askdb_ro`): LOGIN, CONNECT, USAGE on `public`, SELECT on the
 //!   demo tables only (restricted columns left out by column grants), default
 //!   privileges so re-seeding keeps it working, `default_transaction_read_only = on`,
-//!   a role-level statement timeout, and no access at all to the query log;
+//!   a role-level statement timeout, `track_activities = off` (so no askdb_ro session
+//!   can read another's statements in pg_stat_activity), and no access at all to the
+//!   query log;
 //! - the log role (`askdb_log`): LOGIN, CONNECT, USAGE on `public`, INSERT on the
 //!   query log and USAGE on its sequence, nothing else;
 //! - the proof: it connects as each role, with the very URL it reports, and tries what
@@ -322,6 +324,7 @@ pub async fn prove_roles(read_only: &RoleLogin, log: &RoleLogin) -> Result<Vec<P
     let mut client = connect_as(read_only).await?;
     let role = &read_only.role;
     proofs.push(expect_setting(&client, role, "default_transaction_read_only", "on").await?);
+    proofs.push(expect_setting(&client, role, "track_activities", "off").await?);
     proofs.push(expect_success(&mut client, role, &format!("SELECT count(*) FROM {bills}")).await?);
     proofs.push(
         expect_refusal(
@@ -658,6 +661,15 @@ async fn set_read_only_role_defaults(admin: &Client, role: &str) -> Result<(), S
             "ALTER ROLE {quoted} SET statement_timeout = {}",
             ROLE_STATEMENT_TIMEOUT.as_millis()
         ),
+    )
+    .await?;
+    // PostgreSQL shows every role its own sessions' statements in pg_stat_activity, so
+    // one askdb_ro session could read what another is running (another user's
+    // question's SQL). Sessions that do not track their activity show none.
+    run(
+        admin,
+        &format!("stop {role}'s sessions publishing their statements"),
+        &format!("ALTER ROLE {quoted} SET track_activities = off"),
     )
     .await?;
     Ok(())

@@ -453,6 +453,37 @@ async fn pg_layer3_role_alone_cannot_read_other_roles_queries_in_pg_stat_activit
         seen.rows
     );
     let _ = sleeper.await;
+
+    // Another askdb_ro session (another user's question) is the same role, which
+    // PostgreSQL lets see its own sessions: setup's track_activities = off leaves it
+    // nothing to see.
+    let (other, connection) =
+        tokio_postgres::connect(report.read_only.connection_url(), tokio_postgres::NoTls)
+            .await
+            .expect("a second askdb_ro session");
+    tokio::spawn(connection);
+    let running = format!("SELECT pg_sleep(3), '{marker}_same_role'");
+    let sleeper = tokio::spawn(async move { other.simple_query(&running).await.map(|_| ()) });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let seen = gate
+        .execute(
+            "SELECT coalesce(query, '') AS query FROM pg_stat_activity \
+             WHERE usename = current_user AND pid <> pg_backend_pid()",
+        )
+        .await
+        .expect("askdb_ro may list its own role's sessions");
+    assert!(
+        !seen.rows.is_empty(),
+        "the other askdb_ro session is not listed"
+    );
+    for row in &seen.rows {
+        let text = format!("{row:?}");
+        assert!(
+            !text.contains(&marker),
+            "another askdb_ro session's query: {text}"
+        );
+    }
+    let _ = sleeper.await;
 }
 
 /// A cell compared across dialects: booleans as 0/1, numbers (and numeric text) as
