@@ -1476,6 +1476,21 @@ impl Visitor for TreeChecker<'_> {
                 ControlFlow::Continue(())
             }
             Expr::Cast { data_type, .. } => self.check_data_type(data_type),
+            Expr::Collate { collation, .. } if self.policy.dialect == SqlDialect::Sqlite => {
+                // SQLite resolves a collation only where it compares, so an unknown one
+                // can pass in the text as written and fail once the query is wrapped.
+                let name = object_name_parts(collation).join(".");
+                if matches!(name.as_str(), "binary" | "nocase" | "rtrim") {
+                    ControlFlow::Continue(())
+                } else {
+                    ControlFlow::Break(Refusal::new(
+                        RefusalReason::ParseError,
+                        format!(
+                            "collation {name} does not exist; SQLite has BINARY, NOCASE and RTRIM"
+                        ),
+                    ))
+                }
+            }
             Expr::TypedString(typed) => self.check_data_type(&typed.data_type),
             Expr::Identifier(ident) => {
                 let name = ident_name(ident);

@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 
 use sqlparser::ast::{Expr, FunctionArg, FunctionArgExpr, FunctionArguments, UnaryOperator, Value};
 use sqlparser::keywords::Keyword;
-use sqlparser::tokenizer::{Location, Token, TokenWithSpan, Tokenizer};
+use sqlparser::tokenizer::{Location, Token, TokenWithSpan, Tokenizer, Whitespace};
 
 use super::{Refusal, RefusalReason, SqlDialect};
 
@@ -60,11 +60,36 @@ pub(crate) fn scan(sql: &str, dialect: SqlDialect) -> Result<Scanned, Refusal> {
     let mut hex_integers = BTreeSet::new();
     let line_starts = line_starts(sql);
     let mut previous: Option<&Token> = None;
-    for token in &tokens {
+    // The last token that was not whitespace, for SQLite's postfix `NOT NULL`.
+    let mut operand_before: Option<&Token> = None;
+    for (index, token) in tokens.iter().enumerate() {
+        if let Token::Whitespace(Whitespace::MultiLineComment(_)) = &token.token {
+            // sqlparser ends an unterminated /* comment at the end of the text; the
+            // database refuses it, so the checked text would not be what was written.
+            let closed = source_between(sql, &line_starts, token.span.start, token.span.end)
+                .is_some_and(|text| text.ends_with("*/"));
+            if !closed {
+                return Err(Refusal::new(
+                    RefusalReason::ParseError,
+                    "an unterminated /* comment; close it with */ or remove it",
+                ));
+            }
+        }
         if matches!(token.token, Token::Whitespace(_) | Token::EOF) {
             previous = Some(&token.token);
             continue;
         }
+        if dialect == SqlDialect::Sqlite
+            && is_keyword(&token.token, Keyword::NOT)
+            && operand_before.is_some_and(ends_operand)
+            && next_word_is(&tokens[index + 1..], Keyword::NULL)
+        {
+            return Err(Refusal::new(
+                RefusalReason::ParseError,
+                "a postfix NOT NULL (x NOT NULL) is read differently by SQLite; write (x IS NOT NULL)",
+            ));
+        }
+        operand_before = Some(&token.token);
         counted += 1;
         if is_operator(&token.token) {
             operators += 1;
@@ -129,6 +154,53 @@ pub(crate) fn scan(sql: &str, dialect: SqlDialect) -> Result<Scanned, Refusal> {
 fn is_invisible(c: char) -> bool {
     matches!(c, '\u{feff}' | '\u{00ad}' | '\u{200b}'..='\u{200f}' | '\u{2060}'..='\u{2064}')
         || (c.is_whitespace() && !c.is_ascii())
+}
+
+fn is_keyword(token: &Token, keyword: Keyword) -> bool {
+    matches!(token, Token::Word(word) if word.quote_style.is_none() && word.keyword == keyword)
+}
+
+/// Whether a token can end an operand, so that a `NOT` after it is SQLite's postfix
+/// `x NOT NULL` rather than a prefix `NOT` or `IS NOT`.
+fn ends_operand(token: &Token) -> bool {
+    match token {
+        Token::Word(word) => {
+            word.quote_style.is_some()
+                || !matches!(
+                    word.keyword,
+                    Keyword::IS
+                        | Keyword::AND
+                        | Keyword::OR
+                        | Keyword::NOT
+                        | Keyword::SELECT
+                        | Keyword::WHERE
+                        | Keyword::ON
+                        | Keyword::HAVING
+                        | Keyword::WHEN
+                        | Keyword::THEN
+                        | Keyword::ELSE
+                        | Keyword::CASE
+                        | Keyword::BY
+                        | Keyword::DISTINCT
+                        | Keyword::ALL
+                        | Keyword::RETURN
+                )
+        }
+        Token::Number(..)
+        | Token::SingleQuotedString(_)
+        | Token::DoubleQuotedString(_)
+        | Token::HexStringLiteral(_)
+        | Token::RParen
+        | Token::RBracket => true,
+        _ => false,
+    }
+}
+
+/// Whether the next token that is not whitespace is the keyword.
+fn next_word_is(rest: &[TokenWithSpan], keyword: Keyword) -> bool {
+    rest.iter()
+        .find(|token| !matches!(token.token, Token::Whitespace(_)))
+        .is_some_and(|token| is_keyword(&token.token, keyword))
 }
 
 /// SQLite's postfix `ISNULL` / `NOTNULL`. sqlparser reads `x NOTNULL` as `x IS NOT NULL`
@@ -206,6 +278,18 @@ fn source_at<'a>(sql: &'a str, line_starts: &[usize], location: Location) -> Opt
         .map(|(offset, _)| offset)
         .or_else(|| (line.chars().count() == column).then_some(line.len()))?;
     line.get(offset..)
+}
+
+/// The source text from one location up to another (both suffixes of the text).
+fn source_between<'a>(
+    sql: &'a str,
+    line_starts: &[usize],
+    start: Location,
+    end: Location,
+) -> Option<&'a str> {
+    let from = source_at(sql, line_starts, start)?;
+    let rest = source_at(sql, line_starts, end)?;
+    from.get(..from.len().checked_sub(rest.len())?)
 }
 
 /// The decimal value of a SQLite hexadecimal integer's digits (`10` for `0x10`), as
