@@ -556,59 +556,43 @@ impl<'f> At<'f> {
             factor: None,
         }
     }
-    fn hit(&mut self) -> bool {
-        let hit = self.seen == self.target;
-        self.seen += 1;
-        hit
+}
+
+/// Acts on `node` when it is the target (`act` set for its kind); stops the walk then.
+fn act_on<T: ?Sized>(
+    seen: &mut usize,
+    target: usize,
+    act: &mut Option<&mut dyn FnMut(&mut T)>,
+    node: &mut T,
+) -> ControlFlow<()> {
+    let Some(f) = act.as_mut() else {
+        return ControlFlow::Continue(());
+    };
+    let hit = *seen == target;
+    *seen += 1;
+    if hit {
+        f(node);
+        return ControlFlow::Break(());
     }
+    ControlFlow::Continue(())
 }
 
 impl VisitorMut for At<'_> {
     type Break = ();
     fn pre_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
-        if self.expr.is_some() && self.hit() {
-            if let Some(f) = self.expr.as_mut() {
-                f(expr);
-            }
-            return ControlFlow::Break(());
-        }
-        ControlFlow::Continue(())
+        act_on(&mut self.seen, self.target, &mut self.expr, expr)
     }
     fn pre_visit_ident(&mut self, ident: &mut Ident) -> ControlFlow<()> {
-        if self.ident.is_some() && self.hit() {
-            if let Some(f) = self.ident.as_mut() {
-                f(ident);
-            }
-            return ControlFlow::Break(());
-        }
-        ControlFlow::Continue(())
+        act_on(&mut self.seen, self.target, &mut self.ident, ident)
     }
     fn pre_visit_value(&mut self, value: &mut ValueWithSpan) -> ControlFlow<()> {
-        if self.value.is_some() && self.hit() {
-            if let Some(f) = self.value.as_mut() {
-                f(value);
-            }
-            return ControlFlow::Break(());
-        }
-        ControlFlow::Continue(())
+        act_on(&mut self.seen, self.target, &mut self.value, value)
     }
     fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
-        if self.query.is_some() && self.hit() {
-            if let Some(f) = self.query.as_mut() {
-                f(query);
-            }
-            return ControlFlow::Break(());
-        }
-        ControlFlow::Continue(())
+        act_on(&mut self.seen, self.target, &mut self.query, query)
     }
     fn pre_visit_table_factor(&mut self, factor: &mut TableFactor) -> ControlFlow<()> {
-        if self.factor.is_some() && self.hit() {
-            if let Some(f) = self.factor.as_mut() {
-                f(factor);
-            }
-            return ControlFlow::Break(());
-        }
-        ControlFlow::Continue(())
+        act_on(&mut self.seen, self.target, &mut self.factor, factor)
     }
 }
 

@@ -121,6 +121,15 @@ impl YearSpan {
         self.from <= year && year <= self.to
     }
 
+    /// The years among `years` that lie outside the span.
+    fn outside<'y>(self, years: impl IntoIterator<Item = &'y i64>) -> BTreeSet<i64> {
+        years
+            .into_iter()
+            .copied()
+            .filter(|year| !self.contains(*year))
+            .collect()
+    }
+
     fn overlaps(self, from: i64, to: i64) -> bool {
         self.from <= to && from <= self.to
     }
@@ -697,12 +706,7 @@ pub fn check_result(answer: &Answer<'_>) -> Vec<Finding> {
     };
     let grouped = !facts.groupings.is_empty();
     if let Some(span) = named_period(answer.question) {
-        let outside: BTreeSet<i64> = facts
-            .filter_years
-            .iter()
-            .copied()
-            .filter(|year| !span.contains(*year))
-            .collect();
+        let outside = span.outside(&facts.filter_years);
         if !outside.is_empty() {
             findings.push(Finding::new(
                 Check::PeriodFilter,
@@ -723,11 +727,7 @@ pub fn check_result(answer: &Answer<'_>) -> Vec<Finding> {
             &[]
         };
         for (column, years) in breakdown_years {
-            let outside: BTreeSet<i64> = years
-                .iter()
-                .copied()
-                .filter(|year| !span.contains(*year))
-                .collect();
+            let outside = span.outside(years);
             if !outside.is_empty() {
                 findings.push(Finding::new(
                     Check::PeriodRows,

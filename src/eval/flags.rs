@@ -158,7 +158,7 @@ pub async fn gold_flags(
     set: &str,
     limit: Option<usize>,
 ) -> Result<GoldFlags, crate::eval::runner::EvalError> {
-    use crate::eval::runner::{load_set, EvalError, EVAL_ROW_CAP};
+    use crate::eval::runner::{load_set, open_eval_gate, EVAL_ROW_CAP};
     let items = load_set(set, None, None, 0, limit)?;
     let mut gates: BTreeMap<String, crate::gate::Gate> = BTreeMap::new();
     let mut report = GoldFlags {
@@ -173,27 +173,7 @@ pub async fn gold_flags(
             continue;
         };
         if !gates.contains_key(&item.db) {
-            let url: crate::database::DatabaseUrl =
-                item.db
-                    .parse()
-                    .map_err(
-                        |error: crate::database::DatabaseError| EvalError::Database {
-                            db: item.db.clone(),
-                            error: error.to_string(),
-                        },
-                    )?;
-            let gate = crate::database::open_gate(
-                &url,
-                crate::gate::GateOptions {
-                    row_cap: EVAL_ROW_CAP,
-                    ..crate::gate::GateOptions::default()
-                },
-            )
-            .await
-            .map_err(|error| EvalError::Database {
-                db: item.db.clone(),
-                error: error.to_string(),
-            })?;
+            let gate = open_eval_gate(&item.db, EVAL_ROW_CAP).await?;
             gates.insert(item.db.clone(), gate);
         }
         let Some(gate) = gates.get(&item.db) else {

@@ -697,25 +697,7 @@ pub async fn run(
                 continue;
             }
             if !agents.contains_key(&item.db) {
-                let url: DatabaseUrl =
-                    item.db
-                        .parse()
-                        .map_err(
-                            |error: crate::database::DatabaseError| EvalError::Database {
-                                db: item.db.clone(),
-                                error: error.to_string(),
-                            },
-                        )?;
-                let options = GateOptions {
-                    row_cap: settings.row_cap,
-                    ..GateOptions::default()
-                };
-                let gate = open_gate(&url, options)
-                    .await
-                    .map_err(|error| EvalError::Database {
-                        db: item.db.clone(),
-                        error: error.to_string(),
-                    })?;
+                let gate = open_eval_gate(&item.db, settings.row_cap).await?;
                 // A run recorded before strategies were asked with the JSON actions.
                 let strategy = if settings.strategy.is_empty() {
                     Strategy::json_actions()
@@ -1111,6 +1093,21 @@ pub fn render_report(summary: &RunSummary) -> String {
     out
 }
 
+/// The gate an evaluation asks or grades through: the item's database (`demo`, a path or
+/// a URL, as the set names it) with the run's row cap.
+pub(crate) async fn open_eval_gate(db: &str, row_cap: u64) -> Result<Gate, EvalError> {
+    let database_error = |error: crate::database::DatabaseError| EvalError::Database {
+        db: db.to_string(),
+        error: error.to_string(),
+    };
+    let url: DatabaseUrl = db.parse().map_err(database_error)?;
+    let options = GateOptions {
+        row_cap,
+        ..GateOptions::default()
+    };
+    open_gate(&url, options).await.map_err(database_error)
+}
+
 /// Re-grades a finished run without calling the model: every recorded SQL is run
 /// again against the gold on a fresh gate, then the summary is rewritten.
 pub async fn regrade(run_dir: &Path) -> Result<RunSummary, EvalError> {
@@ -1122,28 +1119,7 @@ pub async fn regrade(run_dir: &Path) -> Result<RunSummary, EvalError> {
     for mut record in records {
         if record.decision == Decision::Answer && record.expected == Expected::Answer {
             if !gates.contains_key(&record.db) {
-                let url: DatabaseUrl =
-                    record
-                        .db
-                        .parse()
-                        .map_err(
-                            |error: crate::database::DatabaseError| EvalError::Database {
-                                db: record.db.clone(),
-                                error: error.to_string(),
-                            },
-                        )?;
-                let gate = open_gate(
-                    &url,
-                    GateOptions {
-                        row_cap: manifest.settings.row_cap,
-                        ..GateOptions::default()
-                    },
-                )
-                .await
-                .map_err(|error| EvalError::Database {
-                    db: record.db.clone(),
-                    error: error.to_string(),
-                })?;
+                let gate = open_eval_gate(&record.db, manifest.settings.row_cap).await?;
                 gates.insert(record.db.clone(), gate);
             }
             if let (Some(gate), Some(sql)) = (gates.get(&record.db), record.sql.clone()) {

@@ -17,6 +17,23 @@ const HOPELESS: &str = "How many bills per employee role?";
 const DELETE: &str = "Delete the cancelled purchase orders.";
 const UPDATE: &str = "Make every unpaid bill paid.";
 
+/// A run under `dir/runs` with traces off, as every test here runs one.
+async fn run_untraced(
+    settings: RunSettings,
+    client: ModelClient,
+    dir: &std::path::Path,
+    resume: Option<std::path::PathBuf>,
+) -> Result<std::path::PathBuf, EvalError> {
+    run(
+        settings,
+        client,
+        &dir.join("runs"),
+        resume,
+        &crate::telemetry::Telemetry::off(),
+    )
+    .await
+}
+
 fn line(question: &str, purpose: &str, reply: serde_json::Value) -> String {
     json!({"question": question, "purpose": purpose, "reply": reply}).to_string()
 }
@@ -158,15 +175,9 @@ async fn the_harness_reports_exactly_the_counts_the_script_implies() {
     ];
     let client = scripted_client(&script.join("\n"));
     let settings = both_modes(&items_path, false);
-    let run_dir = run(
-        settings,
-        client,
-        &dir.path().join("runs"),
-        None,
-        &crate::telemetry::Telemetry::off(),
-    )
-    .await
-    .expect("the run completes");
+    let run_dir = run_untraced(settings, client, dir.path(), None)
+        .await
+        .expect("the run completes");
     let summary = write_summary(&run_dir).expect("summary");
     let agent = &summary.modes["agent"];
     let baseline = &summary.modes["baseline"];
@@ -209,15 +220,9 @@ async fn the_harness_reports_exactly_the_counts_the_script_implies() {
     // Resuming a finished run asks nothing more and changes nothing.
     let client = scripted_client("");
     let manifest = read_manifest(&run_dir).expect("manifest");
-    let resumed = run(
-        manifest.settings,
-        client,
-        &dir.path().join("runs"),
-        Some(run_dir.clone()),
-        &crate::telemetry::Telemetry::off(),
-    )
-    .await
-    .expect("resume");
+    let resumed = run_untraced(manifest.settings, client, dir.path(), Some(run_dir.clone()))
+        .await
+        .expect("resume");
     assert_eq!(resumed, run_dir);
     assert_eq!(read_records(&run_dir).expect("records").len(), 14);
 }
@@ -251,15 +256,9 @@ async fn with_a_shared_first_reply_the_baseline_replays_the_agents_first_call() 
     ];
     let client = scripted_client(&script.join("\n"));
     let settings = both_modes(&items_path, true);
-    let run_dir = run(
-        settings,
-        client,
-        &dir.path().join("runs"),
-        None,
-        &crate::telemetry::Telemetry::off(),
-    )
-    .await
-    .expect("the run completes");
+    let run_dir = run_untraced(settings, client, dir.path(), None)
+        .await
+        .expect("the run completes");
     assert!(
         run_dir.join("replies").is_dir(),
         "the cache lives in the run folder"
@@ -395,15 +394,9 @@ async fn the_flag_figures_count_wrong_answers_warned_and_right_answers_wrongly_f
         line(BILLS, "write_sql", sql(by_number)),
     ];
     let client = scripted_client(&script.join("\n"));
-    let run_dir = run(
-        both_modes(&items_path, false),
-        client,
-        &dir.path().join("runs"),
-        None,
-        &crate::telemetry::Telemetry::off(),
-    )
-    .await
-    .expect("the run completes");
+    let run_dir = run_untraced(both_modes(&items_path, false), client, dir.path(), None)
+        .await
+        .expect("the run completes");
     let summary = write_summary(&run_dir).expect("summary");
     // Scoring is untouched by the checks: f1, f3, f4 right in the agent mode.
     assert_eq!(summary.modes["agent"].accuracy.successes, 3);
