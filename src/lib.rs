@@ -47,6 +47,7 @@ pub mod gate;
 pub mod home;
 pub mod linking;
 pub mod llm;
+pub mod local_model;
 pub mod mcp;
 pub mod querylog;
 pub mod rng;

@@ -14,13 +14,13 @@
 //!   replayed baseline without a latency) and a working SQL console. Screenshots and
 //!   the downloaded CSV are kept in target/browser-artifacts/ (steps-live.png, ask.png,
 //!   warning.png, ask-phone.png, result.csv).
-//! - With the real local model (scripts/local-model.sh): a question typed into the page
-//!   is answered end to end.
+//! - The README's first command on a fresh machine (`serve --local-model`, an empty data
+//!   directory): the page shows the model's download (bytes and rate) and load, and a
+//!   question typed meanwhile is answered by the real local model end to end.
 //!
 //! tests/browser/setup.sh installs what is missing. Under CI (CI set) a missing browser,
 //! Node.js or model is a failure; elsewhere the test prints SKIPPED on stderr and passes.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -30,7 +30,7 @@ mod ci;
 #[path = "support/serve.rs"]
 mod serve;
 
-use ci::{in_ci, skip_or_fail};
+use ci::skip_or_fail;
 use serve::Server;
 
 fn root() -> &'static Path {
@@ -67,7 +67,20 @@ fn setup() -> Result<(), String> {
 
 /// Runs ask.mjs against a server; panics with its output when it fails.
 fn drive_page(server: &Server, question: &str, expect: &str, screenshot: &str, wait: Duration) {
+    drive_page_with(server, question, expect, screenshot, wait, &[]);
+}
+
+/// [`drive_page`] with more settings for ask.mjs.
+fn drive_page_with(
+    server: &Server,
+    question: &str,
+    expect: &str,
+    screenshot: &str,
+    wait: Duration,
+    extra: &[(&str, &str)],
+) {
     let output = Command::new("node")
+        .envs(extra.iter().copied())
         .arg(root().join("tests/browser/ask.mjs"))
         .current_dir(root().join("tests/browser"))
         .env("ASKDB_URL", &server.url)
@@ -215,90 +228,46 @@ fn the_page_shows_the_answer_sql_chart_failed_attempt_and_null_cell() {
     eprintln!("screenshots: {}", artifacts().display());
 }
 
-// ---- The real local model ----
+// ---- The real local model, as a new user meets it ----
 
-fn local_model(command: &str) -> std::process::Output {
-    // The developer's (or CI's) own data directory, where the model is cached: never
-    // the server's temporary one.
-    Command::new("bash")
-        .arg(root().join("scripts/local-model.sh"))
-        .arg(command)
-        .env("ASKDB_MODEL_START_TIMEOUT", "900")
-        .output()
-        .unwrap_or_else(|error| panic!("cannot run scripts/local-model.sh: {error}"))
-}
-
-fn exports(stdout: &str) -> HashMap<String, String> {
-    stdout
-        .lines()
-        .filter_map(|line| line.trim().strip_prefix("export "))
-        .filter_map(|assignment| assignment.split_once('='))
-        .map(|(name, value)| (name.to_string(), value.trim_matches('"').to_string()))
-        .collect()
-}
-
-/// Stops the model at the end when this test started it.
-struct StopModel(bool);
-
-impl Drop for StopModel {
-    fn drop(&mut self) {
-        if self.0 {
-            let output = local_model("stop");
-            eprintln!("{}", String::from_utf8_lossy(&output.stderr).trim());
-        }
-    }
-}
-
+/// The README's first command on a fresh machine: `askdb serve --local-model` with an
+/// empty data directory (the server's own temporary one), then a question typed into
+/// the page while the model is still downloading. The page must show the download's
+/// bytes and rate and the load, ask the question once the model answers, and show the
+/// answer; no other step. Downloads about 1.1 GB, so it runs when external tests are
+/// asked for (always in CI).
 #[test]
-fn the_local_model_answers_a_question_asked_through_the_page() {
-    let test = "the_local_model_answers_a_question_asked_through_the_page";
+fn the_first_command_on_a_fresh_machine_answers_a_question_typed_into_the_page() {
+    let test = "the_first_command_on_a_fresh_machine_answers_a_question_typed_into_the_page";
     if let Err(why) = setup() {
         return skip_or_fail(test, &why);
     }
-    let running = local_model("env");
-    let (variables, _stop) = if running.status.success() {
-        (
-            exports(&String::from_utf8_lossy(&running.stdout)),
-            StopModel(false),
-        )
-    } else if in_ci() {
-        let started = local_model("start");
-        assert!(
-            started.status.success(),
-            "CI: the local model did not start: {}",
-            String::from_utf8_lossy(&started.stderr)
-        );
-        (
-            exports(&String::from_utf8_lossy(&started.stdout)),
-            StopModel(true),
-        )
-    } else {
-        // Starting it outside CI may download 1.1 GB: left to the developer.
-        return skip_or_fail(
-            test,
-            "no local model is running; start one with eval \"$(scripts/local-model.sh start)\"",
-        );
-    };
-    let mut env: Vec<(&str, String)> = Vec::new();
-    for name in ["ASKDB_PROVIDER", "ASKDB_BASE_URL", "ASKDB_MODEL"] {
-        let value = variables
-            .get(name)
-            .unwrap_or_else(|| panic!("scripts/local-model.sh printed no {name}"));
-        env.push((name, value.clone()));
-    }
-    // A small model on two shared cores: minutes, not seconds.
-    env.push(("ASKDB_MODEL_TIMEOUT_SECS", "600".to_string()));
-    env.push(("ASKDB_MODEL_MAX_ATTEMPTS", "2".to_string()));
-    let env: Vec<(&str, &str)> = env
-        .iter()
-        .map(|(name, value)| (*name, value.as_str()))
-        .collect();
-    let server = Server::start(&["--ask-timeout-secs", "1500"], &env);
-    drive_page(
+    let readme = std::fs::read_to_string(root().join("README.md")).expect("README.md");
+    assert!(
+        readme.contains("cargo run --release -- serve --local-model"),
+        "the README's first command is the one this test runs"
+    );
+    let server = Server::start(
+        &["--local-model", "--ask-timeout-secs", "1500"],
+        &[
+            // A small model on two shared cores: minutes, not seconds.
+            ("ASKDB_MODEL_TIMEOUT_SECS", "600"),
+            ("ASKDB_MODEL_MAX_ATTEMPTS", "2"),
+            ("ASKDB_MODEL_START_TIMEOUT", "900"),
+        ],
+    );
+    drive_page_with(
         &server,
         "How many customers are there?",
         "live",
         "ask-local-model.png",
-        Duration::from_secs(1600),
+        Duration::from_secs(2400),
+        &[("ASKDB_EXPECT_LOCAL_START", "1")],
+    );
+    let log = server.log();
+    assert!(
+        log.contains("askdb serve: Downloading the model (once):")
+            && log.contains("askdb serve: the local model"),
+        "the server's stderr showed the start as it happened:\n{log}"
     );
 }

@@ -829,7 +829,7 @@ async fn without_a_model_ask_is_503_with_how_to_configure_one_and_the_rest_works
     let detail = body["detail"].as_str().unwrap_or_default();
     for needle in [
         "ASKDB_PROVIDER",
-        "scripts/local-model.sh start",
+        "--local-model",
         "ANTHROPIC_API_KEY",
         "ASKDB_BASE_URL",
     ] {
@@ -856,6 +856,11 @@ async fn without_a_model_ask_is_503_with_how_to_configure_one_and_the_rest_works
         .as_str()
         .unwrap_or_default()
         .contains("ASKDB_PROVIDER"));
+    // With nothing configured, the local model is offered and not started unasked.
+    assert_eq!(health["local_model"]["phase"], "not_started", "{health}");
+    let (status, local) = get(&http, &server.at("/api/local-model")).await;
+    assert_eq!(status, StatusCode::OK, "{local}");
+    assert_eq!(local["started_by_askdb"], false);
 }
 
 #[tokio::test]

@@ -331,6 +331,19 @@
     $("steps").hidden = true;
     setBusy(true);
     const chosen = mode();
+    // A question asked while the local model starts waits for it instead of failing.
+    if (!modelConfigured && localModel && (localModel.phase === "ready" || LOCAL_STARTING.includes(localModel.phase))) {
+      const waiting = el("li", { class: "step step-waiting", "data-step": "waiting" }, [
+        el("span", { class: "step-time", text: "…" }),
+        el("span", { class: "step-text" }),
+      ]);
+      $("steps").hidden = false;
+      $("steps").append(waiting);
+      await localModelReady((status) => {
+        waiting.lastChild.textContent = "Waiting for the local model: " + status.message;
+      });
+      waiting.remove();
+    }
     const response = await askStream({ question, mode: chosen }, showStep);
     setBusy(false);
     if (response.ok) {
@@ -721,6 +734,88 @@
     $("banner-text").textContent = text;
   }
 
+  // ---- The local model (offered when no model is configured) ----
+
+  let localModel = null; // the last GET /api/local-model status
+  let localModelFollowing = false;
+  let modelConfigured = false; // questions can be answered (from /api/health)
+  const pause = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+  const LOCAL_STARTING = ["starting", "installing", "downloading", "verifying", "loading"];
+
+  function showLocalModel(status) {
+    localModel = status;
+    const box = $("local-model");
+    box.hidden = false;
+    const starting = LOCAL_STARTING.includes(status.phase);
+    $("local-model-start").hidden = starting || status.phase === "ready";
+    $("local-model-start").textContent = status.phase === "failed" || status.phase === "exited" ? "Start the local model again" : "Start the local model";
+    const bar = $("local-model-bar");
+    if (status.phase === "downloading" && status.total_bytes) {
+      bar.hidden = false;
+      bar.max = status.total_bytes;
+      bar.value = status.downloaded_bytes || 0;
+    } else {
+      bar.hidden = true;
+    }
+    $("local-model-text").textContent = status.phase === "not_started" ? "Qwen2.5-Coder-1.5B on this machine, no key: a one-time download of about 1.1 GB." : status.message;
+    if (starting) $("banner-title").textContent = "Starting the local model.";
+  }
+
+  // Follows the start until the model answers (then questions work) or fails.
+  async function followLocalModel() {
+    if (localModelFollowing) return;
+    localModelFollowing = true;
+    try {
+      for (;;) {
+        const response = await api("GET", "/api/local-model");
+        if (!response.ok || !response.body) break;
+        showLocalModel(response.body);
+        if (response.body.phase === "ready") {
+          // The server installs the model right after it answers: health says when.
+          const health = await api("GET", "/api/health");
+          if (health.body && health.body.model_configured) {
+            modelConfigured = true;
+            $("banner").hidden = true;
+            loadHealth();
+            break;
+          }
+        } else if (!LOCAL_STARTING.includes(response.body.phase)) {
+          $("banner-title").textContent = "Questions are unavailable.";
+          break;
+        }
+        await pause(1000);
+      }
+    } finally {
+      localModelFollowing = false;
+    }
+  }
+
+  async function startLocalModel() {
+    const response = await api("POST", "/api/local-model/start");
+    if (response.body && response.body.phase) showLocalModel(response.body);
+    followLocalModel();
+  }
+
+  // Resolves once a model answers questions; false when the local model cannot start.
+  async function localModelReady(onWait) {
+    for (;;) {
+      if (modelConfigured) return true;
+      const response = await api("GET", "/api/local-model");
+      const status = response.body;
+      if (!response.ok || !status) return false;
+      if (status.phase === "ready") {
+        const health = await api("GET", "/api/health");
+        if (health.body && health.body.model_configured) {
+          modelConfigured = true;
+          return true;
+        }
+      } else if (!LOCAL_STARTING.includes(status.phase)) return false;
+      onWait(status);
+      await pause(1000);
+    }
+  }
+
   async function loadHealth() {
     const response = await api("GET", "/api/health");
     const body = response.body || {};
@@ -733,9 +828,14 @@
     const details = body.details || {};
     status.append(pill(body.database + " · " + body.tables + " tables" + (body.database_reachable ? "" : " (unreachable)"), body.database_reachable ? "good" : "bad", details.database));
     status.append(pill(body.read_only_confirmed ? "read-only, checked" : "read-only NOT confirmed", body.read_only_confirmed ? "good" : "bad", details.read_only));
+    modelConfigured = body.model_configured;
     if (!body.model_configured) {
-      status.append(pill("no model", "bad", details.model));
-      showBanner(details.model || "");
+      status.append(pill(body.local_model && LOCAL_STARTING.includes(body.local_model.phase) ? "local model starting" : "no model", "bad", details.model));
+      showBanner(body.local_model && LOCAL_STARTING.includes(body.local_model.phase) ? "" : details.model || "");
+      if (body.local_model) {
+        showLocalModel(body.local_model);
+        if (LOCAL_STARTING.includes(body.local_model.phase) || body.local_model.phase === "ready") followLocalModel();
+      }
     } else {
       status.append(pill("model " + body.model + (body.model_reachable ? "" : " (check failed)"), body.model_reachable ? "good" : "bad", details.model));
     }
@@ -789,7 +889,9 @@
       body.append(el("table", {}, [el("tbody", {}, numbers.map(([name, value]) => el("tr", {}, [el("th", { scope: "row", text: name }), el("td", { class: "num", text: numberFormat.format(value) })])))]));
     }
     const source = response.headers && response.headers.get("x-askdb-eval-source");
-    if (source) body.append(el("p", { class: "eval-meta", text: "from evals/results/" + source }));
+    // The server names the file: evals/results/... for the summaries built in, or a
+    // path inside --eval-dir.
+    if (source) body.append(el("p", { class: "eval-meta", text: "from " + source }));
     $("eval-card").hidden = false;
   }
 
@@ -814,6 +916,7 @@
       }
     });
     $("console-run").addEventListener("click", runConsole);
+    $("local-model-start").addEventListener("click", startLocalModel);
     $("schema-filter").addEventListener("input", renderSchema);
     $("copy-sql").addEventListener("click", async () => {
       const done = await copyText($("sql").textContent);

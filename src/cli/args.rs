@@ -10,7 +10,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
     name = "askdb",
     version,
     about = "Ask a SQL database questions, safely.",
-    after_help = "Examples:\n  askdb serve                                  the web page on http://127.0.0.1:8080 over the demo\n  askdb ask \"How many bills were voided in 2025?\"\n  askdb sql run \"SELECT count(*) FROM bills\"\n  askdb --db postgres://askdb_ro@127.0.0.1/shop schema tables"
+    after_help = "Examples:\n  askdb serve --local-model                    the web page on http://127.0.0.1:8080 over the demo, with a local model\n  askdb ask \"How many bills were voided in 2025?\"\n  askdb sql run \"SELECT count(*) FROM bills\"\n  askdb --db postgres://askdb_ro@127.0.0.1/shop schema tables"
 )]
 pub struct Cli {
     #[command(flatten)]
@@ -113,9 +113,12 @@ pub enum Command {
         after_help = "Example (an MCP client's server command):\n  askdb --db postgres://askdb_ro@127.0.0.1/shop mcp"
     )]
     Mcp,
-    /// Serve the HTTP API and the web page (the model comes from ASKDB_PROVIDER, ...;
-    /// without one, questions get 503 and everything else works).
-    #[command(after_help = "Example:\n  askdb serve --addr 127.0.0.1:8080")]
+    /// Serve the HTTP API and the web page (the model comes from ASKDB_PROVIDER, ...,
+    /// or `--local-model` starts one on this machine; without one, the page offers the
+    /// local model and everything but questions works).
+    #[command(
+        after_help = "Examples:\n  askdb serve --local-model          answer with a local model, no key (first start downloads 1.1 GB)\n  askdb serve --addr 127.0.0.1:8080"
+    )]
     Serve(crate::server::ServeArgs),
     /// The query log `askdb serve` writes (one row per answered question).
     #[command(

@@ -274,6 +274,39 @@ pub async fn eval(State(state): State<AppState>) -> Result<Response, AppError> {
     Ok(response)
 }
 
+/// GET /api/local-model: the local model's phase, download progress and load time
+/// (404 when another model is configured).
+pub async fn local_model_status(State(state): State<AppState>) -> Response {
+    match state.local_model_status() {
+        Some(status) => Json(status).into_response(),
+        None => local_model_not_offered().into_response(),
+    }
+}
+
+/// POST /api/local-model/start: starts the local model in the background (the one-time
+/// install and download, then the load) and answers 202 with its status at once; the
+/// page follows GET /api/local-model. Starting a model that runs or is starting changes
+/// nothing.
+pub async fn start_local_model(State(state): State<AppState>) -> Response {
+    if state.local_model().is_none() {
+        return local_model_not_offered().into_response();
+    }
+    super::start_local_model_in_background(&state);
+    let status = state.local_model_status();
+    (StatusCode::ACCEPTED, Json(status)).into_response()
+}
+
+/// Why a server with a configured model has no local model routes.
+pub const LOCAL_MODEL_NOT_OFFERED: &str = "this server uses the model it was configured with; \
+                                           the local model is offered only when no model is configured";
+
+fn local_model_not_offered() -> AppError {
+    AppError::NotFound {
+        code: "local_model_not_offered",
+        detail: LOCAL_MODEL_NOT_OFFERED.to_string(),
+    }
+}
+
 /// GET /api/health: 200 when every check passed, 503 otherwise, with the same body.
 pub async fn health(State(state): State<AppState>) -> Response {
     let gate = state.gate();
@@ -295,6 +328,7 @@ pub async fn health(State(state): State<AppState>) -> Response {
     details.insert("schema_drift".to_string(), drift.detail.clone());
     details.insert("tracing".to_string(), tracing.detail.clone());
     let client = state.model_client();
+    let client = client.as_ref();
     let query_log_ok = !query_log.enabled || query_log.writable;
     let drift_ok = !drift.enabled || (!drift.drifted && drift.error.is_none());
     let tracing_ok = !tracing.enabled || tracing.authenticated;
@@ -327,6 +361,7 @@ pub async fn health(State(state): State<AppState>) -> Response {
         traces_exported: tracing.exported,
         trace_export_failures: tracing.failed,
         details,
+        local_model: state.local_model_status(),
     };
     let status = if report.ok {
         StatusCode::OK
@@ -339,10 +374,12 @@ pub async fn health(State(state): State<AppState>) -> Response {
 /// (configured, reachable, detail), from the cached check while it is fresh.
 async fn model_status(state: &AppState) -> (bool, bool, String) {
     let Some(client) = state.model_client() else {
-        let reason = state
-            .model_missing_reason()
-            .unwrap_or("no model is configured")
-            .to_string();
+        let reason = match state.local_model_status() {
+            Some(status) if status.phase.is_starting() => status.message,
+            _ => state
+                .model_missing_reason()
+                .unwrap_or_else(|| "no model is configured".to_string()),
+        };
         return (false, false, reason);
     };
     let mut cached = state.shared.model_check.lock().await;
@@ -350,7 +387,7 @@ async fn model_status(state: &AppState) -> (bool, bool, String) {
         .as_ref()
         .is_some_and(|check| check.at.elapsed() < MODEL_CHECK_TTL);
     if !fresh {
-        *cached = Some(health::check_model(client).await);
+        *cached = Some(health::check_model(&client).await);
     }
     match cached.as_ref() {
         Some(check) => {

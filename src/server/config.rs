@@ -66,6 +66,12 @@ pub struct ServeArgs {
     /// tokens, cost and latency). Traces go where OTEL_EXPORTER_OTLP_ENDPOINT says.
     #[arg(long, env = "ASKDB_TRACE_CONTENT", default_value_t = false, action = clap::ArgAction::Set)]
     pub trace_content: bool,
+    /// Start the local model at once and answer with it (Qwen2.5-Coder-1.5B on
+    /// llama.cpp, no key): the first time installs llama.cpp's server and downloads the
+    /// model (about 1.1 GB) into askdb's data directory, showing the progress here and in
+    /// the page. askdb stops the model when it stops. Needs python3 with venv and pip.
+    #[arg(long, env = "ASKDB_LOCAL_MODEL_START", default_value_t = false)]
+    pub local_model: bool,
 }
 
 /// Checked server settings.
@@ -90,6 +96,8 @@ pub struct ServerConfig {
     pub drift: Option<super::monitor::DriftWatch>,
     /// Where traces go ([`crate::telemetry`]); off by default.
     pub telemetry: crate::telemetry::TelemetryConfig,
+    /// Start the local model at once and use it, whatever ASKDB_PROVIDER says.
+    pub local_model: bool,
 }
 
 impl Default for ServerConfig {
@@ -106,6 +114,7 @@ impl Default for ServerConfig {
             query_log: super::monitor::QueryLogSetting::default(),
             drift: None,
             telemetry: crate::telemetry::TelemetryConfig::off(),
+            local_model: false,
         }
     }
 }
@@ -144,6 +153,7 @@ impl ServeArgs {
                 record_content: self.trace_content,
                 ..crate::telemetry::TelemetryConfig::from_env()
             },
+            local_model: self.local_model,
         })
     }
 }

@@ -118,6 +118,9 @@ pub struct HealthReport {
     pub trace_export_failures: u64,
     /// One sentence per check: what was done and what came back.
     pub details: BTreeMap<String, String>,
+    /// The local model this server offers or runs (None when another model is
+    /// configured): its phase, download progress and load time.
+    pub local_model: Option<crate::local_model::LocalModelStatus>,
 }
 
 /// The outcome of one model check, kept for a while.

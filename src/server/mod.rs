@@ -7,6 +7,8 @@
 //! | `POST /api/sql` | `{sql}` -> the gate's `run_query` result (rows or a structured error) |
 //! | `GET /api/schema` | tables with descriptions, row counts and columns |
 //! | `GET /api/eval` | the newest committed evaluation summary, verbatim (404 when none) |
+//! | `GET /api/local-model` | the local model's phase, download bytes and rate, load time ([`crate::local_model`]); 404 when another model is configured |
+//! | `POST /api/local-model/start` | starts it in the background (202); once it answers, questions go to it |
 //! | `GET /api/health` | read-only proven by a refused write, database, model, tables, the query log, schema drift, the trace collector |
 //! | `GET /metrics` | counters in the Prometheus text format ([`metrics`]) |
 //! | `GET /api/openapi.json` | the OpenAPI description of the above |
@@ -16,7 +18,8 @@
 //! [`Gate`] and the model only through [`ModelClient::call`] (inside the agent). Bad input
 //! gets a 4xx JSON error ([`error::AppError`]); a per-address token bucket and a cap on
 //! questions in flight protect the model budget and answer 429/503 at once rather than
-//! queueing ([`limits`]). Without a model the page and every route but `/api/ask` work.
+//! queueing ([`limits`]). Without a model the page and every route but `/api/ask` work, and
+//! when none is configured the server offers to start the local model itself.
 
 pub mod api;
 pub mod assets;
@@ -49,6 +52,7 @@ use tower_http::catch_panic::CatchPanicLayer;
 use crate::agent::{Agent, AgentError};
 use crate::gate::Gate;
 use crate::llm::{LlmError, ModelClient, ProviderConfig};
+use crate::local_model::{LocalModel, LocalModelStatus, ReadyModel};
 use crate::querylog::QueryLog;
 use crate::telemetry::Telemetry;
 pub use config::{ServeArgs, ServerConfig};
@@ -60,13 +64,19 @@ use monitor::{DriftStatus, QueryLogSetting};
 
 /// Whether questions can be answered, and if not, what to tell the user.
 enum ModelSetup {
-    Ready(Box<Agent>),
+    Ready(Arc<Agent>),
     Missing(String),
 }
 
 struct Shared {
     gate: Gate,
-    model: ModelSetup,
+    /// Replaced once, when the local model this server started becomes ready.
+    model: std::sync::RwLock<ModelSetup>,
+    /// The local model this server offers (no provider configured) or was asked to use
+    /// (`--local-model`); None when another model is configured.
+    local_model: Option<Arc<LocalModel>>,
+    /// The endpoint of the local model questions go to, once one was installed.
+    local_model_url: tokio::sync::Mutex<Option<String>>,
     config: ServerConfig,
     rate: RateLimiter,
     slots: AskSlots,
@@ -100,9 +110,26 @@ impl AppState {
         model: Result<ModelClient, LlmError>,
         config: ServerConfig,
     ) -> Result<AppState, AgentError> {
+        // Offered only when nothing is configured: a configuration that does not work
+        // is the user's to fix, not to replace silently.
+        let local_model = match &model {
+            Err(LlmError::NotConfigured) => Some(LocalModel::new(crate::home::data_dir())),
+            _ => None,
+        };
+        AppState::with_local_model(gate, model, local_model, config).await
+    }
+
+    /// The state with this local model offered (`model` is then usually
+    /// `Err(NotConfigured)`); what `--local-model` and the tests build.
+    pub async fn with_local_model(
+        gate: Gate,
+        model: Result<ModelClient, LlmError>,
+        local_model: Option<Arc<LocalModel>>,
+        config: ServerConfig,
+    ) -> Result<AppState, AgentError> {
         let model = match model {
-            Ok(client) => ModelSetup::Ready(Box::new(Agent::new(gate.clone(), client).await?)),
-            Err(error) => ModelSetup::Missing(not_configured_help(&error)),
+            Ok(client) => ModelSetup::Ready(Arc::new(Agent::new(gate.clone(), client).await?)),
+            Err(error) => ModelSetup::Missing(not_configured_help(&error, local_model.is_some())),
         };
         let query_log = match &config.query_log {
             QueryLogSetting::On(target) => Ok(QueryLog::start(target.clone())),
@@ -114,7 +141,9 @@ impl AppState {
                 rate: RateLimiter::new(config.asks_per_minute),
                 slots: AskSlots::new(config.max_concurrent_asks),
                 gate,
-                model,
+                model: std::sync::RwLock::new(model),
+                local_model,
+                local_model_url: tokio::sync::Mutex::new(None),
                 config,
                 model_check: tokio::sync::Mutex::new(None),
                 read_only_substitute: OnceLock::new(),
@@ -197,41 +226,116 @@ impl AppState {
         }
     }
 
-    fn agent(&self) -> Result<&Agent, AppError> {
-        match &self.shared.model {
-            ModelSetup::Ready(agent) => Ok(agent),
-            ModelSetup::Missing(help) => Err(AppError::ModelNotConfigured(help.clone())),
+    fn with_model<T>(&self, f: impl FnOnce(&ModelSetup) -> T) -> T {
+        match self.shared.model.read() {
+            Ok(model) => f(&model),
+            Err(poisoned) => f(&poisoned.into_inner()),
         }
     }
 
-    fn model_client(&self) -> Option<&ModelClient> {
-        match &self.shared.model {
-            ModelSetup::Ready(agent) => Some(agent.client()),
+    fn agent(&self) -> Result<Arc<Agent>, AppError> {
+        self.with_model(|model| match model {
+            ModelSetup::Ready(agent) => Ok(Arc::clone(agent)),
+            ModelSetup::Missing(help) => Err(AppError::ModelNotConfigured(
+                match self.local_model_status() {
+                    Some(status) if status.phase.is_starting() => format!(
+                        "The local model is starting: {} Ask again when it is ready.",
+                        status.message
+                    ),
+                    _ => help.clone(),
+                },
+            )),
+        })
+    }
+
+    fn model_client(&self) -> Option<ModelClient> {
+        self.with_model(|model| match model {
+            ModelSetup::Ready(agent) => Some(agent.client().clone()),
             ModelSetup::Missing(_) => None,
-        }
+        })
     }
 
-    fn model_missing_reason(&self) -> Option<&str> {
-        match &self.shared.model {
+    fn model_missing_reason(&self) -> Option<String> {
+        self.with_model(|model| match model {
             ModelSetup::Ready(_) => None,
-            ModelSetup::Missing(help) => Some(help),
+            ModelSetup::Missing(help) => Some(help.clone()),
+        })
+    }
+
+    /// The local model this server offers or uses, if any.
+    pub fn local_model(&self) -> Option<&Arc<LocalModel>> {
+        self.shared.local_model.as_ref()
+    }
+
+    /// The local model's status, when this server offers one.
+    pub fn local_model_status(&self) -> Option<LocalModelStatus> {
+        self.local_model().map(|model| model.status())
+    }
+
+    /// Starts the local model (or waits for the start under way) and, once it answers,
+    /// makes it the model questions go to. Err: why it could not.
+    pub async fn start_local_model(&self) -> Result<(), String> {
+        let Some(local) = self.local_model() else {
+            return Err("a model is configured, so the local model is not offered".to_string());
+        };
+        let ready = local.start().await?;
+        // One agent per running model: a restarted model (a new port) gets a new one.
+        let mut installed = self.shared.local_model_url.lock().await;
+        if installed.as_deref() == Some(ready.base_url.as_str()) {
+            return Ok(());
         }
+        let client = local_model_client(&ready).map_err(|error| error.to_string())?;
+        let agent = Agent::new(self.gate().clone(), client)
+            .await
+            .map_err(|error| format!("the agent could not be prepared: {error}"))?;
+        match self.shared.model.write() {
+            Ok(mut model) => *model = ModelSetup::Ready(Arc::new(agent)),
+            Err(poisoned) => *poisoned.into_inner() = ModelSetup::Ready(Arc::new(agent)),
+        }
+        *installed = Some(ready.base_url.clone());
+        drop(installed);
+        // The cached health check was about no model at all.
+        *self.shared.model_check.lock().await = None;
+        if self.config().warm_up {
+            warm_up_in_background(self);
+        }
+        Ok(())
     }
 }
 
-/// What the user is told when no model can be asked: why, and how to configure one.
-pub fn not_configured_help(error: &LlmError) -> String {
+/// The client of a local model that answers at `ready`: the OpenAI-compatible provider,
+/// with the rest of the model settings (timeouts, attempts, cache) from the environment.
+fn local_model_client(ready: &ReadyModel) -> Result<ModelClient, LlmError> {
+    let config = ProviderConfig::from_lookup(|name| match name {
+        "ASKDB_PROVIDER" => Some("openai".to_string()),
+        "ASKDB_BASE_URL" => Some(ready.base_url.clone()),
+        "ASKDB_MODEL" => Some(ready.model.clone()),
+        // A key meant for a hosted service is never sent to the local server.
+        "OPENAI_API_KEY" | "OPENAI_API_KEYS" => None,
+        other => std::env::var(other).ok(),
+    })?;
+    ModelClient::from_config(&config)
+}
+
+/// What the user is told when no model can be asked: why, and how to get one
+/// (`local_offered`: this server can start the local model itself).
+pub fn not_configured_help(error: &LlmError, local_offered: bool) -> String {
     let why = match error {
         LlmError::NotConfigured => "No model is configured".to_string(),
         other => format!("The model configuration does not work ({other})"),
     };
+    let local = if local_offered {
+        "start the local model here (the button beside this message, or `askdb serve \
+         --local-model`: a one-time download of about 1.1 GB, no key)"
+    } else {
+        "restart `askdb serve --local-model` for the local one"
+    };
     format!(
         "{why}, so askdb cannot answer questions; the schema browser and the SQL console still \
-         work. To ask questions, restart `askdb serve` with a model: the local one with \
-         eval \"$(scripts/local-model.sh start)\"; Anthropic with ASKDB_PROVIDER=anthropic and \
-         ANTHROPIC_API_KEY; or an OpenAI-compatible server with ASKDB_PROVIDER=openai, \
-         ASKDB_BASE_URL, ASKDB_MODEL and OPENAI_API_KEY. The README's \"Web UI and HTTP API\" \
-         section has examples."
+         work. To ask questions, {local}; or restart `askdb serve` with Anthropic \
+         (ASKDB_PROVIDER=anthropic and ANTHROPIC_API_KEY) or an OpenAI-compatible server \
+         (ASKDB_PROVIDER=openai, ASKDB_BASE_URL, ASKDB_MODEL and OPENAI_API_KEY). The \
+         README's \"Web UI and HTTP API\" section has examples."
     )
 }
 
@@ -246,6 +350,8 @@ pub fn app(state: AppState) -> Router {
         .route("/api/schema", get(api::schema))
         .route("/api/eval", get(api::eval))
         .route("/api/health", get(api::health))
+        .route("/api/local-model", get(api::local_model_status))
+        .route("/api/local-model/start", post(api::start_local_model))
         .route("/api/openapi.json", get(api::openapi))
         .route("/metrics", get(api::metrics));
     for asset in assets::ASSETS {
@@ -306,10 +412,23 @@ pub enum ServeError {
 /// prints `askdb serve: listening on http://ADDR/` on stdout (the real port when the
 /// configured one is 0) and serves until Ctrl-C or SIGTERM.
 pub async fn run(gate: Gate, config: ServerConfig) -> Result<(), ServeError> {
-    let model = ProviderConfig::from_env().and_then(|config| ModelClient::from_config(&config));
     let addr = config.addr;
     let warm_up = config.warm_up;
-    let state = AppState::new(gate, model, config).await?;
+    let start_local = config.local_model;
+    let state = if start_local {
+        if let Ok(provider) = std::env::var("ASKDB_PROVIDER") {
+            if !provider.trim().is_empty() {
+                eprintln!(
+                    "askdb serve: --local-model: answering with the local model, not ASKDB_PROVIDER={provider}"
+                );
+            }
+        }
+        let local = LocalModel::new(crate::home::data_dir());
+        AppState::with_local_model(gate, Err(LlmError::NotConfigured), Some(local), config).await?
+    } else {
+        let model = ProviderConfig::from_env().and_then(|config| ModelClient::from_config(&config));
+        AppState::new(gate, model, config).await?
+    };
     // The first drift check runs before the server answers, so health never reports a
     // schema it has not compared.
     state.start_drift_watch().await;
@@ -328,6 +447,10 @@ pub async fn run(gate: Gate, config: ServerConfig) -> Result<(), ServeError> {
             "askdb serve: model {} {}",
             client.provider().name(),
             client.provider().model()
+        ),
+        (None, _) if start_local => eprintln!(
+            "askdb serve: starting the local model (data in {}); the page works meanwhile",
+            crate::home::data_dir().join("local-model").display()
         ),
         (None, Some(reason)) => eprintln!("askdb serve: {reason}"),
         (None, None) => {}
@@ -349,10 +472,68 @@ pub async fn run(gate: Gate, config: ServerConfig) -> Result<(), ServeError> {
     if warm_up {
         warm_up_in_background(&state);
     }
+    if start_local {
+        start_local_model_in_background(&state);
+    }
+    let running = state.clone();
     serve(listener, state, shutdown_signal()).await?;
+    // The model askdb started ends with askdb (one it found running is left alone).
+    if let Some(local) = running.local_model() {
+        local.stop().await;
+    }
     // The spans of the last questions; a collector that is down cannot hold the exit.
     telemetry.flush(std::time::Duration::from_secs(5)).await;
     Ok(())
+}
+
+/// Starts the local model without holding anyone up: its progress goes to stderr as it
+/// changes (the page reads the same status from GET /api/local-model), and once it
+/// answers, questions go to it. A start already under way is joined, not repeated.
+pub fn start_local_model_in_background(state: &AppState) {
+    let Some(local) = state.local_model() else {
+        return;
+    };
+    if local.status().phase.is_starting() {
+        return;
+    }
+    let state = state.clone();
+    tokio::spawn(async move {
+        let progress = tokio::spawn(print_local_model_progress(state.clone()));
+        let outcome = state.start_local_model().await;
+        progress.abort();
+        match (outcome, state.local_model_status()) {
+            (Ok(()), Some(status)) => eprintln!(
+                "askdb serve: the local model {} answers at {} ({:.0} s); ask in the page",
+                status.model.unwrap_or_default(),
+                status.base_url.unwrap_or_default(),
+                status.total_seconds.unwrap_or(0.0)
+            ),
+            (Ok(()), None) => {}
+            (Err(error), _) => eprintln!("askdb serve: the local model could not start: {error}"),
+        }
+    });
+}
+
+/// Prints the local model's status line when its phase changes, and every few seconds
+/// while it downloads or loads.
+async fn print_local_model_progress(state: AppState) {
+    let mut last_phase = None;
+    let mut last_print = std::time::Instant::now();
+    loop {
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        let Some(status) = state.local_model_status() else {
+            return;
+        };
+        if !status.phase.is_starting() {
+            return;
+        }
+        let changed = last_phase != Some(status.phase);
+        if changed || last_print.elapsed() >= std::time::Duration::from_secs(5) {
+            eprintln!("askdb serve: {}", status.message);
+            last_phase = Some(status.phase);
+            last_print = std::time::Instant::now();
+        }
+    }
 }
 
 /// Has a local model read the database's prompt prefix while the server already

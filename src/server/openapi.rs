@@ -8,13 +8,15 @@ use super::api::error_example;
 use crate::agent::MAX_QUESTION_CHARS;
 
 /// The API routes, as (method, path): the router and this description both list them.
-pub const API_ROUTES: [(&str, &str); 8] = [
+pub const API_ROUTES: [(&str, &str); 10] = [
     ("post", "/api/ask"),
     ("post", "/api/ask/stream"),
     ("post", "/api/sql"),
     ("get", "/api/schema"),
     ("get", "/api/eval"),
     ("get", "/api/health"),
+    ("get", "/api/local-model"),
+    ("post", "/api/local-model/start"),
     ("get", "/api/openapi.json"),
     ("get", "/metrics"),
 ];
@@ -80,6 +82,11 @@ pub fn document() -> Value {
         "503": with_retry_after(error_response("Every database connection was in use and none came free in time, so the statement did not run (database_busy, with Retry-After).", "database_busy", "every database connection is in use, so the statement did not run; try again in 1 s"))
     });
     merge(&mut sql_responses, bad_body_responses());
+    let local_model_not_offered = error_response(
+        "Another model is configured.",
+        "local_model_not_offered",
+        super::api::LOCAL_MODEL_NOT_OFFERED,
+    );
     json!({
         "openapi": "3.1.0",
         "info": {
@@ -142,6 +149,22 @@ pub fn document() -> Value {
                 "responses": {
                     "200": {"description": "Every check passed.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Health"}}}},
                     "503": {"description": "At least one check failed; details says which and why.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Health"}}}}
+                }
+            }},
+            "/api/local-model": {"get": {
+                "summary": "The local model's status",
+                "description": "Offered when no model is configured (or with --local-model): its phase (not_started, starting, installing, downloading, verifying, loading, ready, failed, exited), the one-time download's bytes and rate, the seconds in the phase and a sentence for a person.",
+                "responses": {
+                    "200": {"description": "The status.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/LocalModel"}}}},
+                    "404": local_model_not_offered.clone()
+                }
+            }},
+            "/api/local-model/start": {"post": {
+                "summary": "Start the local model",
+                "description": "Installs llama.cpp's server and downloads the model into askdb's data directory if they are missing, then starts it, in the background; questions go to it once it answers. A start under way or a running model is left as it is.",
+                "responses": {
+                    "202": {"description": "Started (or already starting or running); the status as it is now.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/LocalModel"}}}},
+                    "404": local_model_not_offered.clone()
                 }
             }},
             "/api/openapi.json": {"get": {
@@ -314,7 +337,24 @@ fn schemas() -> Value {
                 "schema_snapshot": {"type": "boolean", "description": "A schema snapshot exists to check drift against."},
                 "schema_drifted": {"type": "boolean", "description": "The last drift check found differences."},
                 "schema_differences": {"type": "array", "items": {"type": "string"}},
-                "details": {"type": "object", "additionalProperties": {"type": "string"}}
+                "details": {"type": "object", "additionalProperties": {"type": "string"}},
+                "local_model": {"oneOf": [{"$ref": "#/components/schemas/LocalModel"}, {"type": "null"}]}
+            }
+        },
+        "LocalModel": {
+            "type": "object",
+            "properties": {
+                "phase": {"type": "string", "enum": ["not_started", "starting", "installing", "downloading", "verifying", "loading", "ready", "failed", "exited"]},
+                "message": {"type": "string", "description": "What is happening now, for a person."},
+                "downloaded_bytes": {"type": ["integer", "null"]},
+                "total_bytes": {"type": ["integer", "null"]},
+                "bytes_per_second": {"type": ["number", "null"], "description": "The download's average rate since it began."},
+                "phase_seconds": {"type": "number"},
+                "total_seconds": {"type": ["number", "null"]},
+                "base_url": {"type": ["string", "null"]},
+                "model": {"type": ["string", "null"]},
+                "started_by_askdb": {"type": "boolean", "description": "askdb started the process and stops it when it stops."},
+                "error": {"type": ["string", "null"]}
             }
         }
     })

@@ -207,7 +207,7 @@ async fn without_a_model_ask_says_how_to_configure_one_and_the_rest_works() {
     assert_eq!(body["error"], "model_not_configured");
     let detail = body["detail"].as_str().unwrap_or_default();
     assert!(
-        detail.contains("ASKDB_PROVIDER") && detail.contains("scripts/local-model.sh start"),
+        detail.contains("ASKDB_PROVIDER") && detail.contains("--local-model"),
         "{detail}"
     );
     let (status, body) = call(
@@ -331,4 +331,72 @@ async fn eval_serves_the_newest_summary_verbatim_or_404() {
         .await
         .expect("body");
     assert_eq!(bytes, text.as_bytes());
+}
+
+#[tokio::test]
+async fn with_no_model_configured_the_local_model_is_offered_started_and_its_failure_shown() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let gate = gate(dir.path()).await;
+    // A start that fails at once (no such Python): the route, the background start and
+    // the status are real; only the download is avoided.
+    let local = crate::local_model::LocalModel::with_script_env(
+        dir.path().join("home"),
+        vec![(
+            "ASKDB_PYTHON".to_string(),
+            "/nonexistent/python3".to_string(),
+        )],
+    );
+    let state = AppState::with_local_model(
+        gate,
+        Err(LlmError::NotConfigured),
+        Some(local),
+        ServerConfig::default(),
+    )
+    .await
+    .expect("state");
+    let (status, body) = call(&state, get("/api/local-model")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["phase"], "not_started");
+    let (_, health) = call(&state, get("/api/health")).await;
+    assert_eq!(health["local_model"]["phase"], "not_started", "{health}");
+    let (status, body) = call(&state, post_json("/api/local-model/start", "{}")).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let mut phase = Value::Null;
+    for _ in 0..200 {
+        let (_, body) = call(&state, get("/api/local-model")).await;
+        phase = body["phase"].clone();
+        if phase == "failed" {
+            let message = body["message"].as_str().unwrap_or_default();
+            assert!(message.contains("not found"), "{message}");
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(phase, "failed");
+    // Questions still get the help, not a hang.
+    let (status, body) = call(
+        &state,
+        post_json(
+            "/api/ask",
+            r#"{"question": "How many customers are there?"}"#,
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert_eq!(body["error"], "model_not_configured");
+}
+
+#[tokio::test]
+async fn with_a_model_configured_the_local_model_is_not_offered() {
+    let fixture = fixture(Some(SCRIPT), ServerConfig::default()).await;
+    for request in [
+        get("/api/local-model"),
+        post_json("/api/local-model/start", "{}"),
+    ] {
+        let (status, body) = call(&fixture.state, request).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+        assert_eq!(body["error"], "local_model_not_offered");
+    }
+    let (_, health) = call(&fixture.state, get("/api/health")).await;
+    assert!(health["local_model"].is_null(), "{health}");
 }

@@ -11,6 +11,10 @@
 //                    the CSV download and TSV copy, the recent questions, the SQL opened
 //                    in the console, the SQL console, a phone-sized screenshot);
 //                    "live": a real model answered end to end
+//   ASKDB_EXPECT_LOCAL_START  "1": the server was started with --local-model on an empty
+//                    data directory; the banner must show the local model starting (the
+//                    download's bytes and rate), the question is typed while it starts,
+//                    and the page asks it once the model answers
 //   ASKDB_ARTIFACTS  folder for the screenshots (created)
 //   ASKDB_SCREENSHOT file name of the main screenshot (default ask.png)
 //   CHROMIUM         the browser binary (default /usr/bin/chromium)
@@ -94,8 +98,30 @@ try {
     check(pills.includes("read-only, checked"), "the health bar says read-only was checked", pills);
   }
 
+  const localStart = process.env.ASKDB_EXPECT_LOCAL_START === "1";
+  const seenLocal = [];
+  if (localStart) {
+    await page.waitForSelector("#local-model:not([hidden])", { timeout: 30000 });
+    check(await page.isVisible("#banner"), "the banner says the local model is starting");
+    // Every status sentence the banner shows while the question waits.
+    await page.exposeFunction("askdbSeen", (text) => { if (text && !seenLocal.includes(text)) seenLocal.push(text); });
+    await page.evaluate(() => {
+      const node = document.getElementById("local-model-text");
+      window.askdbSeen(node.textContent);
+      new MutationObserver(() => window.askdbSeen(node.textContent)).observe(node, { childList: true, characterData: true, subtree: true });
+    });
+  }
   await page.fill("#question", question);
   await page.press("#question", "Enter"); // keyboard submit
+  if (localStart) {
+    // Mid-download (a unit above bytes: something has arrived), for the screenshot.
+    await page.waitForFunction(() => /Downloading the model \(once\): [\d.]+ [KMG]B of .+ at .+\/s/.test(document.getElementById("local-model-text").textContent)
+      || document.querySelector('#steps li[data-step="schema_selected"]'), null, { timeout: 600000 });
+    if (await page.isVisible("#local-model-bar")) {
+      await page.screenshot({ path: join(artifacts, "local-model-download.png"), fullPage: true });
+      passed.push("screenshot " + join(artifacts, "local-model-download.png"));
+    }
+  }
   if (expect === "scripted") {
     // The script delays the first model reply, so the indicator must be visible, and
     // the steps before the model call must already be on the page: streamed, not
@@ -124,6 +150,12 @@ try {
   await page.waitForSelector("#grid table", { timeout: 5000 });
   const cells = await page.locator("#grid td").count();
   check(cells > 0, "the result grid has cells", cells);
+  if (localStart) {
+    console.log("local model, as the banner showed it:\n  " + seenLocal.join("\n  "));
+    check(seenLocal.some((text) => /Downloading the model \(once\): [\d.]+ [KMG]?B of 1\.1 GB at [\d.]+ [KMG]?B\/s/.test(text)), "the banner showed the download's bytes and rate", seenLocal);
+    check(seenLocal.some((text) => text.startsWith("Loading the model")), "the banner showed the model loading", seenLocal);
+    check(await page.isHidden("#banner"), "the banner is gone once the model answers");
+  }
 
   if (expect === "scripted") {
     check(answer.includes("Sharma Constructions"), "the model's explanation is the answer", answer);
