@@ -672,6 +672,60 @@ mod tests {
         assert_eq!(human_bytes(1_117_320_768.0), "1.1 GB");
     }
 
+    /// A model askdb believes ready in `home`, where no server runs.
+    fn ready_without_a_process(home: &Path) -> Arc<LocalModel> {
+        let model = LocalModel::new(home);
+        model.with_state(|state| {
+            state.base_url = Some("http://127.0.0.1:9/v1".to_string());
+            state.model = Some("qwen".to_string());
+            state.apply(&Progress::Ready { started: true });
+        });
+        model
+    }
+
+    #[tokio::test]
+    async fn the_watch_notices_a_model_process_that_is_gone() {
+        let home = tempfile::tempdir().expect("temp dir");
+        let model = ready_without_a_process(home.path());
+        model.watch();
+        let mut phase = model.status().phase;
+        for _ in 0..100 {
+            phase = model.status().phase;
+            if phase == Phase::Exited {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert_eq!(phase, Phase::Exited);
+        let status = model.status();
+        assert!(
+            status.message.contains("stopped running"),
+            "{}",
+            status.message
+        );
+        assert!(
+            status.message.contains("process is gone"),
+            "{}",
+            status.message
+        );
+    }
+
+    #[tokio::test]
+    async fn stop_ends_only_a_model_askdb_started() {
+        let home = tempfile::tempdir().expect("temp dir");
+        let started = ready_without_a_process(home.path());
+        started.stop().await;
+        assert_eq!(started.status().phase, Phase::Exited);
+        let found = ready_without_a_process(home.path());
+        found.with_state(|state| state.started_by_askdb = false);
+        found.stop().await;
+        assert_eq!(
+            found.status().phase,
+            Phase::Ready,
+            "a model found running is left alone"
+        );
+    }
+
     #[tokio::test]
     async fn a_start_that_cannot_find_python_fails_with_the_scripts_reason() {
         let home = tempfile::tempdir().expect("temp dir");
