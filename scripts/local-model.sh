@@ -16,8 +16,9 @@
 #
 # Everything lives in askdb's data directory (the rule of src/home.rs: $ASKDB_HOME, else
 # $XDG_DATA_HOME/askdb, else ~/.local/share/askdb), under local-model/: the venv, the GGUF,
-# the server's pid (the Python process that hosts the server writes its own pid), its URL
-# and its log. Messages go to stderr; only the export lines go to stdout.
+# the server's pid (the Python process that hosts the server writes its own pid), its URL,
+# its log and the saved prompt caches (prompt-cache/, the newest 24 kept). Messages go to
+# stderr; only the export lines go to stdout.
 #
 # Settings (environment):
 #   ASKDB_LOCAL_MODEL           1.5b (default) or 0.5b (smaller and faster, for quick experiments)
@@ -236,6 +237,20 @@ params.cpuparams_batch.n_threads = int(threads)
 params.hostnames = ["127.0.0.1"]
 params.port = int(port)
 params.cache_prompt = True
+# Saved prompt caches (llama.cpp slot save/restore): askdb saves the schema prefix of the
+# database it opens and restores it at its next start instead of reading it again. Only
+# the newest copies are kept.
+prompt_cache = os.path.join(state_dir, "prompt-cache")
+os.makedirs(prompt_cache, exist_ok=True)
+copies = sorted(
+    (os.path.join(prompt_cache, name) for name in os.listdir(prompt_cache)),
+    key=os.path.getmtime,
+    reverse=True,
+)
+for old in copies[24:]:
+    os.remove(old)
+# llama.cpp joins the folder and the file name as written: the separator is ours.
+params.slot_save_path = prompt_cache + os.sep
 server = xlc.Server(params)
 url = server.listening_address.rstrip("/") + "/v1"
 

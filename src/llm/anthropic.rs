@@ -206,6 +206,7 @@ fn parse_response(body: &str, model: &str, attempts: u32) -> Result<Completion, 
         tokens_estimated: estimated,
         attempts,
         alternatives: Vec::new(),
+        confidence: None,
     })
 }
 

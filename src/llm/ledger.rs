@@ -354,6 +354,7 @@ mod tests {
             model: "m".into(),
             attempts: 1,
             alternatives: Vec::new(),
+            confidence: None,
         }
     }
 

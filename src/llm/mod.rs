@@ -190,6 +190,17 @@ pub struct ModelRequest {
     /// Texts that end the reply where they appear (not included in it).
     #[serde(default)]
     pub stop: Vec<String>,
+    /// Ask for the log-probability of each generated token, from which each reply's
+    /// [`Confidence`] is computed (servers without them leave it None). Left out of the
+    /// serialized request when false, so response-cache keys of requests without it stay
+    /// what they were.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub logprobs: bool,
+    /// Where a server with several prompt caches should keep this prompt (llama.cpp's
+    /// slot id), so that it can be saved afterwards ([`ModelClient::warm_prefix`]).
+    /// Ignored by servers without slots.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_slot: Option<u32>,
 }
 
 impl ModelRequest {
@@ -205,7 +216,15 @@ impl ModelRequest {
             candidates: 1,
             prefill: None,
             stop: Vec::new(),
+            logprobs: false,
+            cache_slot: None,
         }
+    }
+
+    /// Asks for each reply's [`Confidence`].
+    pub fn with_logprobs(mut self) -> Self {
+        self.logprobs = true;
+        self
     }
 
     /// Asks for `n` sampled replies (at least one).
@@ -281,6 +300,9 @@ pub struct Completion {
     /// The other sampled replies when more than one was asked for, in the server's order.
     #[serde(default)]
     pub alternatives: Vec<Alternative>,
+    /// How sure the model was of the first reply, when logprobs were asked for and given.
+    #[serde(default)]
+    pub confidence: Option<Confidence>,
 }
 
 /// One more sampled reply of a request for several.
@@ -289,6 +311,40 @@ pub struct Alternative {
     pub text: String,
     /// This reply stopped at the token limit.
     pub truncated: bool,
+    #[serde(default)]
+    pub confidence: Option<Confidence>,
+}
+
+/// How sure a model was of the reply it wrote, from the log-probabilities of the tokens
+/// it generated (natural log; 0 is certain).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Confidence {
+    /// The mean log-probability per token.
+    pub mean_logprob: f32,
+    /// The least likely token's log-probability: one forced choice among close
+    /// alternatives (a column, a table, a join) shows here.
+    pub min_logprob: f32,
+    /// Tokens counted.
+    pub tokens: u32,
+}
+
+impl Confidence {
+    /// The confidence of a reply from its tokens' log-probabilities; None for no tokens.
+    pub fn from_logprobs(logprobs: impl IntoIterator<Item = f64>) -> Option<Confidence> {
+        let mut sum = 0.0_f64;
+        let mut min = 0.0_f64;
+        let mut tokens = 0_u32;
+        for logprob in logprobs.into_iter().filter(|value| value.is_finite()) {
+            sum += logprob;
+            min = min.min(logprob);
+            tokens = tokens.saturating_add(1);
+        }
+        (tokens > 0).then(|| Confidence {
+            mean_logprob: (sum / f64::from(tokens)) as f32,
+            min_logprob: min as f32,
+            tokens,
+        })
+    }
 }
 
 fn one() -> u32 {
@@ -309,6 +365,9 @@ pub struct ModelReply {
     pub attempts: u32,
     /// The other sampled replies (see [`ModelRequest::candidates`]).
     pub alternatives: Vec<Alternative>,
+    /// How sure the model was of `text` (see [`ModelRequest::logprobs`]).
+    #[serde(default)]
+    pub confidence: Option<Confidence>,
     /// Wall time of the call, retries and backoff included (near zero from the cache).
     pub latency: Duration,
     /// Dollars, from the price table; zero for a cached reply or an unmetered provider.
@@ -451,12 +510,61 @@ pub trait Provider: Send + Sync + fmt::Debug {
     fn count_tokens<'a>(&'a self, _text: &'a str) -> BoxFuture<'a, Option<u64>> {
         Box::pin(async { None })
     }
+    /// Restores a prompt prefix the server saved earlier under `name` into its cache
+    /// slot `slot` (llama.cpp's slot restore); false where there is no such copy or the
+    /// endpoint keeps none. Not a model call.
+    fn restore_prefix<'a>(&'a self, _slot: u32, _name: &'a str) -> BoxFuture<'a, bool> {
+        Box::pin(async { false })
+    }
+    /// Saves what cache slot `slot` holds under `name`, for [`Provider::restore_prefix`]
+    /// after a restart; false where the endpoint keeps no copies.
+    fn save_prefix<'a>(&'a self, _slot: u32, _name: &'a str) -> BoxFuture<'a, bool> {
+        Box::pin(async { false })
+    }
     /// Asks the model. Callable only by [`ModelClient::call`].
     fn complete<'a>(
         &'a self,
         request: &'a ModelRequest,
         permit: CallPermit,
     ) -> BoxFuture<'a, Result<Completion, LlmError>>;
+}
+
+/// The prompt cache slot warm-ups read into and save from: the slot a server with one
+/// database's prefix keeps it in.
+pub const WARM_SLOT: u32 = 0;
+
+/// What [`ModelClient::warm_prefix`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Warmed {
+    /// Restored from the server's saved copy: nothing was read again.
+    Restored,
+    /// Read by one call; `saved` when the server kept a copy for the next start.
+    Read { saved: bool },
+}
+
+/// The name a prefix's saved copy goes by: the model and the whole request, hashed, so
+/// a copy is only ever restored for the very prompt it was made from.
+pub fn prefix_copy_name(model: &str, request: &ModelRequest) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
+    hasher.update(model.as_bytes());
+    hasher.update([0]);
+    for message in &request.messages {
+        hasher.update(format!("{:?}", message.role).as_bytes());
+        hasher.update([0]);
+        hasher.update(message.content.as_bytes());
+        hasher.update([0]);
+    }
+    if let Some(prefill) = &request.prefill {
+        hasher.update(prefill.as_bytes());
+    }
+    let digest: String = hasher
+        .finalize()
+        .iter()
+        .take(16)
+        .map(|byte| format!("{byte:02x}"))
+        .collect();
+    format!("askdb-prefix-{digest}.bin")
 }
 
 /// One model call as recorded: what was asked for, what came back, what it cost.
@@ -629,6 +737,39 @@ impl ModelClient {
         &self.prices_as_of
     }
 
+    /// Reads a stable prompt prefix into the provider's prompt cache before a question
+    /// needs it: restored from a copy the server saved at an earlier start (named from
+    /// the model and the whole request, so any change to the prompt makes a new name),
+    /// or read by sending `request` (one recorded call, past the response cache, whose
+    /// reply should be one token) and then saved for the next start. Only servers that
+    /// keep such copies (llama.cpp with a slot save path) restore or save; others just
+    /// read it.
+    pub async fn warm_prefix(
+        &self,
+        request: &ModelRequest,
+        log: &CallLog,
+    ) -> Result<Warmed, LlmError> {
+        let name = prefix_copy_name(self.provider.model(), request);
+        if self.provider.restore_prefix(WARM_SLOT, &name).await {
+            return Ok(Warmed::Restored);
+        }
+        let mut pinned = request.clone();
+        pinned.cache_slot = Some(WARM_SLOT);
+        self.call_with(&pinned, log, false).await?;
+        let saved = self.provider.save_prefix(WARM_SLOT, &name).await;
+        Ok(Warmed::Read { saved })
+    }
+
+    /// Puts a prefix that [`ModelClient::warm_prefix`] saved earlier back into the
+    /// provider's prompt cache (true), without reading anything; false when there is no
+    /// saved copy or the provider keeps none. An evaluation that asks several prompts of
+    /// one database in turn restores each before its question, as a server answering one
+    /// prompt keeps it cached.
+    pub async fn restore_prefix(&self, request: &ModelRequest) -> bool {
+        let name = prefix_copy_name(self.provider.model(), request);
+        self.provider.restore_prefix(WARM_SLOT, &name).await
+    }
+
     /// Asks the model and records the call: the one route to a model in askdb.
     ///
     /// Order: cache (a hit costs nothing and is recorded as cached), then the ledger's
@@ -639,8 +780,18 @@ impl ModelClient {
         request: &ModelRequest,
         log: &CallLog,
     ) -> Result<ModelReply, LlmError> {
+        self.call_with(request, log, true).await
+    }
+
+    async fn call_with(
+        &self,
+        request: &ModelRequest,
+        log: &CallLog,
+        use_cache: bool,
+    ) -> Result<ModelReply, LlmError> {
         let started = Instant::now();
-        let cache_key = self.cache.as_ref().map(|cache| {
+        let cache = self.cache.as_ref().filter(|_| use_cache);
+        let cache_key = cache.map(|cache| {
             cache.key(
                 self.provider.name(),
                 self.provider.model(),
@@ -648,7 +799,7 @@ impl ModelClient {
                 request,
             )
         });
-        if let (Some(cache), Some(key)) = (&self.cache, &cache_key) {
+        if let (Some(cache), Some(key)) = (cache, &cache_key) {
             if let Some(completion) = cache.get(key) {
                 let reply = self.reply(completion, started.elapsed(), 0.0, true);
                 log.push(self.record(request.purpose, &reply, None));
@@ -674,7 +825,7 @@ impl ModelClient {
                     log.push(self.failure_record(request.purpose, latency, &error));
                     return Err(error);
                 }
-                if let (Some(cache), Some(key)) = (&self.cache, &cache_key) {
+                if let (Some(cache), Some(key)) = (cache, &cache_key) {
                     // The cache is an optimisation: a reply that cannot be stored is still
                     // a good reply, so a write failure does not fail the call.
                     let _ = cache.put(key, &completion);
@@ -731,6 +882,7 @@ impl ModelClient {
             model: completion.model,
             attempts: if from_cache { 0 } else { completion.attempts },
             alternatives: completion.alternatives,
+            confidence: completion.confidence,
             latency,
             cost_usd,
             from_cache,

@@ -96,6 +96,13 @@ impl OpenAiProvider {
         if request.candidates > 1 {
             body["n"] = json!(request.candidates);
         }
+        if request.logprobs {
+            body["logprobs"] = json!(true);
+        }
+        // Only a llama.cpp server (it answered /tokenize) is told which slot to use.
+        if let (Some(slot), Some(true)) = (request.cache_slot, self.tokenizer.get()) {
+            body["id_slot"] = json!(slot);
+        }
         if !request.stop.is_empty() {
             body["stop"] = json!(request.stop);
         }
@@ -176,6 +183,31 @@ impl OpenAiProvider {
     }
 }
 
+impl OpenAiProvider {
+    /// `POST {root}/slots/{slot}?action=ACTION` with `{"filename": name}`: llama.cpp's
+    /// save and restore of a slot's prompt cache, in the folder its `slot_save_path`
+    /// names. Only asked of a server that answered /tokenize (llama.cpp); a server
+    /// without a save path refuses, and the answer is false.
+    async fn slot_action(&self, slot: u32, action: &str, name: &str) -> bool {
+        if self.tokenize("askdb").await.is_none() {
+            return false;
+        }
+        let root = self.base_url.trim_end_matches("/v1");
+        let url = format!("{root}/slots/{slot}?action={action}");
+        match self
+            .client
+            .post(&url)
+            .json(&json!({"filename": name}))
+            .timeout(std::time::Duration::from_secs(60))
+            .send()
+            .await
+        {
+            Ok(response) => response.status().is_success(),
+            Err(_) => false,
+        }
+    }
+}
+
 #[derive(Debug, Deserialize)]
 struct ChatResponse {
     choices: Vec<Choice>,
@@ -191,6 +223,25 @@ struct Choice {
     message: Option<ChoiceMessage>,
     #[serde(default)]
     finish_reason: Option<String>,
+    #[serde(default)]
+    logprobs: Option<ChoiceLogprobs>,
+}
+
+/// `choices[].logprobs` of a request with `"logprobs": true`.
+#[derive(Debug, Deserialize)]
+struct ChoiceLogprobs {
+    #[serde(default)]
+    content: Option<Vec<TokenLogprob>>,
+}
+
+#[derive(Debug, Deserialize)]
+struct TokenLogprob {
+    logprob: f64,
+}
+
+fn choice_confidence(choice: &Choice) -> Option<super::Confidence> {
+    let tokens = choice.logprobs.as_ref()?.content.as_ref()?;
+    super::Confidence::from_logprobs(tokens.iter().map(|token| token.logprob))
 }
 
 #[derive(Debug, Deserialize)]
@@ -266,6 +317,7 @@ fn parse_response(
             Some(super::Alternative {
                 text: choice_text(other, prefill)?,
                 truncated: other.finish_reason.as_deref() == Some("length"),
+                confidence: choice_confidence(other),
             })
         })
         .collect();
@@ -290,6 +342,7 @@ fn parse_response(
         tokens_estimated: estimated,
         attempts,
         alternatives,
+        confidence: choice_confidence(choice),
     })
 }
 
@@ -312,6 +365,14 @@ impl Provider for OpenAiProvider {
 
     fn count_tokens<'a>(&'a self, text: &'a str) -> BoxFuture<'a, Option<u64>> {
         Box::pin(self.tokenize(text))
+    }
+
+    fn restore_prefix<'a>(&'a self, slot: u32, name: &'a str) -> BoxFuture<'a, bool> {
+        Box::pin(self.slot_action(slot, "restore", name))
+    }
+
+    fn save_prefix<'a>(&'a self, slot: u32, name: &'a str) -> BoxFuture<'a, bool> {
+        Box::pin(self.slot_action(slot, "save", name))
     }
 
     fn complete<'a>(

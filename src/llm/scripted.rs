@@ -21,7 +21,9 @@
 //! - Optional: `input_tokens`, `output_tokens` (else estimated from the text, about four
 //!   characters a token), `delay_ms` (wait before replying), `truncated`, and
 //!   `alternatives` (more replies, returned as the other candidates of a request for
-//!   several, as many as it asks for).
+//!   several, as many as it asks for), `confidence` (the first reply's
+//!   `{"mean_logprob", "min_logprob", "tokens"}`, as a server giving log-probabilities
+//!   reports it).
 //! - Blank lines and lines starting with `#` are ignored.
 //!
 //! Replies for the same (question, purpose) are used in file order, each once; asking
@@ -70,6 +72,10 @@ struct ScriptLine {
     /// More sampled replies, for a request that asks for several candidates.
     #[serde(default)]
     alternatives: Vec<Value>,
+    /// The first reply's confidence, as a server that gives token log-probabilities
+    /// would report it.
+    #[serde(default)]
+    confidence: Option<super::Confidence>,
 }
 
 /// A failure the script asks for.
@@ -139,6 +145,7 @@ enum ScriptedOutcome {
         output_tokens: Option<u64>,
         truncated: bool,
         alternatives: Vec<String>,
+        confidence: Option<super::Confidence>,
     },
     Failure(ScriptedError),
 }
@@ -203,6 +210,7 @@ impl ScriptedProvider {
                     output_tokens: parsed.output_tokens,
                     truncated: parsed.truncated,
                     alternatives: parsed.alternatives.into_iter().map(reply_text).collect(),
+                    confidence: parsed.confidence,
                 },
             };
             replies
@@ -260,6 +268,7 @@ impl ScriptedProvider {
                 output_tokens,
                 truncated,
                 alternatives,
+                confidence,
             } => {
                 let prompt: String = request
                     .messages
@@ -283,8 +292,10 @@ impl ScriptedProvider {
                         .map(|text| super::Alternative {
                             text,
                             truncated: false,
+                            confidence: None,
                         })
                         .collect(),
+                    confidence,
                 })
             }
         }

@@ -61,6 +61,7 @@ impl Provider for FixedProvider {
                 model: "claude-sonnet-4-5-20250929".into(),
                 attempts: 1,
                 alternatives: Vec::new(),
+                confidence: None,
             })
         })
     }
