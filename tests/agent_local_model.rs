@@ -104,3 +104,76 @@ fn eight_demo_questions_end_in_a_decision_with_nothing_unsafe_run() {
         assert_eq!(before, file_hash(&path), "the database file changed");
     });
 }
+
+/// A database whose schema no earlier run has seen: a table named for this run, so its
+/// prompt prefix has no saved copy yet.
+fn fresh_database(dir: &std::path::Path) -> std::path::PathBuf {
+    let path = dir.join("fresh.sqlite");
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_nanos())
+        .unwrap_or(0);
+    let connection = rusqlite::Connection::open(&path).expect("scratch database");
+    connection
+        .execute_batch(&format!(
+            "CREATE TABLE shipments_{stamp} (id INTEGER PRIMARY KEY, port TEXT, tons REAL);
+             INSERT INTO shipments_{stamp} VALUES (1, 'Kochi', 12.5), (2, 'Chennai', 40.0);"
+        ))
+        .expect("scratch rows");
+    path
+}
+
+#[test]
+fn a_schema_read_once_is_restored_at_the_next_start_instead_of_read_again() {
+    let test = "a_schema_read_once_is_restored_at_the_next_start_instead_of_read_again";
+    let Some((variables, _stop)) = support::local_model(test) else {
+        return;
+    };
+    askdb::llm::install_tls_provider();
+    let config = ProviderConfig::from_lookup(|name| variables.get(name).cloned()).expect("config");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = fresh_database(dir.path());
+        let open = || async {
+            let gate = askdb::database::open_gate(
+                &askdb::database::DatabaseUrl::Sqlite(path.clone()),
+                GateOptions::default(),
+            )
+            .await
+            .expect("gate");
+            let client = ModelClient::from_config(&config).expect("client");
+            Agent::new(gate, client).await.expect("agent")
+        };
+        let first = open().await;
+        assert_eq!(
+            first
+                .warm_up()
+                .await
+                .expect("the first start reads the schema"),
+            Some(askdb::llm::Warmed::Read { saved: true }),
+            "a schema never seen is read, and the server keeps a copy"
+        );
+        drop(first);
+        // The next start over the same database: the copy is restored, nothing is read.
+        let second = open().await;
+        assert_eq!(
+            second
+                .warm_up()
+                .await
+                .expect("the second start restores it"),
+            Some(askdb::llm::Warmed::Restored)
+        );
+        let result = second
+            .ask("How many tons were shipped in all?", &AskOptions::default())
+            .await
+            .expect("a decision");
+        assert!(
+            matches!(result.decision, Decision::Answer | Decision::GiveUp),
+            "{result:?}"
+        );
+    });
+}

@@ -49,7 +49,7 @@ use crate::gate::{
 };
 use crate::linking::cards::{schema_block, TableCard};
 use crate::linking::{SchemaIndex, SelectOptions, Selection};
-use crate::llm::{CallLog, LlmError, ModelClient, ModelReply, ModelRequest};
+use crate::llm::{CallLog, Confidence, LlmError, ModelClient, ModelReply, ModelRequest, Warmed};
 use answer::ChartSpec;
 use events::{AgentEvent, ChosenTable, NoObserver, Observer};
 use failure::{Failure, FailureKind, NextStep, Progress};
@@ -252,6 +252,17 @@ pub struct Plan {
     pub prompt_tokens: usize,
 }
 
+/// The requests of a question's first round ([`Agent::first_round_requests`]).
+#[derive(Debug, Clone)]
+pub struct FirstRound {
+    /// The one reply at temperature 0.
+    pub greedy: ModelRequest,
+    /// The strategy's candidates at its temperature.
+    pub sampled: ModelRequest,
+    /// The plain reference prompt.
+    pub plain: ModelRequest,
+}
+
 /// How a generation round asks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Round {
@@ -305,9 +316,13 @@ struct State<'o> {
     suspect: Option<(QueryResult, Vec<plausibility::Finding>)>,
     /// The warnings the answer is shown with.
     warnings: Vec<plausibility::Finding>,
-    /// An answer the round kept while it sampled a second opinion (an empty result under
-    /// doubt): it votes with the samples.
+    /// An answer the round kept while it sampled a second opinion (an empty result or a
+    /// hesitant reply under doubt): it votes with the samples.
     kept: Option<QueryResult>,
+    /// The confidence of the question's first greedy reply, when it was asked for.
+    first_confidence: Option<Confidence>,
+    /// The first reply's confidence has been judged (it is judged once).
+    confidence_judged: bool,
     first_attempt_ok: Option<bool>,
     first_sql: Option<String>,
     trace: Vec<TraceStep>,
@@ -439,6 +454,8 @@ impl Agent {
             suspect: None,
             warnings: Vec::new(),
             kept: None,
+            first_confidence: None,
+            confidence_judged: false,
             first_attempt_ok: None,
             first_sql: None,
             trace: Vec::new(),
@@ -462,17 +479,83 @@ impl Agent {
         system_prompt_for(&self.gate, &self.cards, &self.strategy, selection)
     }
 
-    /// Sends the database's stable prompt prefix once with a one-token reply, so a
-    /// model server with a prompt cache (llama.cpp) has read the schema before the
-    /// first question. Only for the whole schema: a linked prompt differs per question.
-    pub async fn warm_up(&self) -> Result<(), AgentError> {
+    /// Reads the database's stable prompt prefix into the model server's prompt cache
+    /// (llama.cpp) before the first question: restored from the copy the server saved at
+    /// an earlier start, or sent once with a one-token reply and saved. Only for the
+    /// whole schema: a linked prompt differs per question (None then).
+    pub async fn warm_up(&self) -> Result<Option<Warmed>, AgentError> {
         let selection = self.index.select("warm-up", &SelectOptions::default());
         if selection.mode != crate::linking::SelectionMode::Whole {
-            return Ok(());
+            return Ok(None);
         }
         let request = prompts::warm_up_request(&self.strategy, self.system_prompt_for(&selection));
-        self.client.call(&request, &CallLog::default()).await?;
-        Ok(())
+        Ok(Some(
+            self.client
+                .warm_prefix(&request, &CallLog::default())
+                .await?,
+        ))
+    }
+
+    /// Puts the prefix [`Agent::warm_up`] (or, with `plain`, [`Agent::warm_up_plain`])
+    /// read back into the model server's cache from its saved copy; false when there is
+    /// none (a linked schema has no prefix of its own). For evaluations, which ask
+    /// several prompts of one database in turn.
+    pub async fn restore_prefix(&self, plain: bool) -> bool {
+        let request = if plain {
+            self.plain_warm_up_request()
+        } else {
+            let selection = self.index.select("warm-up", &SelectOptions::default());
+            if selection.mode != crate::linking::SelectionMode::Whole {
+                return false;
+            }
+            prompts::warm_up_request(&self.strategy, self.system_prompt_for(&selection))
+        };
+        self.client.restore_prefix(&request).await
+    }
+
+    fn plain_warm_up_request(&self) -> ModelRequest {
+        prompts::plain_request(
+            self.gate.dialect(),
+            &self.plain_schema,
+            "How many tables are there?",
+        )
+        .with_max_tokens(1)
+    }
+
+    /// The same for the plain reference prompt's prefix (every table with three sample
+    /// rows), so an evaluation treats the reference prompt as it treats the agent's.
+    pub async fn warm_up_plain(&self) -> Result<Warmed, AgentError> {
+        let request = self.plain_warm_up_request();
+        Ok(self
+            .client
+            .warm_prefix(&request, &CallLog::default())
+            .await?)
+    }
+
+    /// The requests of a question's first round as the agent would send them (its rules
+    /// and schema selection applied), each asking for its replies' confidence, and the
+    /// plain reference prompt's request: what `askdb eval pool` asks to measure how
+    /// candidates should be chosen. None for a question the rules end before any call.
+    pub fn first_round_requests(&self, question: &str) -> Result<Option<FirstRound>, AgentError> {
+        let question = Self::validate(question)?;
+        let mut state = self.new_state(question, Mode::Agent, &NoObserver);
+        if !matches!(self.rules(&mut state), Node::SelectSchema) {
+            return Ok(None);
+        }
+        self.select_schema(&mut state, &AskOptions::default());
+        let plain_state = self.new_state(state.question.clone(), Mode::Plain, &NoObserver);
+        let (Some(greedy), Some(sampled), Some(plain)) = (
+            self.request(&state, Round::Greedy),
+            self.request(&state, Round::Sampled),
+            self.request(&plain_state, Round::Greedy),
+        ) else {
+            return Ok(None);
+        };
+        Ok(Some(FirstRound {
+            greedy: greedy.with_logprobs(),
+            sampled: sampled.with_logprobs(),
+            plain: plain.with_logprobs(),
+        }))
     }
 
     /// Answers one question.
@@ -662,9 +745,10 @@ impl Agent {
         Node::Generate(first)
     }
 
-    /// How a repair round asks: sampled when the strategy samples at all.
+    /// How a repair round asks: sampled when the strategy samples at all and does not
+    /// ask for greedy repairs.
     fn repair_round(&self) -> Round {
-        if self.strategy.samples() {
+        if self.strategy.samples() && !self.strategy.greedy_repairs {
             Round::Sampled
         } else {
             Round::Greedy
@@ -688,6 +772,7 @@ impl Agent {
             &state.repairs,
         );
         Some(match round {
+            Round::Greedy if self.strategy.confidence_floor.is_some() => request.with_logprobs(),
             Round::Greedy => request,
             Round::Sampled => request
                 .with_candidates(self.strategy.candidates)
@@ -746,6 +831,9 @@ impl Agent {
             return Ok(Node::SelectSchema);
         };
         let reply = self.call(state, &request, log).await?;
+        if state.attempts == 0 && round == Round::Greedy {
+            state.first_confidence = reply.confidence;
+        }
         state.attempts += 1;
         let replies: Vec<(String, bool)> = std::iter::once((reply.text.clone(), reply.truncated))
             .chain(
@@ -1006,6 +1094,16 @@ impl Agent {
                 return self.suspect(state, result, findings);
             }
         }
+        if !empty && self.hesitant(state) {
+            // Rows, but the model hesitated while writing them: one sampled second look,
+            // in which this answer votes too.
+            state.note(
+                "inspect",
+                "the reply's least likely token is under the confidence floor; sampling a second look",
+            );
+            state.kept = Some(result);
+            return Node::Generate(Round::Sampled);
+        }
         if !empty || state.mode.is_single_attempt() || state.diagnostic_used {
             state.note(
                 "inspect",
@@ -1065,6 +1163,23 @@ impl Agent {
         }
     }
 
+    /// Whether the first greedy reply, judged once, was written with a token less likely
+    /// than the strategy's confidence floor, with an attempt left to sample a second look.
+    fn hesitant(&self, state: &mut State<'_>) -> bool {
+        // Only the result of the question's first round, a greedy one, is judged.
+        if state.confidence_judged || state.mode.is_single_attempt() || state.attempts != 1 {
+            return false;
+        }
+        state.confidence_judged = true;
+        let doubting = self.strategy.samples()
+            && self.strategy.sample_when == SampleWhen::Doubt
+            && state.attempts < MAX_ATTEMPTS;
+        match (self.strategy.confidence_floor, state.first_confidence) {
+            (Some(floor), Some(confidence)) => doubting && confidence.min_logprob < floor,
+            _ => false,
+        }
+    }
+
     /// Rows that fail a rule check: a `suspect` failure naming each fact, with the
     /// periods the notes give the tables as schema facts.
     fn suspect(
@@ -1106,17 +1221,30 @@ impl Agent {
     fn repair_facts(&self, state: &mut State, failure: &Failure) -> Option<String> {
         match failure.kind {
             FailureKind::Database(ErrorType::UnknownColumn) => {
-                let column = repair::unknown_column(&failure.message)?;
-                let fact =
-                    repair::column_fact(&column, &failure.sql, self.gate.dialect(), &self.index);
-                for table in fact.owner_tables() {
-                    state.forced_tables.insert(table.to_string());
+                // Every column the error names gets its facts, so one repair can mend
+                // them all instead of meeting them one attempt at a time.
+                let mut texts = Vec::new();
+                let mut absent_here = false;
+                for column in repair::unknown_columns(&failure.message) {
+                    let fact = repair::column_fact(
+                        &column,
+                        &failure.sql,
+                        self.gate.dialect(),
+                        &self.index,
+                    );
+                    for table in fact.owner_tables() {
+                        state.forced_tables.insert(table.to_string());
+                    }
+                    // Absent columns are counted per failure (the decline rule counts
+                    // failures that invent columns), so only the first is recorded.
+                    if fact.is_absent() && !absent_here {
+                        absent_here = true;
+                        state.absent_columns.push(column.column.clone());
+                        state.widen += 2;
+                    }
+                    texts.push(prompts::column_fact_text(&fact));
                 }
-                if fact.is_absent() {
-                    state.absent_columns.push(column.column.clone());
-                    state.widen += 2;
-                }
-                Some(prompts::column_fact_text(&fact))
+                (!texts.is_empty()).then(|| texts.join("\n"))
             }
             FailureKind::Database(ErrorType::UnknownTable) => {
                 state.widen += 3;
@@ -1454,7 +1582,16 @@ fn system_prompt_for(
         gate.dialect().as_str(),
         strategy.cards == CardFormat::Rows,
     );
-    prompts::system_prompt(gate.dialect(), strategy, &block)
+    let holds_dates = chosen_cards.iter().any(|card| {
+        let columns = gate
+            .schema()
+            .iter()
+            .find(|table| table.name == card.table)
+            .map(|table| table.columns.as_slice())
+            .unwrap_or_default();
+        card.holds_dates(columns)
+    });
+    prompts::system_prompt(gate.dialect(), strategy, &block, holds_dates)
 }
 
 /// What the agent would do with a question, before any model call: the rules' decision,

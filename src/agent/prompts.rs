@@ -67,16 +67,45 @@ fn dialect_rules(dialect: SqlDialect) -> &'static str {
     }
 }
 
+/// The dialect paragraph fitted to the tables (`hints=fit`): date functions only where
+/// the tables hold dates, and a year stored on its own compared as the number it is.
+fn fitted_dialect_rules(dialect: SqlDialect, holds_dates: bool) -> String {
+    let year = "A column that holds only a year (2013) is compared with the year itself.";
+    match (dialect, holds_dates) {
+        (_, true) => format!("{} {year}", dialect_rules(dialect)),
+        (SqlDialect::Sqlite, false) => {
+            format!("SQLite: there is no ILIKE; booleans are 0/1. {year}")
+        }
+        (SqlDialect::Postgres, false) => {
+            format!("PostgreSQL: ILIKE matches text regardless of case; ROUND(x::numeric, 2) for money. {year}")
+        }
+    }
+}
+
 const ALIAS_RULE: &str =
     "Give every table an alias and qualify every column with it (for example b.status).";
 
-/// The stable system prompt: instructions, then the schema block.
-pub fn system_prompt(dialect: SqlDialect, strategy: &Strategy, schema_block: &str) -> String {
-    let alias = if strategy.alias_rule {
+const GROUP_COLUMNS_RULE: &str =
+    "When the question asks for a value for each group, select the group's column too.";
+
+/// The stable system prompt: instructions, then the schema block. `holds_dates`: some
+/// table of the block has a date or time column (what `hints=fit` fits the dialect
+/// paragraph to).
+pub fn system_prompt(
+    dialect: SqlDialect,
+    strategy: &Strategy,
+    schema_block: &str,
+    holds_dates: bool,
+) -> String {
+    let mut alias = if strategy.alias_rule {
         format!(" {ALIAS_RULE}")
     } else {
         String::new()
     };
+    if strategy.group_columns {
+        alias.push(' ');
+        alias.push_str(GROUP_COLUMNS_RULE);
+    }
     match strategy.reply {
         ReplyFormat::Sql => {
             let marker = if strategy.decline_marker {
@@ -89,8 +118,12 @@ pub fn system_prompt(dialect: SqlDialect, strategy: &Strategy, schema_block: &st
                 String::new()
             };
             let (joins, rules) = match strategy.hints {
-                Hints::Full => ("join on the keys shown", dialect_rules(dialect)),
-                Hints::Lean => ("join only the tables the question needs", ""),
+                Hints::Full => ("join on the keys shown", dialect_rules(dialect).to_string()),
+                Hints::Lean => ("join only the tables the question needs", String::new()),
+                Hints::Fit => (
+                    "join on the keys shown",
+                    fitted_dialect_rules(dialect, holds_dates),
+                ),
             };
             format!(
                 "You write one read-only {dialect} SELECT that answers the question about the \
@@ -476,7 +509,7 @@ mod tests {
     #[test]
     fn the_system_prompt_leads_with_instructions_and_ends_with_the_schema() {
         let strategy = Strategy::default();
-        let prompt = system_prompt(SqlDialect::Sqlite, &strategy, "<schema>x</schema>");
+        let prompt = system_prompt(SqlDialect::Sqlite, &strategy, "<schema>x</schema>", true);
         assert!(prompt.starts_with("You write one read-only sqlite SELECT"));
         assert!(prompt.ends_with("<schema>x</schema>"));
         assert!(prompt.contains("strftime"));
@@ -484,17 +517,28 @@ mod tests {
             alias_rule: true,
             ..strategy
         };
-        assert!(system_prompt(SqlDialect::Sqlite, &with_alias, "").contains(ALIAS_RULE));
+        assert!(system_prompt(SqlDialect::Sqlite, &with_alias, "", true).contains(ALIAS_RULE));
         assert!(!prompt.contains(ALIAS_RULE));
-        let json = system_prompt(SqlDialect::Postgres, &Strategy::json_actions(), "s");
+        let json = system_prompt(SqlDialect::Postgres, &Strategy::json_actions(), "s", true);
         assert!(json.starts_with("You are askdb."));
         let lean = Strategy {
             hints: Hints::Lean,
             ..strategy
         };
-        let lean = system_prompt(SqlDialect::Sqlite, &lean, "");
+        let lean = system_prompt(SqlDialect::Sqlite, &lean, "", true);
         assert!(lean.contains("join only the tables the question needs"));
         assert!(!lean.contains("strftime") && !lean.contains("join on the keys shown"));
+        let fit = Strategy {
+            hints: Hints::Fit,
+            group_columns: true,
+            ..strategy
+        };
+        let dated = system_prompt(SqlDialect::Sqlite, &fit, "", true);
+        let undated = system_prompt(SqlDialect::Sqlite, &fit, "", false);
+        assert!(dated.contains("strftime") && dated.contains("holds only a year"));
+        assert!(!undated.contains("strftime") && undated.contains("holds only a year"));
+        assert!(undated.contains(GROUP_COLUMNS_RULE));
+        assert!(!prompt.contains(GROUP_COLUMNS_RULE));
     }
 
     #[test]

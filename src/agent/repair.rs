@@ -47,6 +47,18 @@ pub fn unknown_column(message: &str) -> Option<UnknownColumn> {
     Some(UnknownColumn { qualifier, column })
 }
 
+/// Every column an unknown-column error names: the guard names each column its
+/// relation lacks on a line of its own, a database names one.
+pub fn unknown_columns(message: &str) -> Vec<UnknownColumn> {
+    let mut columns: Vec<UnknownColumn> = Vec::new();
+    for column in message.lines().filter_map(unknown_column) {
+        if !columns.contains(&column) {
+            columns.push(column);
+        }
+    }
+    columns
+}
+
 /// The names each table goes by in a query, over every FROM clause of every scope:
 /// lower-cased alias (or the table's own name) -> (the alias as written, the table).
 pub fn aliases(sql: &str, dialect: SqlDialect) -> BTreeMap<String, (String, String)> {

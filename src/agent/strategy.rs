@@ -13,7 +13,10 @@
 //! | `n` | 1 to 8 | how many candidates one sampling call asks for |
 //! | `when` | `always`, `doubt` | sample candidates for every question, or only when the first (greedy) result is doubtful: an error, a refusal, no rows, only NULLs |
 //! | `t` | 0.0 to 1.5 | the temperature of the sampled candidates |
-//! | `hints` | `full`, `lean` | with `reply=sql`: the instruction to join on the keys shown and the dialect's date functions, or only "join just the tables the question needs" and no dialect paragraph |
+//! | `hints` | `full`, `lean`, `fit` | with `reply=sql`: the instruction to join on the keys shown and the dialect's date functions; or only "join just the tables the question needs" and no dialect paragraph; or the full instruction with the date functions only when the tables hold dates, and a year stored alone compared as a number |
+//! | `repair` | `sampled`, `greedy` | a repair after a failure asks for the strategy's `n` candidates at its temperature (they vote), or for one greedy reply; a reply identical to a failed one is always answered by sampled candidates |
+//! | `groups` | `on`, `off` | with `reply=sql`: the rule "when the question asks for a value for each group, select the group's column too" |
+//! | `conf` | `off`, -10.0 to 0.0 | with `when=doubt`: a greedy reply whose least likely token has a log-probability below this is doubtful too (the model hesitated over a column, a table or a join), and its result votes with sampled candidates; needs a server that gives log-probabilities |
 
 use std::fmt;
 use std::str::FromStr;
@@ -77,6 +80,16 @@ pub struct Strategy {
     /// lean one.
     #[serde(default)]
     pub hints: Hints,
+    /// With `when=doubt`: the log-probability of a greedy reply's least likely token
+    /// under which its result is doubted (None: confidence is not asked for).
+    #[serde(default)]
+    pub confidence_floor: Option<f32>,
+    /// With `reply=sql`: ask for each group's column beside its value.
+    #[serde(default)]
+    pub group_columns: bool,
+    /// A repair asks for one greedy reply instead of sampled candidates.
+    #[serde(default)]
+    pub greedy_repairs: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -87,6 +100,9 @@ pub enum Hints {
     Full,
     /// "join only the tables the question needs", no dialect paragraph.
     Lean,
+    /// The full instruction; the date functions only when the tables hold dates, and a
+    /// year stored on its own compared as a number.
+    Fit,
 }
 
 impl Default for Strategy {
@@ -102,6 +118,9 @@ impl Default for Strategy {
             sample_when: SampleWhen::Doubt,
             temperature: 0.7,
             hints: Hints::Full,
+            confidence_floor: None,
+            group_columns: false,
+            greedy_repairs: false,
         }
     }
 }
@@ -125,7 +144,7 @@ impl Strategy {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("bad strategy {0:?}: use key=value pairs separated by commas (reply=sql|json, alias=on|off, marker=on|off, cards=notes|rows, schema=budget|linked, n=1..8, when=always|doubt, t=0..1.5, hints=full|lean)")]
+#[error("bad strategy {0:?}: use key=value pairs separated by commas (reply=sql|json, alias=on|off, marker=on|off, cards=notes|rows, schema=budget|linked, n=1..8, when=always|doubt, t=0..1.5, hints=full|lean|fit, groups=on|off, repair=sampled|greedy, conf=off|-10..0)")]
 pub struct StrategyError(pub String);
 
 impl FromStr for Strategy {
@@ -163,6 +182,21 @@ impl FromStr for Strategy {
                 ("when", "doubt") => strategy.sample_when = SampleWhen::Doubt,
                 ("hints", "full") => strategy.hints = Hints::Full,
                 ("hints", "lean") => strategy.hints = Hints::Lean,
+                ("hints", "fit") => strategy.hints = Hints::Fit,
+                ("repair", "sampled") => strategy.greedy_repairs = false,
+                ("repair", "greedy") => strategy.greedy_repairs = true,
+                ("groups", "on") => strategy.group_columns = true,
+                ("groups", "off") => strategy.group_columns = false,
+                ("conf", "off") => strategy.confidence_floor = None,
+                ("conf", floor) => {
+                    strategy.confidence_floor = Some(
+                        floor
+                            .parse::<f32>()
+                            .ok()
+                            .filter(|floor| (-10.0..=0.0).contains(floor))
+                            .ok_or_else(bad)?,
+                    )
+                }
                 ("n", n) => {
                     strategy.candidates = n
                         .parse::<u32>()
@@ -189,7 +223,7 @@ impl fmt::Display for Strategy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "reply={},alias={},marker={},cards={},schema={},n={},when={},t={},hints={}",
+            "reply={},alias={},marker={},cards={},schema={},n={},when={},t={},hints={}{}{}{}",
             match self.reply {
                 ReplyFormat::Sql => "sql",
                 ReplyFormat::Json => "json",
@@ -213,7 +247,18 @@ impl fmt::Display for Strategy {
             match self.hints {
                 Hints::Full => "full",
                 Hints::Lean => "lean",
-            }
+                Hints::Fit => "fit",
+            },
+            if self.group_columns { ",groups=on" } else { "" },
+            if self.greedy_repairs {
+                ",repair=greedy"
+            } else {
+                ""
+            },
+            // Written only when set, so strategies recorded before the knob read the same.
+            self.confidence_floor
+                .map(|floor| format!(",conf={floor}"))
+                .unwrap_or_default()
         )
     }
 }
@@ -225,10 +270,19 @@ mod tests {
     #[test]
     fn a_strategy_reads_back_what_it_writes_and_refuses_unknown_knobs() {
         let strategy: Strategy =
-            "reply=json,alias=on,marker=off,cards=rows,schema=linked,n=3,when=always,t=0.5,hints=lean"
+            "reply=json,alias=on,marker=off,cards=rows,schema=linked,n=3,when=always,t=0.5,hints=lean,conf=-1.5"
                 .parse()
                 .expect("parses");
         assert_eq!(strategy.to_string().parse::<Strategy>(), Ok(strategy));
+        let fitted: Strategy = "hints=fit,groups=on,repair=greedy".parse().expect("parses");
+        assert_eq!((fitted.hints, fitted.group_columns), (Hints::Fit, true));
+        assert!(fitted.greedy_repairs);
+        assert_eq!(fitted.to_string().parse::<Strategy>(), Ok(fitted));
+        assert_eq!(strategy.confidence_floor, Some(-1.5));
+        assert_eq!(
+            "conf=off".parse::<Strategy>().map(|s| s.confidence_floor),
+            Ok(None)
+        );
         assert_eq!(strategy.candidates, 3);
         assert_eq!(strategy.hints, Hints::Lean);
         assert_eq!("".parse::<Strategy>(), Ok(Strategy::default()));
@@ -236,7 +290,16 @@ mod tests {
             "json-actions".parse::<Strategy>(),
             Ok(Strategy::json_actions())
         );
-        for bad in ["reply=xml", "n=0", "n=9", "t=3", "fast", "alias=maybe"] {
+        for bad in [
+            "reply=xml",
+            "n=0",
+            "n=9",
+            "t=3",
+            "fast",
+            "alias=maybe",
+            "conf=1",
+            "conf=x",
+        ] {
             assert!(bad.parse::<Strategy>().is_err(), "{bad}");
         }
     }

@@ -978,3 +978,189 @@ async fn baseline_shows_a_suspect_first_answer_with_warnings_and_no_repair() {
         .iter()
         .any(|warning| warning.check == plausibility::Check::TablePeriod));
 }
+
+async fn agent_with(path: &Path, script: &[String], strategy: &str) -> Agent {
+    let gate = crate::database::open_gate(
+        &crate::database::DatabaseUrl::Sqlite(path.to_path_buf()),
+        GateOptions::default(),
+    )
+    .await
+    .expect("demo opens");
+    let provider = ScriptedProvider::parse(&script.join("\n"), "scripted").expect("script parses");
+    let client = ModelClient::new(
+        Arc::new(provider),
+        &PriceTable::built_in().expect("prices"),
+        Arc::new(SpendLedger::in_memory(None)),
+        None,
+    )
+    .expect("client");
+    let strategy = strategy.parse().expect("strategy parses");
+    Agent::with_strategy(gate, client, strategy)
+        .await
+        .expect("agent builds")
+}
+
+fn greedy_with_confidence(question: &str, sql: &str, min_logprob: f32) -> String {
+    json!({
+        "question": question,
+        "purpose": "write_sql",
+        "reply": sql_reply(sql),
+        "confidence": {"mean_logprob": -0.1, "min_logprob": min_logprob, "tokens": 12},
+    })
+    .to_string()
+}
+
+#[tokio::test]
+async fn a_hesitant_first_reply_is_settled_by_a_vote_in_which_it_votes_too() {
+    let fixture = demo();
+    let q = "How many bills were paid?";
+    // Rows, not an empty look (which the empty-result diagnostic would take instead).
+    let greedy = "SELECT count(*) FROM bills";
+    let paid = "SELECT count(*) FROM bills WHERE status = 'PAID'";
+    let sampled = json!({
+        "question": q,
+        "purpose": "write_sql",
+        "reply": sql_reply(paid),
+        "alternatives": [
+            sql_reply("SELECT count(*) FROM bills WHERE status IN ('PAID')"),
+            sql_reply("SELECT count(bill_id) FROM bills WHERE status = 'PAID'"),
+        ],
+    })
+    .to_string();
+    let script = [greedy_with_confidence(q, greedy, -3.0), sampled];
+    let agent = agent_with(&fixture.path, &script, "n=3,conf=-1.5").await;
+    let (result, recorder) = ask_recorded(&agent, q).await;
+    assert_eq!(result.decision, Decision::Answer);
+    assert_eq!(result.attempts, 2, "the greedy round and one sampled look");
+    let vote = recorder
+        .events()
+        .into_iter()
+        .find_map(|event| match event {
+            events::AgentEvent::Vote {
+                agreeing, voters, ..
+            } => Some((agreeing, voters)),
+            _ => None,
+        })
+        .expect("a vote");
+    assert_eq!(
+        vote,
+        (3, 4),
+        "three sampled agree against the kept greedy answer"
+    );
+    assert_eq!(
+        result.sql.as_deref(),
+        Some(format!("{paid} LIMIT 200").as_str())
+    );
+    assert!(result.history.is_empty(), "a doubt is not a failure");
+}
+
+#[tokio::test]
+async fn a_confident_first_reply_is_answered_without_sampling() {
+    let fixture = demo();
+    let q = "How many bills were paid?";
+    let paid = "SELECT count(*) FROM bills WHERE status = 'PAID'";
+    let script = [greedy_with_confidence(q, paid, -0.4)];
+    let agent = agent_with(&fixture.path, &script, "n=3,conf=-1.5").await;
+    let (result, _) = ask_recorded(&agent, q).await;
+    assert_eq!(result.decision, Decision::Answer);
+    assert_eq!(
+        result.model_calls.len(),
+        1,
+        "no second look at a confident reply"
+    );
+    // The same hesitant reply without a floor: no second look either.
+    let hesitant = [greedy_with_confidence(q, paid, -5.0)];
+    let agent = agent_with(&fixture.path, &hesitant, "n=3").await;
+    let (result, _) = ask_recorded(&agent, q).await;
+    assert_eq!(
+        result.model_calls.len(),
+        1,
+        "confidence is judged only with conf set"
+    );
+}
+
+#[tokio::test]
+async fn one_repair_carries_the_facts_of_every_wrong_column_of_the_query() {
+    let fixture = demo();
+    let q = "Quantity sold per bill number and product";
+    let two_wrong = "SELECT T1.bill_no, T1.prod_id, SUM(T1.qty) FROM bill_items AS T2 \
+                     JOIN bills AS T1 ON T1.bill_id = T2.bill_id GROUP BY T1.bill_no, T1.prod_id";
+    let right = "SELECT T1.bill_no, T2.prod_id, SUM(T2.qty) FROM bill_items AS T2 \
+                 JOIN bills AS T1 ON T1.bill_id = T2.bill_id GROUP BY T1.bill_no, T2.prod_id";
+    let agent = agent(
+        &fixture.path,
+        &[
+            line(q, "write_sql", sql_reply(two_wrong)),
+            line(q, "repair_sql", sql_reply(right)),
+        ],
+    )
+    .await;
+    let (result, recorder) = ask_recorded(&agent, q).await;
+    assert_eq!(result.decision, Decision::Answer, "{:?}", result.history);
+    assert_eq!(result.attempts, 2, "both columns mended by one repair");
+    let repair = &repair_prompts(&recorder)[0];
+    for fact in [
+        "prod_id is a column of bill_items, which your query calls T2: write T2.prod_id",
+        "qty is a column of bill_items, which your query calls T2: write T2.qty",
+    ] {
+        assert!(repair.contains(fact), "{repair}");
+    }
+}
+
+#[tokio::test]
+async fn a_greedy_repair_strategy_asks_one_reply_per_repair() {
+    let fixture = demo();
+    let q = "How many bills were paid?";
+    let script = [
+        line(
+            q,
+            "write_sql",
+            sql_reply("SELECT count(*) FROM bills WHERE stat = 'PAID'"),
+        ),
+        line(
+            q,
+            "repair_sql",
+            sql_reply("SELECT count(*) FROM bills WHERE status = 'PAID'"),
+        ),
+    ];
+    let agent = agent_with(&fixture.path, &script, "n=3,repair=greedy").await;
+    let (result, recorder) = ask_recorded(&agent, q).await;
+    assert_eq!(result.decision, Decision::Answer);
+    let asked: Vec<u32> = recorder
+        .events()
+        .into_iter()
+        .filter_map(|event| match event {
+            events::AgentEvent::ModelCall { candidates, .. } => Some(candidates),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        asked,
+        vec![1, 1],
+        "a greedy first reply and a greedy repair"
+    );
+    // The default strategy samples its repairs.
+    let script = [
+        line(
+            q,
+            "write_sql",
+            sql_reply("SELECT count(*) FROM bills WHERE stat = 'PAID'"),
+        ),
+        line(
+            q,
+            "repair_sql",
+            sql_reply("SELECT count(*) FROM bills WHERE status = 'PAID'"),
+        ),
+    ];
+    let agent = agent_with(&fixture.path, &script, "n=3").await;
+    let (_, recorder) = ask_recorded(&agent, q).await;
+    let repaired_with = recorder.events().into_iter().find_map(|event| match event {
+        events::AgentEvent::ModelCall {
+            purpose,
+            candidates,
+            ..
+        } if purpose == "repair_sql" => Some(candidates),
+        _ => None,
+    });
+    assert_eq!(repaired_with, Some(3));
+}

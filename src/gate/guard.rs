@@ -403,9 +403,17 @@ fn check_query(query: &Query, policy: &GuardPolicy) -> Result<Vec<String>, Refus
         policy,
         names: &names,
         tables: BTreeSet::new(),
+        unknown_columns: Vec::new(),
     };
     if let ControlFlow::Break(refusal) = query.visit(&mut checker) {
         return Err(refusal);
+    }
+    if !checker.unknown_columns.is_empty() {
+        // One line per column, in the order the query names them.
+        return Err(Refusal::new(
+            RefusalReason::UnknownColumn,
+            checker.unknown_columns.join("\n"),
+        ));
     }
     Ok(checker.tables.into_iter().collect())
 }
@@ -776,6 +784,10 @@ struct TreeChecker<'a> {
     policy: &'a GuardPolicy,
     names: &'a DeclaredNames,
     tables: BTreeSet<String>,
+    /// Qualified columns their relation does not have, each said once: the walk goes on
+    /// past them so that one refusal names every one (a repair can fix them all at
+    /// once), while any other refusal still stops it where it is found.
+    unknown_columns: Vec<String>,
 }
 
 /// Functions that read files, sleep, signal other sessions, change settings or
@@ -1512,7 +1524,17 @@ impl Visitor for TreeChecker<'_> {
                     .and_then(|index| names.get(index))
                     .map(String::as_str);
                 let written: Vec<&str> = idents.iter().map(|ident| ident.value.as_str()).collect();
-                self.check_column(qualifier, column, &written.join("."))
+                match self.check_column(qualifier, column, &written.join(".")) {
+                    ControlFlow::Break(refusal)
+                        if refusal.reason == RefusalReason::UnknownColumn =>
+                    {
+                        if !self.unknown_columns.contains(&refusal.message) {
+                            self.unknown_columns.push(refusal.message);
+                        }
+                        ControlFlow::Continue(())
+                    }
+                    other => other,
+                }
             }
             Expr::QualifiedWildcard(qualifier, _) => self.check_qualified_wildcard(qualifier),
             Expr::BinaryOp {

@@ -76,6 +76,35 @@ impl TableCard {
     }
 }
 
+impl TableCard {
+    /// Whether the table has a date or time column: declared so (`DATE`, `TIMESTAMP`,
+    /// `datetime`...), or holding values written as ISO dates (`'2025-03-31'`), as
+    /// SQLite tables often do in TEXT columns.
+    pub fn holds_dates(&self, columns: &[crate::schema::ColumnSchema]) -> bool {
+        let declared = columns.iter().any(|column| {
+            let declared = column.data_type.to_lowercase();
+            declared.contains("date") || declared.contains("time")
+        });
+        declared
+            || self
+                .samples
+                .values()
+                .flatten()
+                .any(|value| looks_like_iso_date(value.trim_matches('\'')))
+    }
+}
+
+/// `YYYY-MM-DD` at the start of a value.
+fn looks_like_iso_date(value: &str) -> bool {
+    let bytes = value.as_bytes();
+    bytes.len() >= 10
+        && bytes[..4].iter().all(u8::is_ascii_digit)
+        && bytes[4] == b'-'
+        && bytes[5..7].iter().all(u8::is_ascii_digit)
+        && bytes[7] == b'-'
+        && bytes[8..10].iter().all(u8::is_ascii_digit)
+}
+
 fn sample_text(value: &JsonValue) -> Option<String> {
     match value {
         JsonValue::Null => None,
@@ -306,5 +335,39 @@ mod tests {
         assert!(block.trim_end().ends_with("</schema>"));
         assert!(block.contains("never an instruction"));
         assert!(block.contains("VOID"), "conventions are in the block");
+    }
+
+    #[test]
+    fn a_table_holds_dates_by_its_declared_types_or_its_iso_dated_values() {
+        let column = |name: &str, data_type: &str| crate::schema::ColumnSchema {
+            name: name.to_string(),
+            data_type: data_type.to_string(),
+            nullable: true,
+        };
+        let card = |samples: &[(&str, &[&str])]| {
+            TableCard::new(
+                "t",
+                "",
+                String::new(),
+                std::iter::empty(),
+                &[],
+                samples
+                    .iter()
+                    .map(|(column, values)| {
+                        (
+                            column.to_string(),
+                            values.iter().map(|value| value.to_string()).collect(),
+                        )
+                    })
+                    .collect(),
+            )
+        };
+        let years = card(&[("open_year", &["'2013'", "'2008'"])]);
+        assert!(!years.holds_dates(&[column("open_year", "TEXT")]));
+        assert!(years.holds_dates(&[column("opened", "DATE")]));
+        assert!(years.holds_dates(&[column("at", "timestamp with time zone")]));
+        let dated = card(&[("txn_dt", &["'2025-03-31'"]), ("n", &["3"])]);
+        assert!(dated.holds_dates(&[column("txn_dt", "TEXT")]));
+        assert!(!card(&[("code", &["'2025-3'", "'ab-cd-efgh'"])]).holds_dates(&[]));
     }
 }

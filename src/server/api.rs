@@ -139,7 +139,12 @@ pub async fn run_ask(
         .telemetry()
         .question(&prepared.question, prepared.options.mode.as_str());
     let all = Fanout([state.metrics(), &trace, observer]);
-    let asked = agent.ask_observed(&prepared.question, &prepared.options, &all);
+    let asked = async {
+        state.schema_read().await;
+        agent
+            .ask_observed(&prepared.question, &prepared.options, &all)
+            .await
+    };
     let mut result = match tokio::time::timeout(limit, asked).await {
         Ok(Ok(result)) => result,
         Ok(Err(error)) => {

@@ -51,7 +51,7 @@ use tower_http::catch_panic::CatchPanicLayer;
 
 use crate::agent::{Agent, AgentError};
 use crate::gate::Gate;
-use crate::llm::{LlmError, ModelClient, ProviderConfig};
+use crate::llm::{LlmError, ModelClient, ProviderConfig, Warmed};
 use crate::local_model::{LocalModel, LocalModelStatus, ReadyModel};
 use crate::querylog::QueryLog;
 use crate::telemetry::Telemetry;
@@ -92,6 +92,9 @@ struct Shared {
     telemetry: Telemetry,
     /// The last drift check ([`monitor::check_drift`]).
     drift: std::sync::Mutex<DriftStatus>,
+    /// Held while the model reads the schema at start ([`warm_up_in_background`]): a
+    /// question waits for it rather than reading the same prefix a second time at once.
+    warming: Arc<tokio::sync::Mutex<()>>,
 }
 
 /// Everything the handlers share. Cheap to clone.
@@ -151,6 +154,7 @@ impl AppState {
                 metrics: Metrics::default(),
                 telemetry,
                 drift: std::sync::Mutex::new(DriftStatus::default()),
+                warming: Arc::new(tokio::sync::Mutex::new(())),
             }),
         })
     }
@@ -544,19 +548,39 @@ fn warm_up_in_background(state: &AppState) {
     if agent.client().provider().is_metered() {
         return;
     }
+    // Taken before the task starts, so no question slips in ahead of it.
+    let Ok(warming) = state.shared.warming.clone().try_lock_owned() else {
+        return;
+    };
     let state = state.clone();
     tokio::spawn(async move {
         let started = std::time::Instant::now();
         if let Ok(agent) = state.agent() {
+            let seconds = || started.elapsed().as_secs_f64();
             match agent.warm_up().await {
-                Ok(()) => eprintln!(
-                    "askdb serve: the model has read the schema ({:.1} s)",
-                    started.elapsed().as_secs_f64()
+                Ok(Some(Warmed::Restored)) => eprintln!(
+                    "askdb serve: the model restored the schema it read at an earlier start ({:.1} s)",
+                    seconds()
                 ),
+                Ok(Some(Warmed::Read { saved })) => eprintln!(
+                    "askdb serve: the model has read the schema ({:.1} s){}",
+                    seconds(),
+                    if saved { "; it keeps a copy for the next start" } else { "" }
+                ),
+                Ok(None) => {}
                 Err(error) => eprintln!("askdb serve: warming the model failed: {error}"),
             }
         }
+        drop(warming);
     });
+}
+
+impl AppState {
+    /// Waits while the model reads the schema at start, so a question asked meanwhile
+    /// does not read it a second time at once (both would be slower).
+    pub(crate) async fn schema_read(&self) {
+        drop(self.shared.warming.lock().await);
+    }
 }
 
 /// Serves the application on a bound listener until `shutdown` completes; requests in

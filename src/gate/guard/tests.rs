@@ -735,3 +735,33 @@ fn qualified_columns_resolve_against_every_kind_of_relation() {
     accepted(PG, "SELECT g.n FROM generate_series(1, 3) AS g(n)");
     accepted(PG, "SELECT g FROM generate_series(1, 3) AS g");
 }
+
+#[test]
+fn every_wrong_qualified_column_is_named_in_one_refusal_and_other_refusals_still_stop_first() {
+    for dialect in [PG, LITE] {
+        let refusal = refused(
+            dialect,
+            "SELECT T1.emp_name, T2.bill_no, T1.bill_no FROM bills AS T1 \
+             JOIN customers AS T2 ON T1.cust_id = T2.cust_id WHERE T2.total_amt > 1",
+            RefusalReason::UnknownColumn,
+        );
+        let lines: Vec<&str> = refusal.message.lines().collect();
+        assert_eq!(lines.len(), 3, "{}", refusal.message);
+        assert!(lines[0].starts_with("column T1.emp_name does not exist: T1 is bills"));
+        assert!(lines[1].starts_with("column T2.bill_no does not exist: T2 is customers"));
+        assert!(lines[2].starts_with("column T2.total_amt does not exist"));
+        // A restricted column after a wrong one is refused for what it is.
+        refused(
+            dialect,
+            "SELECT T1.emp_name, T2.phone FROM bills AS T1 JOIN customers AS T2 ON T1.cust_id = T2.cust_id",
+            RefusalReason::RestrictedColumn,
+        );
+        // The same wrong column twice is named once.
+        let twice = refused(
+            dialect,
+            "SELECT b.emp_name FROM bills b WHERE b.emp_name IS NOT NULL",
+            RefusalReason::UnknownColumn,
+        );
+        assert_eq!(twice.message.lines().count(), 1, "{}", twice.message);
+    }
+}
