@@ -231,10 +231,51 @@ pub enum EvalCommand {
         /// Seed of the sample.
         #[arg(long, default_value_t = 7)]
         seed: u64,
+        /// Skip the first K questions of the seeded shuffle: `--sample 150 --seed 7
+        /// --sample-offset 150` is a second sample that shares no question with the first
+        /// (a tuning set beside a held-out one).
+        #[arg(long, default_value_t = 0, requires = "sample")]
+        sample_offset: usize,
         /// Resume an interrupted run folder.
         #[arg(long)]
         resume: Option<PathBuf>,
         /// Where run folders go.
+        #[arg(long, default_value = "evals/runs")]
+        runs_dir: PathBuf,
+    },
+    /// Every candidate of each question's first round (the agent's greedy reply, sampled
+    /// replies, the plain prompt's reply), run and graded, to measure how to choose among
+    /// them (`scripts/selection-figures.py POOL`).
+    #[command(
+        after_help = "Example:\n  askdb eval pool --set spider --sample 100 --seed 7 --sample-offset 150 -n 5"
+    )]
+    Pool {
+        #[arg(long, value_enum)]
+        set: SetName,
+        /// The agent's strategy over the defaults (its prompt).
+        #[arg(long, default_value = "")]
+        strategy: String,
+        /// Sampled replies per question.
+        #[arg(short = 'n', long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=8))]
+        candidates: u32,
+        /// Temperature of the sampled replies.
+        #[arg(long, default_value_t = 0.7)]
+        temperature: f32,
+        /// Another strategy whose greedy reply joins the pool (repeatable), e.g.
+        /// `--variant hints=fit`.
+        #[arg(long = "variant")]
+        variants: Vec<String>,
+        #[arg(long)]
+        limit: Option<usize>,
+        #[arg(long)]
+        sample: Option<usize>,
+        #[arg(long, default_value_t = 7)]
+        seed: u64,
+        #[arg(long, default_value_t = 0, requires = "sample")]
+        sample_offset: usize,
+        /// Resume an interrupted pool folder.
+        #[arg(long)]
+        resume: Option<PathBuf>,
         #[arg(long, default_value = "evals/runs")]
         runs_dir: PathBuf,
     },

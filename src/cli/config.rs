@@ -65,8 +65,7 @@ impl Settings {
         mode: ModeChoice,
         strategy: &str,
         limit: Option<usize>,
-        sample: Option<usize>,
-        seed: u64,
+        sampling: runner::Sampling,
     ) -> Result<RunSettings, CliError> {
         let modes = modes_of(mode);
         let set = match (set, questions) {
@@ -84,8 +83,9 @@ impl Settings {
             shared_first_reply: modes.contains(&Mode::Agent) && modes.contains(&Mode::Baseline),
             modes,
             limit,
-            sample,
-            seed,
+            sample: sampling.size,
+            seed: sampling.seed,
+            sample_offset: sampling.offset,
             db: self.database_named.then(|| self.url.as_argument()),
             row_cap: runner::EVAL_ROW_CAP,
             budget_tokens: crate::linking::DEFAULT_BUDGET_TOKENS,

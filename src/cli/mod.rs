@@ -523,11 +523,17 @@ async fn eval(settings: &Settings, command: EvalCommand) -> Result<Output, CliEr
             limit,
             sample,
             seed,
+            sample_offset,
             resume,
             runs_dir,
         } => {
+            let sampling = runner::Sampling {
+                size: sample,
+                seed,
+                offset: sample_offset,
+            };
             let run_settings =
-                settings.run_settings(set, questions, mode, &strategy, limit, sample, seed)?;
+                settings.run_settings(set, questions, mode, &strategy, limit, sampling)?;
             let client = ModelClient::from_config(&ProviderConfig::from_env()?)?;
             // Traces where OTEL_EXPORTER_OTLP_ENDPOINT says, each with its verdict; the
             // last ones are sent before the command returns.
@@ -543,6 +549,48 @@ async fn eval(settings: &Settings, command: EvalCommand) -> Result<Output, CliEr
                 run.display()
             );
             Output::new(&summary, text, Exit::Success)
+        }
+        EvalCommand::Pool {
+            set,
+            strategy,
+            candidates,
+            temperature,
+            variants,
+            limit,
+            sample,
+            seed,
+            sample_offset,
+            resume,
+            runs_dir,
+        } => {
+            let variants = variants
+                .iter()
+                .map(|text| config::parse_strategy(text).map(|strategy| strategy.to_string()))
+                .collect::<Result<Vec<_>, _>>()?;
+            let pool_settings = crate::eval::pool::PoolSettings {
+                set: set.as_str().to_string(),
+                sample,
+                seed,
+                sample_offset,
+                limit,
+                strategy: config::parse_strategy(&strategy)?.to_string(),
+                candidates,
+                temperature,
+                variants,
+            };
+            let client = ModelClient::from_config(&ProviderConfig::from_env()?)?;
+            let dir = crate::eval::pool::run_pool(pool_settings, client, &runs_dir, resume).await?;
+            let records = crate::eval::pool::read_pool(&dir)?;
+            let text = format!(
+                "{} question(s) pooled\npool folder: {}\n",
+                records.len(),
+                dir.display()
+            );
+            Output::new(
+                &serde_json::json!({"pool": dir, "questions": records.len()}),
+                text,
+                Exit::Success,
+            )
         }
         EvalCommand::Regrade { run } => {
             let summary = runner::regrade(&run).await?;

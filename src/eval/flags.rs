@@ -159,7 +159,7 @@ pub async fn gold_flags(
     limit: Option<usize>,
 ) -> Result<GoldFlags, crate::eval::runner::EvalError> {
     use crate::eval::runner::{load_set, open_eval_gate, EVAL_ROW_CAP};
-    let items = load_set(set, None, None, 0, limit)?;
+    let items = load_set(set, None, super::runner::Sampling::all(), limit)?;
     let mut gates: BTreeMap<String, crate::gate::Gate> = BTreeMap::new();
     let mut report = GoldFlags {
         set: set.to_string(),

@@ -6,5 +6,6 @@ pub mod gate;
 pub mod golden;
 pub mod guard_check;
 pub mod metrics;
+pub mod pool;
 pub mod results;
 pub mod runner;

@@ -88,6 +88,9 @@ pub struct RunSettings {
     pub limit: Option<usize>,
     pub sample: Option<usize>,
     pub seed: u64,
+    /// Questions of the seeded shuffle skipped before the sample is taken.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub sample_offset: usize,
     pub db: Option<String>,
     pub row_cap: u64,
     pub budget_tokens: usize,
@@ -215,6 +218,37 @@ pub struct RunSummary {
     /// wrongly flagged ([`crate::eval::flags`]); empty for runs made before the checks.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub flags: BTreeMap<String, crate::eval::flags::FlagFigures>,
+    /// The prompt prefixes read into the model server's cache before each database's
+    /// first question (not part of any question's latency); None for runs made before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warm_ups: Option<WarmUpFigures>,
+}
+
+/// The warm-ups of a run, in sum.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WarmUpFigures {
+    pub prefixes: usize,
+    /// Restored from the model server's saved copies instead of read.
+    #[serde(default)]
+    pub restored: usize,
+    pub failed: usize,
+    pub total_ms: u64,
+    pub longest_ms: u64,
+}
+
+impl WarmUpFigures {
+    fn of(warm_ups: &[WarmUp]) -> Option<WarmUpFigures> {
+        (!warm_ups.is_empty()).then(|| WarmUpFigures {
+            prefixes: warm_ups.len(),
+            restored: warm_ups
+                .iter()
+                .filter(|warm| warm.how == "restored")
+                .count(),
+            failed: warm_ups.iter().filter(|warm| warm.error.is_some()).count(),
+            total_ms: warm_ups.iter().map(|warm| warm.ms).sum(),
+            longest_ms: warm_ups.iter().map(|warm| warm.ms).max().unwrap_or(0),
+        })
+    }
 }
 
 fn expected_of(expect: Expect) -> Expected {
@@ -233,13 +267,32 @@ fn dialect_of(db: &DatabaseUrl) -> SqlDialect {
     }
 }
 
+fn is_zero(value: &usize) -> bool {
+    *value == 0
+}
+
+/// Which questions of a set a run asks: all (`size` None), or `size` of them from a
+/// shuffle seeded with `seed`, after skipping the shuffle's first `offset`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Sampling {
+    pub size: Option<usize>,
+    pub seed: u64,
+    pub offset: usize,
+}
+
+impl Sampling {
+    /// Every question of the set.
+    pub fn all() -> Sampling {
+        Sampling::default()
+    }
+}
+
 /// Loads a set's questions. `db` overrides the database of the demo and Chinook sets
 /// (a PostgreSQL URL switches their gold to the PostgreSQL dialect).
 pub fn load_set(
     set: &str,
     db: Option<&DatabaseUrl>,
-    sample: Option<usize>,
-    seed: u64,
+    sampling: Sampling,
     limit: Option<usize>,
 ) -> Result<Vec<EvalItem>, EvalError> {
     let data_dir =
@@ -338,8 +391,8 @@ pub fn load_set(
             None => return Err(EvalError::UnknownSet(other.to_string())),
         },
     };
-    if let Some(size) = sample {
-        items = seeded_sample(items, size, seed);
+    if let Some(size) = sampling.size {
+        items = seeded_sample(items, size, sampling.seed, sampling.offset);
     }
     if let Some(limit) = limit {
         items.truncate(limit);
@@ -348,15 +401,17 @@ pub fn load_set(
 }
 
 /// A fixed random sample: a seeded shuffle (our own generator, stable across versions),
-/// then the chosen items back in database order so prompt prefixes are reused.
-pub fn seeded_sample(items: Vec<EvalItem>, size: usize, seed: u64) -> Vec<EvalItem> {
+/// its first `offset` items skipped and the next `size` taken, then the chosen items
+/// back in database order so prompt prefixes are reused. Samples of one seed at
+/// offsets that do not overlap share no question.
+pub fn seeded_sample(items: Vec<EvalItem>, size: usize, seed: u64, offset: usize) -> Vec<EvalItem> {
     let mut random = crate::rng::SplitMix64::new(seed);
     let mut indices: Vec<usize> = (0..items.len()).collect();
     for index in (1..indices.len()).rev() {
         let other = random.index(index + 1);
         indices.swap(index, other);
     }
-    let mut chosen: Vec<usize> = indices.into_iter().take(size).collect();
+    let mut chosen: Vec<usize> = indices.into_iter().skip(offset).take(size).collect();
     chosen.sort_by(|a, b| items[*a].db.cmp(&items[*b].db).then(a.cmp(b)));
     chosen
         .into_iter()
@@ -367,7 +422,7 @@ pub fn seeded_sample(items: Vec<EvalItem>, size: usize, seed: u64) -> Vec<EvalIt
 use crate::calendar::utc_now;
 
 /// Grades predicted rows against every gold alternative on the same gate.
-async fn grade_rows(
+pub(crate) async fn grade_rows(
     gate: &Gate,
     item: &EvalItem,
     predicted: &ResultSet,
@@ -543,7 +598,7 @@ fn error_record(
 
 /// Cuts a record that a crash left half-written off the end of the file, so records
 /// appended on resume start on a line of their own.
-fn drop_partial_last_line(path: &Path) -> Result<(), EvalError> {
+pub(crate) fn drop_partial_last_line(path: &Path) -> Result<(), EvalError> {
     let text = match std::fs::read_to_string(path) {
         Ok(text) => text,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
@@ -600,6 +655,81 @@ pub fn read_manifest(run: &Path) -> Result<Manifest, EvalError> {
         .map_err(|error| EvalError::Data(format!("{}: {error}", path.display())))
 }
 
+/// One warm-up of a prompt prefix, as `warm-ups.jsonl` of a run folder records it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WarmUp {
+    pub db: String,
+    /// `agent` (the agent's and the baseline's prefix) or `plain`.
+    pub prefix: String,
+    pub ms: u64,
+    /// `restored` (from the copy the server saved earlier), `read` or `read, saved`;
+    /// `linked` when the agent's prompt differs per question and nothing was read.
+    #[serde(default)]
+    pub how: String,
+    /// Why it failed, when it did (the questions still run, on a cold prefix).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Reads each prompt prefix a run's modes use into the model server's cache before the
+/// database's first question, as `askdb serve` does when it opens a database, so a
+/// question's latency is the wait of a user of a running server, not of the first one
+/// after a start. Each warm-up's time is recorded in `warm-ups.jsonl` and reported.
+async fn warm_up(agent: &Agent, db: &str, modes: &[Mode], run_dir: &Path) -> Result<(), EvalError> {
+    fn how(warmed: Option<crate::llm::Warmed>) -> String {
+        match warmed {
+            None => "linked",
+            Some(crate::llm::Warmed::Restored) => "restored",
+            Some(crate::llm::Warmed::Read { saved: true }) => "read, saved",
+            Some(crate::llm::Warmed::Read { saved: false }) => "read",
+        }
+        .to_string()
+    }
+    let mut warm_ups = Vec::new();
+    if modes.iter().any(|mode| *mode != Mode::Plain) {
+        let started = Instant::now();
+        let outcome = agent.warm_up().await.map(how);
+        warm_ups.push(("agent", started.elapsed(), outcome));
+    }
+    if modes.contains(&Mode::Plain) {
+        let started = Instant::now();
+        let outcome = agent.warm_up_plain().await.map(|warmed| how(Some(warmed)));
+        warm_ups.push(("plain", started.elapsed(), outcome));
+    }
+    let path = run_dir.join("warm-ups.jsonl");
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .map_err(|error| write_error(&path, error))?;
+    for (prefix, took, outcome) in warm_ups {
+        let (how, error) = match outcome {
+            Ok(how) => (how, None),
+            Err(error) => (String::new(), Some(error.to_string())),
+        };
+        let record = WarmUp {
+            db: db.to_string(),
+            prefix: prefix.to_string(),
+            ms: u64::try_from(took.as_millis()).unwrap_or(u64::MAX),
+            how,
+            error,
+        };
+        let line =
+            serde_json::to_string(&record).map_err(|error| EvalError::Data(error.to_string()))?;
+        writeln!(file, "{line}").map_err(|error| write_error(&path, error))?;
+    }
+    Ok(())
+}
+
+/// The warm-ups a run folder recorded (none for runs made before they were).
+pub fn read_warm_ups(run_dir: &Path) -> Vec<WarmUp> {
+    std::fs::read_to_string(run_dir.join("warm-ups.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect()
+}
+
 /// Progress on stderr: a bar, the count, the last question's outcome.
 fn progress(done: usize, total: usize, last: &str) {
     let width = 30;
@@ -640,8 +770,11 @@ pub async fn run(
     let items = load_set(
         &settings.set,
         db_override.as_ref(),
-        settings.sample,
-        settings.seed,
+        Sampling {
+            size: settings.sample,
+            seed: settings.seed,
+            offset: settings.sample_offset,
+        },
         settings.limit,
     )?;
     let run_dir = match resume {
@@ -688,6 +821,8 @@ pub async fn run(
     let mut agents: HashMap<String, Agent> = HashMap::new();
     let mut gold_caches: HashMap<String, HashMap<String, Option<ResultSet>>> = HashMap::new();
     let total = items.len() * settings.modes.len();
+    let several_prefixes = settings.modes.contains(&Mode::Plain)
+        && settings.modes.iter().any(|mode| *mode != Mode::Plain);
     let mut finished = done.len().min(total);
     let interrupted = tokio::signal::ctrl_c();
     tokio::pin!(interrupted);
@@ -713,6 +848,7 @@ pub async fn run(
                         db: item.db.clone(),
                         error: error.to_string(),
                     })?;
+                warm_up(&agent, &item.db, &settings.modes, &run_dir).await?;
                 agents.insert(item.db.clone(), agent);
             }
             let Some(agent) = agents.get(&item.db) else {
@@ -727,6 +863,14 @@ pub async fn run(
                     ..SelectOptions::default()
                 },
             };
+            // The agent's and the plain prompt asked in turn would push each other out of
+            // the model server's cache; each question's prefix is put back from the
+            // server's saved copy first (outside its latency), as a server answering one
+            // prompt keeps it cached. A baseline replaying the agent's reply asks nothing.
+            let replayed = *mode == Mode::Baseline && settings.shared_first_reply;
+            if several_prefixes && !replayed {
+                agent.restore_prefix(*mode == Mode::Plain).await;
+            }
             let started = Instant::now();
             let trace = telemetry.question(&item.question, mode.as_str());
             let outcome = tokio::select! {
@@ -802,7 +946,7 @@ pub async fn run(
     Ok(run_dir)
 }
 
-fn model_info(client: &ModelClient) -> ModelInfo {
+pub(crate) fn model_info(client: &ModelClient) -> ModelInfo {
     let provider = client.provider();
     ModelInfo {
         provider: provider.name().to_string(),
@@ -883,6 +1027,7 @@ pub fn summarize_records(
         paired_plain,
         agent_failures_by_type,
         flags: crate::eval::flags::figures(records),
+        warm_ups: WarmUpFigures::of(&read_warm_ups(run_dir)),
         database_hashes: manifest
             .database_hashes
             .iter()
@@ -968,9 +1113,32 @@ pub fn render_report(summary: &RunSummary) -> String {
         if summary.settings.explain { "on" } else { "off" },
         summary.settings.max_attempts,
         strategy_text(&summary.settings.strategy),
-        summary.settings.sample.map(|n| format!(", sample of {n} with seed {}", summary.settings.seed)).unwrap_or_default(),
+        summary.settings.sample.map(|n| match summary.settings.sample_offset {
+            0 => format!(", sample of {n} with seed {}", summary.settings.seed),
+            offset => format!(", sample of {n} with seed {} after the first {offset}", summary.settings.seed),
+        }).unwrap_or_default(),
         summary.settings.limit.map(|n| format!(", first {n}")).unwrap_or_default(),
     );
+    if let Some(warm) = &summary.warm_ups {
+        out.push_str(&format!(
+            "Before each database's first question its prompt prefixes were read into the model \
+             server's cache, as `askdb serve` does when it opens a database: {} prefix(es) ({} \
+             restored from the server's saved copies), {:.1} s in all, the longest {:.1} s{}. No \
+             question's latency includes them.\n\n",
+            warm.prefixes,
+            warm.restored,
+            warm.total_ms as f64 / 1000.0,
+            warm.longest_ms as f64 / 1000.0,
+            if warm.failed > 0 {
+                format!(
+                    ", {} failed (their questions ran on a cold prefix)",
+                    warm.failed
+                )
+            } else {
+                String::new()
+            }
+        ));
+    }
     if summary.settings.shared_first_reply {
         out.push_str(
             "The baseline's one call replays the agent's first reply (same request, cached in \

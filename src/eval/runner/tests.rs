@@ -80,6 +80,7 @@ fn both_modes(items_path: &Path, shared_first_reply: bool) -> RunSettings {
         limit: None,
         sample: None,
         seed: 1,
+        sample_offset: 0,
         db: None,
         row_cap: EVAL_ROW_CAP,
         budget_tokens: crate::linking::DEFAULT_BUDGET_TOKENS,
@@ -436,4 +437,41 @@ async fn the_flag_figures_count_wrong_answers_warned_and_right_answers_wrongly_f
         })
         .collect();
     assert!(crate::eval::flags::figures(&old).is_empty());
+}
+
+#[test]
+fn samples_of_one_seed_at_separate_offsets_share_no_question() {
+    let items: Vec<EvalItem> = (0..50)
+        .map(|index| EvalItem {
+            id: format!("q{index:02}"),
+            question: format!("question {index}"),
+            category: String::new(),
+            expected: Expected::Answer,
+            golds: vec!["SELECT 1".to_string()],
+            ordered: false,
+            db: format!("db{}", index % 3),
+        })
+        .collect();
+    let ids =
+        |sample: Vec<EvalItem>| -> Vec<String> { sample.into_iter().map(|item| item.id).collect() };
+    let first = ids(seeded_sample(items.clone(), 20, 7, 0));
+    let second = ids(seeded_sample(items.clone(), 20, 7, 20));
+    assert_eq!((first.len(), second.len()), (20, 20));
+    assert!(
+        first.iter().all(|id| !second.contains(id)),
+        "{first:?} / {second:?}"
+    );
+    let mut both: Vec<String> = first.iter().chain(&second).cloned().collect();
+    both.sort();
+    let mut forty = ids(seeded_sample(items.clone(), 40, 7, 0));
+    forty.sort();
+    assert_eq!(
+        both, forty,
+        "two offsets are the two halves of one larger sample"
+    );
+    assert_eq!(
+        seeded_sample(items, 20, 7, 45).len(),
+        5,
+        "the shuffle's end"
+    );
 }
