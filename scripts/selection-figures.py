@@ -101,7 +101,8 @@ def low_confidence(candidate, field, threshold):
 
 
 def policies(samples_available, variants, main_strategy):
-    """(name, function(record) -> (chosen candidate or None, paid for samples))."""
+    """(name, function(record) -> (chosen candidate or None, paid for samples), the calls
+    it always pays for: their sources in the pool)."""
     rows = []
 
     def greedy(record):
@@ -110,21 +111,21 @@ def policies(samples_available, variants, main_strategy):
     def plain(record):
         return first(record, "plain"), 0
 
-    rows.append(("plain prompt, greedy", plain))
-    rows.append(("agent prompt, greedy (N=1)", greedy))
+    rows.append(("plain prompt, greedy", plain, ["plain"]))
+    rows.append(("agent prompt, greedy (N=1)", greedy, ["greedy"]))
     for variant in variants:
         def alone(record, variant=variant):
             return first(record, variant), 0
-        rows.append((f"{short_variant(variant, main_strategy)}, greedy", alone))
+        rows.append((f"{short_variant(variant, main_strategy)}, greedy", alone, [variant]))
     if variants:
         def ensemble(record):
             pool = [first(record, "greedy")] + [first(record, v) for v in variants]
             return vote([c for c in pool if c]) or first(record, "greedy"), 0
-        rows.append(("vote over the greedy replies of the agent prompt and the variants", ensemble))
+        rows.append(("vote over the greedy replies of the agent prompt and the variants", ensemble, ["greedy", *variants]))
         def ensemble_plain(record):
             pool = [first(record, "greedy")] + [first(record, v) for v in variants] + [first(record, "plain")]
             return vote([c for c in pool if c]) or first(record, "greedy"), 0
-        rows.append(("vote over the greedy replies of the agent prompt, the variants and plain", ensemble_plain))
+        rows.append(("vote over the greedy replies of the agent prompt, the variants and plain", ensemble_plain, ["greedy", *variants, "plain"]))
         def agree_variant(record):
             chosen = first(record, "greedy")
             others = [first(record, v) for v in variants]
@@ -132,14 +133,14 @@ def policies(samples_available, variants, main_strategy):
                 return chosen, 0
             pool = [chosen] + others + by_source(record, "sample")
             return vote([c for c in pool if c]) or chosen, samples_available
-        rows.append(("greedy if every variant agrees, else vote all", agree_variant))
+        rows.append(("greedy if every variant agrees, else vote all", agree_variant, ["greedy", *variants]))
     # n: the sampled call's candidates; the greedy reply votes with them (N = n + 1).
     counts = [n for n in (2, 3, 4, 5) if n <= samples_available]
     for n in counts:
         def always(record, n=n):
             pool = [first(record, "greedy")] + by_source(record, "sample")[:n]
             return vote([c for c in pool if c]), n
-        rows.append((f"vote always: greedy + {n} sampled (N={n + 1})", always))
+        rows.append((f"vote always: greedy + {n} sampled (N={n + 1})", always, ["greedy"]))
     for n in counts:
         def on_doubt(record, n=n):
             chosen = first(record, "greedy")
@@ -147,7 +148,7 @@ def policies(samples_available, variants, main_strategy):
                 return chosen, 0
             pool = [chosen] + by_source(record, "sample")[:n]
             return vote([c for c in pool if c]) or chosen, n
-        rows.append((f"vote on doubt (error, empty): greedy + {n} sampled", on_doubt))
+        rows.append((f"vote on doubt (error, empty): greedy + {n} sampled", on_doubt, ["greedy"]))
     for field in ("min_logprob", "mean_logprob"):
         thresholds = (
             [-0.5, -1.0, -1.5, -2.0, -3.0, -4.0]
@@ -163,7 +164,7 @@ def policies(samples_available, variants, main_strategy):
                     pool = [chosen] + by_source(record, "sample")[:n]
                     return vote([c for c in pool if c]) or chosen, n
                 rows.append(
-                    (f"vote on doubt or {field} < {threshold}: greedy + {n} sampled", on_low)
+                    (f"vote on doubt or {field} < {threshold}: greedy + {n} sampled", on_low, ["greedy"])
                 )
 
     def agree_else_vote(record):
@@ -173,13 +174,13 @@ def policies(samples_available, variants, main_strategy):
         pool = [chosen, other] + by_source(record, "sample")
         return vote([c for c in pool if c]) or chosen, samples_available
 
-    rows.append(("greedy if the plain prompt agrees, else vote all", agree_else_vote))
+    rows.append(("greedy if the plain prompt agrees, else vote all", agree_else_vote, ["greedy", "plain"]))
 
     def both_greedy_vote(record):
         pool = [first(record, "greedy"), first(record, "plain")] + by_source(record, "sample")
         return vote([c for c in pool if c]), samples_available
 
-    rows.append(("vote always over greedy, plain and samples", both_greedy_vote))
+    rows.append(("vote always over greedy, plain and samples", both_greedy_vote, ["greedy", "plain"]))
 
     def oracle(record):
         for candidate in record["candidates"]:
@@ -187,7 +188,7 @@ def policies(samples_available, variants, main_strategy):
                 return candidate, samples_available
         return None, samples_available
 
-    rows.append(("oracle: any candidate right (a ceiling, not a policy)", oracle))
+    rows.append(("oracle: any candidate right (a ceiling, not a policy)", oracle, ["greedy", *variants, "plain"]))
     return rows
 
 
@@ -213,7 +214,7 @@ def main():
     records, manifests = [], []
     for folder in args.pools:
         manifest, pooled = read_pool(folder)
-        manifests.append({"folder": folder, **manifest})
+        manifests.append({"pool": os.path.basename(os.path.normpath(folder)), **manifest})
         records.extend(
             r for r in pooled
             if not r.get("ended_by_rules") and not r.get("error") and r["expected"] == "answer"
@@ -229,7 +230,8 @@ def main():
     table = []
     main_strategy = manifests[0]["settings"]["strategy"]
     print(f"pool strategy: {main_strategy}")
-    for name, policy in policies(samples, variants, main_strategy):
+    for name, policy, fixed in policies(samples, variants, main_strategy):
+        fixed_s = sum(call_seconds(r, source) for r in records for source in fixed) / len(records)
         right, paid, asked = [], 0, set()
         for record in records:
             chosen, sampled = policy(record)
@@ -255,7 +257,7 @@ def main():
             # Measured only for the pool's own sampled call (all its replies); a policy
             # asking for fewer would pay less, which the pool did not measure.
             "mean_model_seconds": (
-                round(greedy_s + share * sample_s, 1) if asked <= {samples} else None
+                round(fixed_s + share * sample_s, 1) if asked <= {samples} else None
             ),
         })
     print(f"{len(records)} questions; greedy call {greedy_s:.1f} s, sampled call "
