@@ -34,21 +34,7 @@ fn sql_reply(sql: &str) -> serde_json::Value {
 }
 
 async fn agent(path: &Path, script: &[String]) -> Agent {
-    let gate = crate::database::open_gate(
-        &crate::database::DatabaseUrl::Sqlite(path.to_path_buf()),
-        GateOptions::default(),
-    )
-    .await
-    .expect("demo opens");
-    let provider = ScriptedProvider::parse(&script.join("\n"), "scripted").expect("script parses");
-    let client = ModelClient::new(
-        Arc::new(provider),
-        &PriceTable::built_in().expect("prices"),
-        Arc::new(SpendLedger::in_memory(None)),
-        None,
-    )
-    .expect("client");
-    Agent::new(gate, client).await.expect("agent builds")
+    agent_with(path, script, "").await
 }
 
 fn nodes(result: &AgentResult) -> Vec<&str> {

@@ -222,20 +222,8 @@ pub enum EvalCommand {
         /// redesign.
         #[arg(long, default_value = "")]
         strategy: String,
-        /// Only the first N questions (after sampling).
-        #[arg(long)]
-        limit: Option<usize>,
-        /// A fixed random sample of N questions.
-        #[arg(long)]
-        sample: Option<usize>,
-        /// Seed of the sample.
-        #[arg(long, default_value_t = 7)]
-        seed: u64,
-        /// Skip the first K questions of the seeded shuffle: `--sample 150 --seed 7
-        /// --sample-offset 150` is a second sample that shares no question with the first
-        /// (a tuning set beside a held-out one).
-        #[arg(long, default_value_t = 0, requires = "sample")]
-        sample_offset: usize,
+        #[command(flatten)]
+        which: WhichQuestions,
         /// Resume an interrupted run folder.
         #[arg(long)]
         resume: Option<PathBuf>,
@@ -265,14 +253,8 @@ pub enum EvalCommand {
         /// `--variant hints=fit`.
         #[arg(long = "variant")]
         variants: Vec<String>,
-        #[arg(long)]
-        limit: Option<usize>,
-        #[arg(long)]
-        sample: Option<usize>,
-        #[arg(long, default_value_t = 7)]
-        seed: u64,
-        #[arg(long, default_value_t = 0, requires = "sample")]
-        sample_offset: usize,
+        #[command(flatten)]
+        which: WhichQuestions,
         /// Resume an interrupted pool folder.
         #[arg(long)]
         resume: Option<PathBuf>,
@@ -430,4 +412,34 @@ pub enum DbCommand {
         #[arg(long, default_value = crate::admin::DEFAULT_DATABASE)]
         database: String,
     },
+}
+
+/// Which questions of a set an evaluation asks (`eval run`, `eval pool`).
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub struct WhichQuestions {
+    /// Only the first N questions (after sampling).
+    #[arg(long)]
+    pub limit: Option<usize>,
+    /// A fixed random sample of N questions.
+    #[arg(long)]
+    pub sample: Option<usize>,
+    /// Seed of the sample.
+    #[arg(long, default_value_t = 7)]
+    pub seed: u64,
+    /// Skip the first K questions of the seeded shuffle: `--sample 150 --seed 7
+    /// --sample-offset 150` is a second sample that shares no question with the first
+    /// (a tuning set beside a held-out one).
+    #[arg(long, default_value_t = 0, requires = "sample")]
+    pub sample_offset: usize,
+}
+
+impl WhichQuestions {
+    /// The seeded sample these flags ask for (the limit applies after it).
+    pub fn sampling(&self) -> crate::eval::runner::Sampling {
+        crate::eval::runner::Sampling {
+            size: self.sample,
+            seed: self.seed,
+            offset: self.sample_offset,
+        }
+    }
 }

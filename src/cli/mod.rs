@@ -520,20 +520,18 @@ async fn eval(settings: &Settings, command: EvalCommand) -> Result<Output, CliEr
             questions,
             mode,
             strategy,
-            limit,
-            sample,
-            seed,
-            sample_offset,
+            which,
             resume,
             runs_dir,
         } => {
-            let sampling = runner::Sampling {
-                size: sample,
-                seed,
-                offset: sample_offset,
-            };
-            let run_settings =
-                settings.run_settings(set, questions, mode, &strategy, limit, sampling)?;
+            let run_settings = settings.run_settings(
+                set,
+                questions,
+                mode,
+                &strategy,
+                which.limit,
+                which.sampling(),
+            )?;
             let client = ModelClient::from_config(&ProviderConfig::from_env()?)?;
             // Traces where OTEL_EXPORTER_OTLP_ENDPOINT says, each with its verdict; the
             // last ones are sent before the command returns.
@@ -556,10 +554,7 @@ async fn eval(settings: &Settings, command: EvalCommand) -> Result<Output, CliEr
             candidates,
             temperature,
             variants,
-            limit,
-            sample,
-            seed,
-            sample_offset,
+            which,
             resume,
             runs_dir,
         } => {
@@ -569,10 +564,10 @@ async fn eval(settings: &Settings, command: EvalCommand) -> Result<Output, CliEr
                 .collect::<Result<Vec<_>, _>>()?;
             let pool_settings = crate::eval::pool::PoolSettings {
                 set: set.as_str().to_string(),
-                sample,
-                seed,
-                sample_offset,
-                limit,
+                sample: which.sample,
+                seed: which.seed,
+                sample_offset: which.sample_offset,
+                limit: which.limit,
                 strategy: config::parse_strategy(&strategy)?.to_string(),
                 candidates,
                 temperature,
