@@ -75,9 +75,11 @@ impl FailureKind {
             .find(|kind| kind.as_str() == text)
     }
 
-    /// Whether the statement reached the database (a refusal, an unreadable reply or a
-    /// repeat never did): the CI gate re-checks exactly these.
-    pub fn was_executed(self) -> bool {
+    /// Whether a failure of this kind can have reached the database (a refusal, an
+    /// unreadable reply or a repeat never did). The guard also words some refusals as the
+    /// database would (`syntax_error`, `unknown_column`), so whether one attempt ran is
+    /// [`super::FailedAttempt::was_executed`], which also knows who refused it.
+    pub fn can_have_run(self) -> bool {
         !matches!(
             self,
             FailureKind::Database(ErrorType::Rejected)
@@ -311,7 +313,7 @@ mod tests {
     fn a_suspect_answer_is_repaired_once_then_answered_with_warnings() {
         let suspect = failure(FailureKind::Suspect);
         assert_eq!(next_step(&suspect, &fresh()), NextStep::Repair);
-        assert!(FailureKind::Suspect.was_executed());
+        assert!(FailureKind::Suspect.can_have_run());
         for spent in [
             Progress {
                 suspect_before: true,

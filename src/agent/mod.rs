@@ -143,6 +143,14 @@ pub struct FailedAttempt {
     pub reason: Option<RefusalReason>,
 }
 
+impl FailedAttempt {
+    /// Whether this statement reached the database: not refused by the guard (even a
+    /// refusal worded as a database error), and of a kind that runs.
+    pub fn was_executed(&self) -> bool {
+        self.reason.is_none() && self.error_type.can_have_run()
+    }
+}
+
 /// A clarification question with its options.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ClarifyRequest {
@@ -1295,7 +1303,7 @@ impl Agent {
             message: failure.message.clone(),
             reason: failure.refusal,
         });
-        if failure.kind.was_executed() || failure.kind == FailureKind::Database(ErrorType::Rejected)
+        if failure.kind.can_have_run() || failure.kind == FailureKind::Database(ErrorType::Rejected)
         {
             state.failed_sql.push(normalise_sql(&failure.sql));
         }

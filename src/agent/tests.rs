@@ -1084,6 +1084,16 @@ async fn one_repair_carries_the_facts_of_every_wrong_column_of_the_query() {
     let (result, recorder) = ask_recorded(&agent, q).await;
     assert_eq!(result.decision, Decision::Answer, "{:?}", result.history);
     assert_eq!(result.attempts, 2, "both columns mended by one repair");
+    let refused = &result.history[0];
+    assert_eq!(
+        refused.error_type,
+        FailureKind::Database(ErrorType::UnknownColumn),
+        "worded as the database words it"
+    );
+    assert!(
+        !refused.was_executed(),
+        "the guard refused it, so it never ran: {refused:?}"
+    );
     let repair = &repair_prompts(&recorder)[0];
     for fact in [
         "prod_id is a column of bill_items, which your query calls T2: write T2.prod_id",
@@ -1112,6 +1122,11 @@ async fn a_greedy_repair_strategy_asks_one_reply_per_repair() {
     let agent = agent_with(&fixture.path, &script, "n=3,repair=greedy").await;
     let (result, recorder) = ask_recorded(&agent, q).await;
     assert_eq!(result.decision, Decision::Answer);
+    assert!(
+        result.history[0].was_executed(),
+        "an unqualified wrong column is found by the database: {:?}",
+        result.history
+    );
     let asked: Vec<u32> = recorder
         .events()
         .into_iter()

@@ -112,7 +112,7 @@ pub async fn check_run(
                 record
                     .history
                     .iter()
-                    .filter(|attempt| attempt.error_type.was_executed())
+                    .filter(|attempt| attempt.was_executed())
                     .map(|attempt| &attempt.sql),
             )
             .collect();
