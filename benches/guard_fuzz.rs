@@ -136,7 +136,7 @@ fn dialect_name(dialect: SqlDialect) -> &'static str {
 
 struct Database {
     label: String,
-    policy: GuardPolicy,
+    policy: std::sync::Arc<GuardPolicy>,
     know: Knowledge,
     runner: Option<Runner>,
 }
@@ -255,7 +255,7 @@ fn setup(dialect: SqlDialect) -> Setup {
         });
         databases.push(Database {
             label,
-            policy,
+            policy: std::sync::Arc::new(policy),
             know,
             runner,
         });

@@ -25,6 +25,8 @@ fn main() -> ExitCode {
     let json = cli.global.json;
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        // Room for the guard to check on the thread that asks (see gate::guard's runner).
+        .thread_stack_size(askdb::gate::RUNTIME_STACK_BYTES)
         .build()
         .context("cannot start the runtime")
     {

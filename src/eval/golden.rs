@@ -395,16 +395,17 @@ mod tests {
     /// reads a table outside its gold tables (renamed by `rename`). Needs no server: it
     /// is the guard alone, so a PostgreSQL-only construct the guard refuses shows up here.
     fn check_postgres_golds(
-        policy: &GuardPolicy,
+        policy: GuardPolicy,
         items: &[GoldenItem],
         rename: impl Fn(&str) -> String,
     ) -> Vec<String> {
+        let policy = std::sync::Arc::new(policy);
         let mut failures = Vec::new();
         for item in items {
             let Some(gold) = &item.gold_sql else { continue };
             let expected: BTreeSet<String> =
                 item.gold_tables.iter().map(|table| rename(table)).collect();
-            match guard::check(gold.for_dialect(SqlDialect::Postgres), policy) {
+            match guard::check(gold.for_dialect(SqlDialect::Postgres), &policy) {
                 Ok(checked) => {
                     let read = lower_set(checked.tables());
                     if !read.is_subset(&expected) {
@@ -498,7 +499,7 @@ mod tests {
         // Same table and column names in both dialects: only the grammar changes.
         let mut policy = gate.policy().clone();
         policy.dialect = SqlDialect::Postgres;
-        failures.extend(check_postgres_golds(&policy, &items, |table| {
+        failures.extend(check_postgres_golds(policy, &items, |table| {
             table.to_lowercase()
         }));
         assert!(failures.is_empty(), "{}", failures.join("\n"));
@@ -524,7 +525,7 @@ mod tests {
             let columns = table.columns.iter().map(|column| snake_case(&column.name));
             policy.allow_table(&snake_case(&table.name), columns);
         }
-        failures.extend(check_postgres_golds(&policy, &items, snake_case));
+        failures.extend(check_postgres_golds(policy, &items, snake_case));
         assert!(failures.is_empty(), "{}", failures.join("\n"));
     }
 

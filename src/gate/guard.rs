@@ -14,6 +14,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::ControlFlow;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use sqlparser::ast::{
@@ -27,7 +28,10 @@ use sqlparser::parser::Parser;
 
 mod allow_list;
 pub mod bounds;
+mod runner;
 mod scope;
+
+pub use runner::RUNTIME_STACK_BYTES;
 
 /// The default row cap forced into every query's LIMIT.
 pub const DEFAULT_ROW_CAP: u64 = 200;
@@ -290,29 +294,10 @@ impl CheckedQuery {
     }
 }
 
-/// The stack the guard runs on: its own thread, so a deep (but bounded) tree never
-/// meets a server worker's small stack.
-const GUARD_STACK_BYTES: usize = 64 * 1024 * 1024;
-
 /// Checks one statement against the policy; on success returns the text to run. The
-/// check runs on a thread of its own with a [`GUARD_STACK_BYTES`] stack.
-pub fn check(sql: &str, policy: &GuardPolicy) -> Result<CheckedQuery, Refusal> {
-    let failed = || {
-        Refusal::new(
-            RefusalReason::TooLong,
-            "the guard could not check this statement; send a shorter one",
-        )
-    };
-    std::thread::scope(|scope| {
-        match std::thread::Builder::new()
-            .name("askdb-guard".to_string())
-            .stack_size(GUARD_STACK_BYTES)
-            .spawn_scoped(scope, || check_here(sql, policy))
-        {
-            Ok(worker) => worker.join().unwrap_or_else(|_| Err(failed())),
-            Err(_) => Err(failed()),
-        }
-    })
+/// check runs on a guard thread with a large stack ([`runner`]).
+pub fn check(sql: &str, policy: &Arc<GuardPolicy>) -> Result<CheckedQuery, Refusal> {
+    runner::run(sql, policy)
 }
 
 fn check_here(sql: &str, policy: &GuardPolicy) -> Result<CheckedQuery, Refusal> {

@@ -37,7 +37,9 @@ use crate::text::{cut_text, redact_password};
 use executor::postgres::PostgresExecutor;
 use executor::sqlite::SqliteExecutor;
 use executor::{ExecFailure, ExecLimits, RawRows};
-pub use guard::{CheckedQuery, GuardPolicy, LimitAction, Refusal, RefusalReason, SqlDialect};
+pub use guard::{
+    CheckedQuery, GuardPolicy, LimitAction, Refusal, RefusalReason, SqlDialect, RUNTIME_STACK_BYTES,
+};
 pub use taxonomy::ErrorType;
 
 /// The query-log table: always hidden, whatever the notes say.
@@ -260,7 +262,7 @@ enum Backend {
 struct GateInner {
     label: String,
     backend: Backend,
-    policy: GuardPolicy,
+    policy: Arc<GuardPolicy>,
     /// Visible tables with restricted columns removed, in name order.
     tables: Vec<TableSchema>,
     notes: SchemaNotes,
@@ -396,7 +398,7 @@ impl Gate {
             inner: Arc::new(GateInner {
                 label,
                 backend,
-                policy,
+                policy: Arc::new(policy),
                 tables,
                 notes,
                 limits,

@@ -68,10 +68,10 @@ async fn open(path: &Path, options: GateOptions) -> Gate {
     .expect("demo database opens")
 }
 
-fn policy_for(gate: &Gate, dialect: SqlDialect) -> GuardPolicy {
+fn policy_for(gate: &Gate, dialect: SqlDialect) -> Arc<GuardPolicy> {
     let mut policy = gate.policy().clone();
     policy.dialect = dialect;
-    policy
+    Arc::new(policy)
 }
 
 #[tokio::test]

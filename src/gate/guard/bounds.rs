@@ -19,7 +19,8 @@ use super::{Refusal, RefusalReason, SqlDialect};
 pub const MAX_TOKENS: usize = 20_000;
 
 /// The most operators (and operator keywords: AND, OR, NOT, IS, IN, LIKE, BETWEEN,
-/// COLLATE, AT...) a statement may have: a bound on the depth of any operator chain, so
+/// COLLATE, AT...) and set operations (UNION, EXCEPT, INTERSECT) a statement may have: a
+/// bound on the depth of any operator chain, so
 /// the tree can be walked, printed and dropped on a 2 MB thread stack.
 pub const MAX_OPERATORS: usize = 1_000;
 
@@ -239,6 +240,11 @@ fn is_operator(token: &Token) -> bool {
                 | Keyword::OVERLAPS
                 | Keyword::NOTNULL
                 | Keyword::OPERATOR
+                // Set operations nest like an operator chain: a long UNION is a deep tree.
+                | Keyword::UNION
+                | Keyword::EXCEPT
+                | Keyword::INTERSECT
+                | Keyword::MINUS
         ),
         Token::Number(..)
         | Token::SingleQuotedString(_)

@@ -24,7 +24,7 @@ fn policy(dialect: SqlDialect) -> GuardPolicy {
 
 #[track_caller]
 fn accepted(dialect: SqlDialect, sql: &str) -> CheckedQuery {
-    match check(sql, &policy(dialect)) {
+    match check(sql, &Arc::new(policy(dialect))) {
         Ok(checked) => checked,
         Err(refusal) => panic!("expected {sql:?} to pass, refused: {refusal}"),
     }
@@ -32,7 +32,7 @@ fn accepted(dialect: SqlDialect, sql: &str) -> CheckedQuery {
 
 #[track_caller]
 fn refused(dialect: SqlDialect, sql: &str, reason: RefusalReason) -> Refusal {
-    match check(sql, &policy(dialect)) {
+    match check(sql, &Arc::new(policy(dialect))) {
         Ok(checked) => panic!(
             "expected {sql:?} to be refused ({reason:?}), passed as {}",
             checked.sql()
@@ -493,6 +493,7 @@ fn functions_are_allowed_by_list() {
     let mut extended = policy(PG);
     extended.allow_function("my_udf");
     extended.allow_function("pg_sleep");
+    let extended = Arc::new(extended);
     assert!(check("SELECT my_udf(1)", &extended).is_ok());
     assert!(check("SELECT pg_sleep(1)", &extended).is_err());
 }
@@ -609,6 +610,14 @@ fn statement_size_and_depth_are_bounded_before_any_walk() {
     accepted(LITE, &longest);
     let casts = format!("SELECT 1{}", "::int".repeat(bounds::MAX_OPERATORS));
     accepted(PG, &casts);
+    // A set operation nests like an operator: a UNION chain is as deep as it is long.
+    let unions = format!(
+        "SELECT 1{}",
+        " UNION SELECT 1".repeat(bounds::MAX_OPERATORS + 1)
+    );
+    refused(PG, &unions, RefusalReason::TooLong);
+    refused(LITE, &unions, RefusalReason::TooLong);
+    accepted(LITE, &format!("SELECT 1{}", " UNION SELECT 1".repeat(500)));
 }
 
 #[test]
