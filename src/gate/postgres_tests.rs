@@ -1417,7 +1417,16 @@ async fn pg_pooled_connections_keep_no_session_state() {
     ] {
         let _ = gate.execute(sql).await;
     }
-    let second = gate.execute(probe).await.expect("probe").rows;
+    // A connection goes back to the pool once its cleaning (sent after the caller has
+    // its rows) is done: probe until the first connection comes round again.
+    let mut second = Vec::new();
+    for _ in 0..100 {
+        second = gate.execute(probe).await.expect("probe").rows;
+        if second[0][0] == first[0][0] {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     assert_eq!(
         second[0][0], first[0][0],
         "the pool did not reuse the connection"
@@ -1470,5 +1479,79 @@ async fn pg_unreachable_or_missing_database_is_a_connection_error_without_the_pa
         error.message.contains("does not exist"),
         "{}",
         error.message
+    );
+}
+
+#[tokio::test]
+async fn pg_a_caller_that_goes_away_mid_statement_never_hands_its_transaction_on() {
+    let Some(scratch) =
+        Scratch::empty("pg_a_caller_that_goes_away_mid_statement_never_hands_on").await
+    else {
+        return;
+    };
+    let gate = open_gate(
+        &scratch.superuser_url(),
+        with_timeout(Duration::from_secs(3)),
+    )
+    .await;
+    // The caller stops waiting while the statement sleeps inside its transaction.
+    let interrupted = tokio::time::timeout(
+        Duration::from_millis(300),
+        gate.execute("SELECT pg_sleep(1)"),
+    )
+    .await;
+    assert!(interrupted.is_err(), "the caller gave up first");
+    // Every statement after it starts a transaction of its own: had the interrupted
+    // connection gone back to the pool, a statement on it would run in the old
+    // transaction, begun at least 300 ms before the statement.
+    for _ in 0..8 {
+        let fresh = gate
+            .execute(
+                "SELECT statement_timestamp() - transaction_timestamp() < interval '200 milliseconds' AS fresh",
+            )
+            .await
+            .expect("probe");
+        assert_eq!(fresh.rows, vec![vec![json!(true)]]);
+    }
+}
+
+#[tokio::test]
+async fn pg_a_result_cut_at_its_byte_cap_stops_the_server_producing_the_rest() {
+    let Some(scratch) = Scratch::empty("pg_a_result_cut_at_its_byte_cap_stops_the_server").await
+    else {
+        return;
+    };
+    let gate = open_gate(
+        &scratch.superuser_url(),
+        with_timeout(Duration::from_secs(30)),
+    )
+    .await;
+    // 100 GB of values if read to the end, run below the guard: the executor keeps the
+    // first 8 MiB and must not let the server go on producing the rest for the whole
+    // statement timeout.
+    let huge = "SELECT repeat('x', 1000000) AS big FROM generate_series(1, 100000) AS askdb_huge";
+    let rows = gate.execute(huge).await.expect("rows");
+    assert!(rows.truncated);
+    assert_eq!(rows.rows.len(), 9);
+    let admin = scratch.admin_in_database().await;
+    let mut still_running = i64::MAX;
+    for _ in 0..50 {
+        still_running = admin
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%askdb_huge%' \
+                 AND state = 'active' AND pid <> pg_backend_pid()",
+                &[],
+            )
+            .await
+            .expect("activity")
+            .get(0);
+        if still_running == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        still_running, 0,
+        "the server still produces the cut result 5 s later"
     );
 }

@@ -3,15 +3,18 @@
 //! itself refuses a second statement stacked behind the first), inside a transaction
 //! started READ ONLY, under `SET LOCAL statement_timeout` and `SET LOCAL lock_timeout`,
 //! and that transaction is always rolled back, on success and failure alike: this file
-//! has no code path that makes anything permanent. Rows are fetched through a portal
-//! limited to the row cap plus one, so truncation is reported without the server ever
-//! producing more.
+//! has no code path that makes anything permanent. At most the row cap plus one rows
+//! are read (the guard has already written the cap into the statement's LIMIT), and
+//! reading stops at the byte cap.
 //!
-//! Connections come from a deadpool pool. Pooled sessions must never carry state from
-//! one statement to the next, so the executor only ever uses `SET LOCAL` (which ends
-//! with the transaction) and the pool cleans every connection before reuse (RESET ALL,
-//! advisory locks released, temporary objects and SQL-level prepared statements
-//! dropped) in case a statement run without the guard left something behind.
+//! A statement costs two round trips that the caller waits for: the transaction's start
+//! with its settings, the backend's pid and the statement's Parse are sent together, then
+//! its Bind and Execute. The rollback and the session's cleaning (RESET ALL, advisory
+//! locks released, temporary objects and SQL-level prepared statements dropped, in case a
+//! statement run without the guard left something behind) are one more, sent after the
+//! caller has its rows: a connection goes back to the pool only once it is clean, and one
+//! whose statement was interrupted (a timeout, a caller that went away) is closed instead
+//! ([`Session`]). Pooled sessions never carry state from one statement to the next.
 //!
 //! Values are decoded from PostgreSQL's binary format by column type into JSON
 //! ([`PgCell`], [`PgNumeric`]): numbers stay numbers when they round-trip exactly,
@@ -35,9 +38,10 @@ use deadpool_postgres::{
     Manager, ManagerConfig, Object, Pool, PoolError, RecyclingMethod, Runtime, TimeoutType,
     Transaction,
 };
+use futures_core::Stream;
 use serde_json::Value as JsonValue;
 use tokio_postgres::error::ErrorPosition;
-use tokio_postgres::types::{FromSql, Kind, Type};
+use tokio_postgres::types::{FromSql, Kind, ToSql, Type};
 use tokio_postgres::{Config, NoTls};
 
 use super::{value_bytes, ExecFailure, ExecLimits, RawRows};
@@ -69,10 +73,6 @@ pub(crate) const CLIENT_GRACE: Duration = Duration::from_secs(1);
 /// before it is reported as still running.
 const BACKEND_STOP_WAIT: Duration = Duration::from_secs(1);
 
-/// Rows fetched from the portal per round trip: most answers fit in one, and a result
-/// of huge values is cut at the byte cap after at most this many rows past it.
-const FETCH_CHUNK: i32 = 100;
-
 /// What became of a backend whose statement outran the client's deadline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum BackendEnd {
@@ -95,6 +95,8 @@ type BoxError = Box<dyn StdError + Sync + Send>;
 
 pub(crate) struct PostgresExecutor {
     pool: Pool,
+    /// The rollback and session cleaning run after every statement ([`cleanup_sql`]).
+    cleanup_sql: Arc<str>,
     /// The URL with its password replaced, for messages.
     shown_url: String,
     /// The password, only so that it can be scrubbed from any message that might
@@ -133,7 +135,8 @@ impl PostgresExecutor {
             config,
             NoTls,
             ManagerConfig {
-                recycling_method: RecyclingMethod::Custom(recycle_sql()),
+                // Sessions are cleaned after use, before they go back ([`Session`]).
+                recycling_method: RecyclingMethod::Fast,
             },
         );
         let pool = Pool::builder(manager)
@@ -151,6 +154,7 @@ impl PostgresExecutor {
             })?;
         let executor = PostgresExecutor {
             pool,
+            cleanup_sql: Arc::from(cleanup_sql()),
             shown_url,
             password,
             #[cfg(test)]
@@ -220,29 +224,33 @@ impl PostgresExecutor {
     /// Runs one statement in a READ ONLY transaction that is always rolled back, and
     /// returns at most `row_cap` rows (with `truncated` when the server had more).
     pub async fn execute(&self, sql: &str, limits: ExecLimits) -> Result<RawRows, ExecFailure> {
-        let mut client = self.checkout().await?;
+        let session = Session::new(self.checkout().await?);
         let deadline = limits.statement_timeout + CLIENT_GRACE;
         let backend_pid = Arc::new(AtomicI32::new(0));
-        let outcome = tokio::time::timeout(deadline, async {
-            let transaction = self.begin(&mut client).await?;
-            let result = run_statement(&transaction, sql, limits, &backend_pid).await;
-            // Always roll back, whatever the statement did or failed to do.
-            let rolled_back = transaction.rollback().await.is_ok();
-            Ok::<_, ExecFailure>((result, rolled_back))
-        })
+        let outcome = tokio::time::timeout(
+            deadline,
+            run_statement(
+                session.client(),
+                sql,
+                limits,
+                self.read_only(),
+                &backend_pid,
+            ),
+        )
         .await;
         match outcome {
-            Ok(Ok((result, rolled_back))) => {
-                if !rolled_back {
-                    // The session state is unknown: this connection never goes back
-                    // to the pool (closing it ends the server session, which discards
-                    // the open transaction).
-                    drop(Object::take(client));
+            Ok(Ok(Read { rows, to_the_end })) => {
+                if to_the_end {
+                    session.roll_back_and_clean_in_background(Arc::clone(&self.cleanup_sql));
+                } else {
+                    // Cut at a cap with more on the way: closing the connection stops
+                    // the server producing the rest, which a rollback would wait for.
+                    drop(session);
                 }
-                result.map_err(|failure| self.scrubbed(failure))
+                Ok(rows)
             }
             Ok(Err(failure)) => {
-                drop(Object::take(client));
+                session.roll_back_and_clean_in_background(Arc::clone(&self.cleanup_sql));
                 Err(self.scrubbed(failure))
             }
             Err(_elapsed) => {
@@ -250,8 +258,8 @@ impl PostgresExecutor {
                 // ask it to cancel, throw the connection away, and make sure the
                 // backend stops (a closed socket alone does not stop a statement that
                 // never writes to it).
-                let token = client.cancel_token();
-                drop(Object::take(client));
+                let token = session.client().cancel_token();
+                drop(session);
                 let pid = backend_pid.load(Ordering::SeqCst);
                 let pool = self.pool.clone();
                 tokio::spawn(async move {
@@ -319,14 +327,62 @@ const DEALLOCATE_SQL_PREPARED: &str = "DO $$DECLARE s record; BEGIN \
     FOR s IN SELECT name FROM pg_catalog.pg_prepared_statements WHERE from_sql LOOP \
     EXECUTE pg_catalog.format('DEALLOCATE %I', s.name); END LOOP; END$$;";
 
-/// What runs on a pooled connection before it is reused: deadpool's Clean list (CLOSE
-/// ALL, SET SESSION AUTHORIZATION DEFAULT, RESET ALL, UNLISTEN *, advisory locks
-/// released, DISCARD TEMP and SEQUENCES) plus SQL-level prepared statements dropped,
-/// so no session state left by one statement, even one run without the guard, reaches
-/// the next. A connection whose cleaning fails is discarded, not reused.
-fn recycle_sql() -> String {
+/// What runs on a connection after every statement, before it goes back to the pool:
+/// the rollback, deadpool's Clean list (CLOSE ALL, SET SESSION AUTHORIZATION DEFAULT,
+/// RESET ALL, UNLISTEN *, advisory locks released, DISCARD TEMP and SEQUENCES) and the
+/// SQL-level prepared statements dropped, so no session state left by one statement,
+/// even one run without the guard, reaches the next. A connection whose cleaning fails
+/// is closed, not reused.
+fn cleanup_sql() -> String {
     let clean = RecyclingMethod::Clean.query().unwrap_or_default();
-    format!("{clean} {DEALLOCATE_SQL_PREPARED}")
+    format!("ROLLBACK; {clean} {DEALLOCATE_SQL_PREPARED}")
+}
+
+/// A pooled connection while one statement uses it. It goes back to the pool only
+/// through [`Session::roll_back_and_clean_in_background`], once its transaction is rolled
+/// back and its session cleaned; dropped any other way (a timeout, a caller that went
+/// away mid-statement, a failed cleaning) it is closed, so an open transaction or a
+/// changed setting never reaches the next caller.
+struct Session {
+    client: Option<Object>,
+}
+
+impl Session {
+    fn new(client: Object) -> Self {
+        Session {
+            client: Some(client),
+        }
+    }
+
+    fn client(&self) -> &Object {
+        // Some until the session ends: only `Drop` and the cleaning take it.
+        self.client
+            .as_ref()
+            .unwrap_or_else(|| unreachable!("a session's client is taken only when it ends"))
+    }
+
+    /// Rolls back and cleans without making the caller wait, then returns the
+    /// connection to the pool (or closes it when that fails).
+    fn roll_back_and_clean_in_background(mut self, cleanup: Arc<str>) {
+        let Some(client) = self.client.take() else {
+            return;
+        };
+        tokio::spawn(async move {
+            let mut session = Session::new(client);
+            if session.client().batch_execute(&cleanup).await.is_ok() {
+                // Clean: dropping the pool object returns it.
+                drop(session.client.take());
+            }
+        });
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        if let Some(client) = self.client.take() {
+            drop(Object::take(client));
+        }
+    }
 }
 
 /// Whether backend `pid` is still there, or None when that cannot be checked.
@@ -376,12 +432,20 @@ pub(crate) async fn end_backend(pool: &Pool, pid: i32) -> BackendEnd {
     }
 }
 
+/// What one statement returned, and whether its result was read to the end (else the
+/// server may still be sending it).
+struct Read {
+    rows: RawRows,
+    to_the_end: bool,
+}
+
 async fn run_statement(
-    transaction: &Transaction<'_>,
+    client: &Object,
     sql: &str,
     limits: ExecLimits,
+    read_only: bool,
     backend_pid: &AtomicI32,
-) -> Result<RawRows, ExecFailure> {
+) -> Result<Read, ExecFailure> {
     let timeout_ms = limits
         .statement_timeout
         .as_millis()
@@ -389,28 +453,33 @@ async fn run_statement(
     let lock_ms = timeout_ms.min(MAX_LOCK_WAIT.as_millis()).max(1);
     // SET cannot take bind parameters; these are integers formatted here, never text
     // from a caller. LOCAL: the settings end with the transaction.
-    let statement_timeout = format!("SET LOCAL statement_timeout = {timeout_ms}");
-    let lock_timeout = format!("SET LOCAL lock_timeout = {lock_ms}");
-    // Parse (one statement only: the server refuses a second one), then bind to a
-    // portal and fetch at most cap + 1 rows from it. The two settings and the Parse are
-    // sent together (pipelined on the connection; the server handles them in order, and
-    // both settings are done before the statement is bound and run): two round trips
-    // instead of five.
-    // The backend's pid rides along too: should the statement outrun the client's
-    // deadline, it names the backend to confirm stopped. Being a query, it also takes
-    // the transaction's snapshot before the statement runs, so a statement can no
-    // longer switch the transaction to READ WRITE (`SET TRANSACTION READ WRITE`).
-    let (set_statement_timeout, set_lock_timeout, pid, prepared) = tokio::join!(
-        transaction.execute(statement_timeout.as_str(), &[]),
-        transaction.execute(lock_timeout.as_str(), &[]),
-        transaction.query_one("SELECT pg_catalog.pg_backend_pid()", &[]),
-        transaction.prepare(sql)
+    let begin = format!(
+        "{}; SET LOCAL statement_timeout = {timeout_ms}; SET LOCAL lock_timeout = {lock_ms}",
+        if read_only {
+            "BEGIN TRANSACTION READ ONLY"
+        } else {
+            // Only the layer tests: READ WRITE explicitly, overriding even a role's
+            // default_transaction_read_only, so the privileges stand alone.
+            "BEGIN TRANSACTION READ WRITE"
+        }
+    );
+    // One round trip: the transaction's start with its two settings (one simple query
+    // of three statements, all askdb's own), the backend's pid and the statement's Parse
+    // are sent together, pipelined on the connection; the server handles them in order.
+    // The pid names the backend to confirm stopped, should the statement outrun the
+    // client's deadline. Being a query, it also takes the transaction's snapshot before
+    // the statement runs, so a statement can no longer switch the transaction to READ
+    // WRITE (`SET TRANSACTION READ WRITE`).
+    let (begun, pid, prepared) = tokio::join!(
+        client.batch_execute(begin.as_str()),
+        client.query_one("SELECT pg_catalog.pg_backend_pid()", &[]),
+        client.prepare(sql)
     );
     // The statement's own error first: when its Parse fails, the transaction is
-    // aborted and the settings sent after it fail only because of that.
+    // aborted and nothing runs. Then the transaction's start: the statement is bound
+    // and executed only inside a transaction known to have started READ ONLY.
     let statement = prepared.map_err(|error| failure_from(&error))?;
-    set_statement_timeout.map_err(|error| failure_from(&error))?;
-    set_lock_timeout.map_err(|error| failure_from(&error))?;
+    begun.map_err(|error| failure_from(&error))?;
     if let Ok(pid) = pid.and_then(|row| row.try_get::<_, i32>(0)) {
         backend_pid.store(pid, Ordering::SeqCst);
     }
@@ -419,56 +488,42 @@ async fn run_statement(
         .iter()
         .map(|column| column.name().to_string())
         .collect();
-    let portal = transaction
-        .bind(&statement, &[])
+    // The second round trip: Bind and Execute. Rows are read as they arrive, never
+    // more than cap + 1 of them, and reading stops once the values pass the byte cap;
+    // whatever the server sends beyond that is dropped unread (the guard's LIMIT keeps
+    // it to the cap).
+    let stream = client
+        .query_raw(&statement, std::iter::empty::<&(dyn ToSql + Sync)>())
         .await
         .map_err(|error| failure_from(&error))?;
-    // Fetch in chunks, never more than cap + 1 rows in all, and stop once the values
-    // pass the byte cap: the server never sends much more than either allows.
+    let mut stream = std::pin::pin!(stream);
     let cap = usize::try_from(limits.row_cap).unwrap_or(usize::MAX);
     let mut rows: Vec<Vec<JsonValue>> = Vec::new();
     let mut bytes = 0u64;
     let mut truncated = false;
-    loop {
-        let wanted = cap.saturating_add(1).saturating_sub(rows.len());
-        let chunk = i32::try_from(wanted).unwrap_or(i32::MAX).min(FETCH_CHUNK);
-        let fetched = transaction
-            .query_portal(&portal, chunk)
-            .await
-            .map_err(|error| failure_from(&error))?;
-        let exhausted = fetched.len() < usize::try_from(chunk).unwrap_or(usize::MAX);
-        for row in &fetched {
-            if rows.len() >= cap || bytes > limits.byte_cap {
-                truncated = true;
-                break;
-            }
-            let mut values = Vec::with_capacity(columns.len());
-            for index in 0..row.len() {
-                let cell: PgCell = row
-                    .try_get(index)
-                    .map_err(|error| ExecFailure::new(ErrorType::Unknown, describe(&error)))?;
-                bytes += value_bytes(&cell.0);
-                values.push(cell.0);
-            }
-            rows.push(values);
-        }
-        if truncated || exhausted {
-            break;
-        }
+    while let Some(row) = std::future::poll_fn(|context| stream.as_mut().poll_next(context)).await {
+        let row = row.map_err(|error| failure_from(&error))?;
         if rows.len() >= cap || bytes > limits.byte_cap {
-            // Full, and the portal may hold more: one row more says whether it does.
-            let more = transaction
-                .query_portal(&portal, 1)
-                .await
-                .map_err(|error| failure_from(&error))?;
-            truncated = !more.is_empty();
+            truncated = true;
             break;
         }
+        let mut values = Vec::with_capacity(columns.len());
+        for index in 0..row.len() {
+            let cell: PgCell = row
+                .try_get(index)
+                .map_err(|error| ExecFailure::new(ErrorType::Unknown, describe(&error)))?;
+            bytes += value_bytes(&cell.0);
+            values.push(cell.0);
+        }
+        rows.push(values);
     }
-    Ok(RawRows {
-        columns,
-        rows,
-        truncated,
+    Ok(Read {
+        rows: RawRows {
+            columns,
+            rows,
+            truncated,
+        },
+        to_the_end: !truncated,
     })
 }
 
