@@ -1094,6 +1094,36 @@ impl TreeChecker<'_> {
         ))
     }
 
+    /// `alias.name` where the alias stands, in some scope, for a table with restricted
+    /// columns that has no column `name`: PostgreSQL may read it as attribute notation, a
+    /// function of that table's whole row (`c.to_jsonb`), even when another relation
+    /// sharing the alias (an open derived table) could have the name.
+    fn check_whole_row_notation(
+        &self,
+        qualifier: &str,
+        column: &str,
+        written: &str,
+    ) -> ControlFlow<Refusal> {
+        if !self.names.restricted_relations.contains(qualifier) {
+            return ControlFlow::Continue(());
+        }
+        let resolver = scope::Resolver {
+            policy: self.policy,
+            ctes: &self.names.ctes,
+        };
+        let is_a_column = self.names.relations.get(qualifier).is_some_and(|tables| {
+            tables
+                .iter()
+                .any(|table| resolver.table_columns(table).may_have(column))
+        });
+        if is_a_column {
+            return ControlFlow::Continue(());
+        }
+        ControlFlow::Break(restricted_refusal(&format!(
+            "{written} names no column of the table with restricted columns that {qualifier} stands for (it would be read as a function of the whole row), so it"
+        )))
+    }
+
     /// A column reference `qualifier.column` or bare `column`.
     fn check_column(
         &self,
@@ -1103,6 +1133,7 @@ impl TreeChecker<'_> {
     ) -> ControlFlow<Refusal> {
         if let Some(qualifier) = qualifier {
             self.check_qualified_resolves(qualifier, column, written)?;
+            self.check_whole_row_notation(qualifier, column, written)?;
         }
         if !self.names.restricted_columns_in_play.contains(column) {
             return ControlFlow::Continue(());
