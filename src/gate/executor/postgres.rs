@@ -95,8 +95,6 @@ type BoxError = Box<dyn StdError + Sync + Send>;
 
 pub(crate) struct PostgresExecutor {
     pool: Pool,
-    /// The rollback and session cleaning run after every statement ([`cleanup_sql`]).
-    cleanup_sql: Arc<str>,
     /// The URL with its password replaced, for messages.
     shown_url: String,
     /// The password, only so that it can be scrubbed from any message that might
@@ -154,7 +152,6 @@ impl PostgresExecutor {
             })?;
         let executor = PostgresExecutor {
             pool,
-            cleanup_sql: Arc::from(cleanup_sql()),
             shown_url,
             password,
             #[cfg(test)]
@@ -241,7 +238,7 @@ impl PostgresExecutor {
         match outcome {
             Ok(Ok(Read { rows, to_the_end })) => {
                 if to_the_end {
-                    session.roll_back_and_clean_in_background(Arc::clone(&self.cleanup_sql));
+                    session.roll_back_and_clean_in_background();
                 } else {
                     // Cut at a cap with more on the way: closing the connection stops
                     // the server producing the rest, which a rollback would wait for.
@@ -250,7 +247,7 @@ impl PostgresExecutor {
                 Ok(rows)
             }
             Ok(Err(failure)) => {
-                session.roll_back_and_clean_in_background(Arc::clone(&self.cleanup_sql));
+                session.roll_back_and_clean_in_background();
                 Err(self.scrubbed(failure))
             }
             Err(_elapsed) => {
@@ -327,15 +324,48 @@ const DEALLOCATE_SQL_PREPARED: &str = "DO $$DECLARE s record; BEGIN \
     FOR s IN SELECT name FROM pg_catalog.pg_prepared_statements WHERE from_sql LOOP \
     EXECUTE pg_catalog.format('DEALLOCATE %I', s.name); END LOOP; END$$;";
 
-/// What runs on a connection after every statement, before it goes back to the pool:
-/// the rollback, deadpool's Clean list (CLOSE ALL, SET SESSION AUTHORIZATION DEFAULT,
-/// RESET ALL, UNLISTEN *, advisory locks released, DISCARD TEMP and SEQUENCES) and the
-/// SQL-level prepared statements dropped, so no session state left by one statement,
-/// even one run without the guard, reaches the next. A connection whose cleaning fails
-/// is closed, not reused.
-fn cleanup_sql() -> String {
-    let clean = RecyclingMethod::Clean.query().unwrap_or_default();
-    format!("ROLLBACK; {clean} {DEALLOCATE_SQL_PREPARED}")
+/// What runs on a connection after every statement, before it goes back to the pool,
+/// one statement per message: the rollback, deadpool's Clean list (CLOSE ALL, SET
+/// SESSION AUTHORIZATION DEFAULT, RESET ALL, UNLISTEN *, advisory locks released, DISCARD
+/// TEMP and SEQUENCES) and the SQL-level prepared statements dropped, so no session state
+/// left by one statement, even one run without the guard, reaches the next. They are
+/// sent together (pipelined, each in its own implicit transaction after the rollback);
+/// a connection where one fails is closed, not reused.
+const CLEANUP_STATEMENTS: [&str; 9] = [
+    "ROLLBACK",
+    "CLOSE ALL",
+    "SET SESSION AUTHORIZATION DEFAULT",
+    "RESET ALL",
+    "UNLISTEN *",
+    "SELECT pg_catalog.pg_advisory_unlock_all()",
+    "DISCARD TEMP",
+    "DISCARD SEQUENCES",
+    DEALLOCATE_SQL_PREPARED,
+];
+
+/// Runs [`CLEANUP_STATEMENTS`], all sent before the first answer is awaited.
+async fn clean(client: &Object) -> bool {
+    let [a, b, c, d, e, f, g, h, i] = CLEANUP_STATEMENTS;
+    let results = tokio::join!(
+        client.query_typed(a, &[]),
+        client.query_typed(b, &[]),
+        client.query_typed(c, &[]),
+        client.query_typed(d, &[]),
+        client.query_typed(e, &[]),
+        client.query_typed(f, &[]),
+        client.query_typed(g, &[]),
+        client.query_typed(h, &[]),
+        client.query_typed(i, &[]),
+    );
+    results.0.is_ok()
+        && results.1.is_ok()
+        && results.2.is_ok()
+        && results.3.is_ok()
+        && results.4.is_ok()
+        && results.5.is_ok()
+        && results.6.is_ok()
+        && results.7.is_ok()
+        && results.8.is_ok()
 }
 
 /// A pooled connection while one statement uses it. It goes back to the pool only
@@ -363,13 +393,13 @@ impl Session {
 
     /// Rolls back and cleans without making the caller wait, then returns the
     /// connection to the pool (or closes it when that fails).
-    fn roll_back_and_clean_in_background(mut self, cleanup: Arc<str>) {
+    fn roll_back_and_clean_in_background(mut self) {
         let Some(client) = self.client.take() else {
             return;
         };
         tokio::spawn(async move {
             let mut session = Session::new(client);
-            if session.client().batch_execute(&cleanup).await.is_ok() {
+            if clean(session.client()).await {
                 // Clean: dropping the pool object returns it.
                 drop(session.client.take());
             }
@@ -453,33 +483,37 @@ async fn run_statement(
     let lock_ms = timeout_ms.min(MAX_LOCK_WAIT.as_millis()).max(1);
     // SET cannot take bind parameters; these are integers formatted here, never text
     // from a caller. LOCAL: the settings end with the transaction.
-    let begin = format!(
-        "{}; SET LOCAL statement_timeout = {timeout_ms}; SET LOCAL lock_timeout = {lock_ms}",
-        if read_only {
-            "BEGIN TRANSACTION READ ONLY"
-        } else {
-            // Only the layer tests: READ WRITE explicitly, overriding even a role's
-            // default_transaction_read_only, so the privileges stand alone.
-            "BEGIN TRANSACTION READ WRITE"
-        }
-    );
-    // One round trip: the transaction's start with its two settings (one simple query
-    // of three statements, all askdb's own), the backend's pid and the statement's Parse
-    // are sent together, pipelined on the connection; the server handles them in order.
-    // The pid names the backend to confirm stopped, should the statement outrun the
-    // client's deadline. Being a query, it also takes the transaction's snapshot before
-    // the statement runs, so a statement can no longer switch the transaction to READ
-    // WRITE (`SET TRANSACTION READ WRITE`).
-    let (begun, pid, prepared) = tokio::join!(
-        client.batch_execute(begin.as_str()),
-        client.query_one("SELECT pg_catalog.pg_backend_pid()", &[]),
+    let begin = if read_only {
+        "BEGIN TRANSACTION READ ONLY"
+    } else {
+        // Only the layer tests: READ WRITE explicitly, overriding even a role's
+        // default_transaction_read_only, so the privileges stand alone.
+        "BEGIN TRANSACTION READ WRITE"
+    };
+    let statement_timeout = format!("SET LOCAL statement_timeout = {timeout_ms}");
+    let lock_timeout = format!("SET LOCAL lock_timeout = {lock_ms}");
+    // One round trip: the transaction's start, its two settings, the backend's pid and
+    // the statement's Parse, each its own extended-protocol message (never a stacked
+    // simple query), are sent together, pipelined on the connection; the server handles
+    // them in order. The pid names the backend to confirm stopped, should the statement
+    // outrun the client's deadline. Being a query, it also takes the transaction's
+    // snapshot before the statement runs, so a statement can no longer switch the
+    // transaction to READ WRITE (`SET TRANSACTION READ WRITE`).
+    let (begun, statement_timeout_set, lock_timeout_set, pid, prepared) = tokio::join!(
+        client.query_typed(begin, &[]),
+        client.query_typed(statement_timeout.as_str(), &[]),
+        client.query_typed(lock_timeout.as_str(), &[]),
+        client.query_typed_one("SELECT pg_catalog.pg_backend_pid()", &[]),
         client.prepare(sql)
     );
     // The statement's own error first: when its Parse fails, the transaction is
-    // aborted and nothing runs. Then the transaction's start: the statement is bound
-    // and executed only inside a transaction known to have started READ ONLY.
+    // aborted and nothing runs. Then the transaction's start and settings: the statement
+    // is bound and executed only inside a transaction known to have started READ ONLY
+    // under its timeouts.
     let statement = prepared.map_err(|error| failure_from(&error))?;
     begun.map_err(|error| failure_from(&error))?;
+    statement_timeout_set.map_err(|error| failure_from(&error))?;
+    lock_timeout_set.map_err(|error| failure_from(&error))?;
     if let Ok(pid) = pid.and_then(|row| row.try_get::<_, i32>(0)) {
         backend_pid.store(pid, Ordering::SeqCst);
     }
