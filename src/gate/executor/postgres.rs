@@ -236,13 +236,13 @@ impl PostgresExecutor {
         )
         .await;
         match outcome {
-            Ok(Ok(Read { rows, to_the_end })) => {
-                if to_the_end {
-                    session.roll_back_and_clean_in_background();
-                } else {
+            Ok(Ok(rows)) => {
+                if rows.truncated {
                     // Cut at a cap with more on the way: closing the connection stops
                     // the server producing the rest, which a rollback would wait for.
                     drop(session);
+                } else {
+                    session.roll_back_and_clean_in_background();
                 }
                 Ok(rows)
             }
@@ -462,20 +462,13 @@ pub(crate) async fn end_backend(pool: &Pool, pid: i32) -> BackendEnd {
     }
 }
 
-/// What one statement returned, and whether its result was read to the end (else the
-/// server may still be sending it).
-struct Read {
-    rows: RawRows,
-    to_the_end: bool,
-}
-
 async fn run_statement(
     client: &Object,
     sql: &str,
     limits: ExecLimits,
     read_only: bool,
     backend_pid: &AtomicI32,
-) -> Result<Read, ExecFailure> {
+) -> Result<RawRows, ExecFailure> {
     let timeout_ms = limits
         .statement_timeout
         .as_millis()
@@ -551,13 +544,11 @@ async fn run_statement(
         }
         rows.push(values);
     }
-    Ok(Read {
-        rows: RawRows {
-            columns,
-            rows,
-            truncated,
-        },
-        to_the_end: !truncated,
+    // `truncated` means a row arrived past a cap: the result was not read to its end.
+    Ok(RawRows {
+        columns,
+        rows,
+        truncated,
     })
 }
 
