@@ -634,12 +634,18 @@ ORDER BY c.relname, con.conname, k.ord";
 
 async fn introspect(transaction: &Transaction<'_>) -> Result<Vec<TableSchema>, ExecFailure> {
     let fail = |error: tokio_postgres::Error| failure_from(&error);
+    // The three catalog reads go out together (pipelined on the one connection), each
+    // as one unnamed statement: one round trip for all of them instead of three per
+    // query (parse, execute, close), which a cold `askdb mcp` start waits for.
+    let schema: [(&(dyn ToSql + Sync), Type); 1] = [(&SCHEMA, Type::NAME)];
+    let (table_rows, column_rows, key_rows) = tokio::try_join!(
+        transaction.query_typed(TABLES_SQL, &schema),
+        transaction.query_typed(COLUMNS_SQL, &schema),
+        transaction.query_typed(KEYS_SQL, &schema),
+    )
+    .map_err(fail)?;
     let mut tables: BTreeMap<String, TableSchema> = BTreeMap::new();
-    for row in transaction
-        .query(TABLES_SQL, &[&SCHEMA])
-        .await
-        .map_err(fail)?
-    {
+    for row in table_rows {
         let name: String = row.try_get(0).map_err(fail)?;
         let kind: String = row.try_get(1).map_err(fail)?;
         let tuples: f64 = row.try_get(2).map_err(fail)?;
@@ -657,11 +663,7 @@ async fn introspect(transaction: &Transaction<'_>) -> Result<Vec<TableSchema>, E
             },
         );
     }
-    for row in transaction
-        .query(COLUMNS_SQL, &[&SCHEMA])
-        .await
-        .map_err(fail)?
-    {
+    for row in column_rows {
         let table: String = row.try_get(0).map_err(fail)?;
         if let Some(schema) = tables.get_mut(&table) {
             schema.columns.push(ColumnSchema {
@@ -674,11 +676,7 @@ async fn introspect(transaction: &Transaction<'_>) -> Result<Vec<TableSchema>, E
     // (table, constraint) -> (kind, columns, referenced table, referenced columns)
     type Key = (String, Vec<String>, Option<String>, Vec<String>);
     let mut keys: BTreeMap<(String, String), Key> = BTreeMap::new();
-    for row in transaction
-        .query(KEYS_SQL, &[&SCHEMA])
-        .await
-        .map_err(fail)?
-    {
+    for row in key_rows {
         let table: String = row.try_get(0).map_err(fail)?;
         let name: String = row.try_get(1).map_err(fail)?;
         let kind: String = row.try_get(2).map_err(fail)?;
