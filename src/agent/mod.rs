@@ -1097,6 +1097,7 @@ impl Agent {
                 rows: &result.rows,
                 tables: &result.tables,
                 notes: self.gate.notes(),
+                schema: self.gate.schema(),
             });
             if !findings.is_empty() {
                 return self.suspect(state, result, findings);
@@ -1219,8 +1220,10 @@ impl Agent {
             sql: result.sql.clone(),
             repairable: true,
         };
+        let checks: Vec<plausibility::Check> =
+            findings.iter().map(|finding| finding.check).collect();
         state.suspect = Some((result, findings));
-        Node::Failed(failure, prompts::table_periods_fact(&periods))
+        Node::Failed(failure, prompts::suspect_facts(&checks, &periods))
     }
 
     /// Schema facts for the repair of a failure (who owns an unknown column, how to

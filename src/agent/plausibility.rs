@@ -20,6 +20,9 @@
 //!   of the statement mentions that grain; "each supplier" answered with one row and no
 //!   grouping at all ("by X" for anything but time is left alone: it is as often a
 //!   passive, "produced by the maker", or a ranking, "top 5 by revenue").
+//! - `repeated_rows`: a table joined and never read, on columns that are none of its
+//!   keys, so the rows it is joined to repeat under a total or in a row list
+//!   (`plausibility/joins.rs` says exactly when).
 //! - `currency`: a result column named after a currency other than the one the notes
 //!   declare (`total_usd` on a database that bills in INR).
 //! - `explanation_period`, `explanation_currency`: the written answer names a year
@@ -45,7 +48,9 @@ use sqlparser::ast::{
 use sqlparser::parser::Parser;
 
 use crate::gate::SqlDialect;
-use crate::schema::SchemaNotes;
+use crate::schema::{SchemaNotes, TableSchema};
+
+mod joins;
 
 /// Which rule found something.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -56,6 +61,7 @@ pub enum Check {
     PeriodUnfiltered,
     TablePeriod,
     Grouping,
+    RepeatedRows,
     Currency,
     ExplanationPeriod,
     ExplanationCurrency,
@@ -69,6 +75,7 @@ impl Check {
             Check::PeriodUnfiltered => "period_unfiltered",
             Check::TablePeriod => "table_period",
             Check::Grouping => "grouping",
+            Check::RepeatedRows => "repeated_rows",
             Check::Currency => "currency",
             Check::ExplanationPeriod => "explanation_period",
             Check::ExplanationCurrency => "explanation_currency",
@@ -107,6 +114,8 @@ pub struct Answer<'a> {
     /// The tables the query read, as the guard listed them.
     pub tables: &'a [String],
     pub notes: &'a SchemaNotes,
+    /// The database's tables with their keys (what `repeated_rows` weighs joins by).
+    pub schema: &'a [TableSchema],
 }
 
 /// A span of whole years, both ends inclusive (`i64::MIN` / `i64::MAX`: open).
@@ -353,6 +362,8 @@ struct SqlFacts {
     /// Every GROUP BY and PARTITION BY expression as written (an alias or position
     /// resolved to its select item: `year (strftime('%Y', txn_dt))`).
     groupings: Vec<String>,
+    /// Tables joined and never read whose joins repeat other tables' rows.
+    repeating_joins: Vec<joins::RepeatingJoin>,
     /// A select item holds a subquery (a per-row count written as a correlated
     /// subquery breaks rows down without a GROUP BY).
     projection_subquery: bool,
@@ -608,11 +619,12 @@ impl Visitor for Collect<'_> {
     }
 }
 
-fn sql_facts(sql: &str, dialect: SqlDialect) -> Option<SqlFacts> {
+fn sql_facts(sql: &str, dialect: SqlDialect, schema: &[TableSchema]) -> Option<SqlFacts> {
     let statements = Parser::parse_sql(&*dialect.parser_dialect(), sql).ok()?;
     let statement: &Statement = statements.first()?;
     let mut facts = SqlFacts::default();
     let _ = statement.visit(&mut Collect { facts: &mut facts });
+    facts.repeating_joins = joins::repeating_joins(statement, schema);
     Some(facts)
 }
 
@@ -701,7 +713,7 @@ pub fn currency_symbol(code: &str) -> String {
 /// The checks on a result that returned rows: every finding, in rule order.
 pub fn check_result(answer: &Answer<'_>) -> Vec<Finding> {
     let mut findings = Vec::new();
-    let Some(facts) = sql_facts(answer.sql, answer.dialect) else {
+    let Some(facts) = sql_facts(answer.sql, answer.dialect, answer.schema) else {
         return findings;
     };
     let grouped = !facts.groupings.is_empty();
@@ -805,6 +817,26 @@ pub fn check_result(answer: &Answer<'_>) -> Vec<Finding> {
             ));
         }
     }
+    for join in &facts.repeating_joins {
+        // A row list shows repeats only when they happened in this data: the same row
+        // twice. (A total hides them; its keys are the evidence.)
+        if join.affects == joins::Affects::Rows && !has_repeated_row(answer.rows) {
+            continue;
+        }
+        findings.push(Finding::new(
+            Check::RepeatedRows,
+            format!(
+                "the query joins {table} on {columns}, which is not a key of {table}, and reads \
+                 none of its columns: each {repeated} row repeats once for every matching \
+                 {table} row, which changes {affects}; leave {table} out unless the question \
+                 needs it, and then test for it with EXISTS",
+                table = join.table,
+                columns = join.join_columns.join(", "),
+                repeated = join.repeated,
+                affects = join.affects,
+            ),
+        ));
+    }
     if let Some(declared) = &answer.notes.currency {
         for column in answer.columns {
             let words = crate::words::words(column, crate::words::Split::Alphanumeric);
@@ -825,6 +857,13 @@ pub fn check_result(answer: &Answer<'_>) -> Vec<Finding> {
         }
     }
     findings
+}
+
+/// Whether two rows of the result are the same row.
+fn has_repeated_row(rows: &[Vec<JsonValue>]) -> bool {
+    let mut seen = std::collections::HashSet::new();
+    rows.iter()
+        .any(|row| !seen.insert(serde_json::to_string(row).unwrap_or_default()))
 }
 
 /// The years a text names on their own (`2025`, `2025-03-31`'s 2025).

@@ -17,6 +17,7 @@
 use serde_json::json;
 
 use super::failure::FailureKind;
+use super::plausibility::Check;
 use super::repair::ColumnFact;
 use super::strategy::{Hints, ReplyFormat, Strategy};
 use crate::gate::{ErrorType, SqlDialect};
@@ -321,11 +322,11 @@ pub fn repair_instruction(kind: FailureKind) -> Option<&'static str> {
             "The query returned no rows. Check each filter against the samples and the notes; \
              keep the question's meaning."
         }
+        // What to change depends on the check that fired: its guidance goes with the
+        // schema facts (`suspect_facts`), so a join's repair is not told about periods.
         FailureKind::Suspect => {
             "The query ran, but its result does not answer the question, for the reason \
-             given. Keep what is right and fix that: filter on exactly the period the question \
-             names, read the table whose notes say it holds that period, and group by what the \
-             question asks the result per."
+             given. Keep what is right and change what the reason names."
         }
         FailureKind::AbsentColumn => {
             "No table has that column. If the question needs data this database does not \
@@ -447,10 +448,50 @@ pub fn column_fact_text(fact: &ColumnFact) -> String {
     lines.join("\n")
 }
 
-/// The periods the tables of the database hold, from their notes, for a suspect
-/// answer's repair: `(table, from, to)`, an end None when open. None when no table has a
-/// period.
-pub fn table_periods_fact(periods: &[(String, Option<String>, Option<String>)]) -> Option<String> {
+/// What a suspect answer's repair is told, for the checks that fired: each check's
+/// guidance once, and the periods the tables hold (`(table, from, to)`, from their notes)
+/// when a check about periods fired. None when there is nothing to add to the findings.
+pub fn suspect_facts(
+    checks: &[Check],
+    periods: &[(String, Option<String>, Option<String>)],
+) -> Option<String> {
+    let about_periods = checks.iter().any(|check| {
+        matches!(
+            check,
+            Check::PeriodFilter | Check::PeriodRows | Check::PeriodUnfiltered | Check::TablePeriod
+        )
+    });
+    let mut lines: Vec<&str> = Vec::new();
+    if about_periods {
+        lines.push(
+            "Filter on exactly the period the question names, and read the table whose notes \
+             say it holds that period.",
+        );
+    }
+    if checks.contains(&Check::Grouping) {
+        lines.push("Group by what the question asks the result per.");
+    }
+    if checks.contains(&Check::RepeatedRows) {
+        lines.push(
+            "Join only the tables whose columns the answer uses; to keep only rows that have \
+             a match in another table, use EXISTS (SELECT 1 FROM that_table WHERE ...).",
+        );
+    }
+    let mut text = lines.join("\n");
+    if about_periods {
+        if let Some(periods) = table_periods_fact(periods) {
+            if !text.is_empty() {
+                text.push('\n');
+            }
+            text.push_str(&periods);
+        }
+    }
+    (!text.is_empty()).then_some(text)
+}
+
+/// The periods the tables of the database hold, from their notes: `(table, from, to)`,
+/// an end None when open. None when no table has a period.
+fn table_periods_fact(periods: &[(String, Option<String>, Option<String>)]) -> Option<String> {
     if periods.is_empty() {
         return None;
     }

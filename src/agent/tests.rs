@@ -164,7 +164,7 @@ async fn an_ambiguous_column_is_repaired_by_qualification() {
         &fixture.path,
         &[
             line(q, "write_sql", sql_reply("SELECT bill_no, status FROM bills JOIN purchase_orders ON bills.emp_id = purchase_orders.supp_id")),
-            line(q, "repair_sql", sql_reply("SELECT b.bill_no, b.status FROM bills b JOIN purchase_orders p ON b.emp_id = p.supp_id")),
+            line(q, "repair_sql", sql_reply("SELECT b.bill_no, b.status, p.status AS po_status FROM bills b JOIN purchase_orders p ON b.emp_id = p.supp_id")),
         ],
     )
     .await;
@@ -886,6 +886,60 @@ async fn a_suspect_answer_earns_one_repair_that_names_the_fact() {
         })
         .collect();
     assert_eq!(next, vec!["repair".to_string()]);
+}
+
+#[tokio::test]
+async fn a_total_over_rows_an_unread_join_repeats_is_repaired_by_naming_the_join() {
+    let fixture = demo();
+    let question = "What was the total billed in 2025?";
+    let in_2025 = "b.status <> 'VOID' AND b.txn_dt >= '2025-01-01' AND b.txn_dt < '2026-01-01'";
+    // bill_items is joined on bill_id, which is not its key, and never read: each bill
+    // counts once per line.
+    let repeated = format!(
+        "SELECT SUM(b.total_amt) AS total FROM bills AS b \
+         JOIN bill_items AS i ON i.bill_id = b.bill_id WHERE {in_2025}"
+    );
+    let right = format!("SELECT SUM(b.total_amt) AS total FROM bills AS b WHERE {in_2025}");
+    let agent = agent(
+        &fixture.path,
+        &[
+            line(question, "write_sql", sql_reply(&repeated)),
+            line(question, "repair_sql", sql_reply(&right)),
+        ],
+    )
+    .await;
+    let (result, recorder) = ask_recorded(&agent, question).await;
+    assert_eq!(result.decision, Decision::Answer);
+    assert_eq!(result.attempts, 2);
+    assert_eq!(result.history.len(), 1);
+    assert_eq!(result.history[0].error_type, FailureKind::Suspect);
+    assert!(
+        result.history[0].message.contains("repeated_rows"),
+        "{}",
+        result.history[0].message
+    );
+    let repairs = repair_prompts(&recorder);
+    assert_eq!(repairs.len(), 1);
+    assert!(
+        repairs[0].contains("joins bill_items on bill_id, which is not a key of bill_items"),
+        "the repair names the join and the key: {}",
+        repairs[0]
+    );
+    assert!(
+        repairs[0].contains("use EXISTS"),
+        "the repair is told how to keep a match without its repeats: {}",
+        repairs[0]
+    );
+    assert!(
+        !repairs[0].contains("period"),
+        "a join's repair is not told about periods: {}",
+        repairs[0]
+    );
+    assert!(result.warnings.is_empty(), "{:?}", result.warnings);
+    assert!(result
+        .sql
+        .as_deref()
+        .is_some_and(|sql| !sql.contains("bill_items")));
 }
 
 #[tokio::test]

@@ -192,6 +192,7 @@ pub async fn gold_flags(
                 rows: &result.rows,
                 tables: &result.tables,
                 notes: gate.notes(),
+                schema: gate.schema(),
             });
         report.checked += 1;
         if !findings.is_empty() {

@@ -39,6 +39,7 @@ fn checks_in(
         rows,
         tables: &tables,
         notes: &notes,
+        schema: &[],
     })
     .into_iter()
     .map(|finding| finding.check)
@@ -390,6 +391,7 @@ fn a_column_named_for_another_currency_is_flagged() {
         rows: &rows,
         tables: &[],
         notes: &no_currency,
+        schema: &[],
     })
     .is_empty());
 }
@@ -454,6 +456,7 @@ async fn no_gold_answer_of_the_demo_set_is_flagged() {
             rows: &result.rows,
             tables: &result.tables,
             notes: gate.notes(),
+            schema: gate.schema(),
         });
         assert!(
             findings.is_empty(),
@@ -464,4 +467,52 @@ async fn no_gold_answer_of_the_demo_set_is_flagged() {
         checked += 1;
     }
     assert!(checked >= 25, "{checked} gold answers checked");
+}
+
+#[test]
+fn a_row_list_over_an_unread_join_is_flagged_only_when_a_row_repeats() {
+    let table = |name: &str, columns: &[&str], key: &str| crate::schema::TableSchema {
+        name: name.to_string(),
+        columns: columns
+            .iter()
+            .map(|column| crate::schema::ColumnSchema {
+                name: column.to_string(),
+                data_type: "INTEGER".to_string(),
+                nullable: false,
+            })
+            .collect(),
+        primary_key: vec![key.to_string()],
+        unique: Vec::new(),
+        foreign_keys: Vec::new(),
+        row_count: None,
+    };
+    let schema = vec![
+        table("bills", &["bill_id", "bill_no"], "bill_id"),
+        table("bill_items", &["item_id", "bill_id"], "item_id"),
+    ];
+    let notes = crate::schema::SchemaNotes::default();
+    let columns = cols(&["bill_no"]);
+    let tables = cols(&["bills", "bill_items"]);
+    let sql = "SELECT b.bill_no FROM bills AS b JOIN bill_items AS i ON i.bill_id = b.bill_id";
+    let found = |rows: &[Vec<JsonValue>]| -> Vec<Check> {
+        check_result(&Answer {
+            question: "Which bills have lines?",
+            sql,
+            dialect: SqlDialect::Sqlite,
+            columns: &columns,
+            rows,
+            tables: &tables,
+            notes: &notes,
+            schema: &schema,
+        })
+        .into_iter()
+        .map(|finding| finding.check)
+        .collect()
+    };
+    assert_eq!(
+        found(&[vec![json!("B-1")], vec![json!("B-1")], vec![json!("B-2")]]),
+        vec![Check::RepeatedRows]
+    );
+    // Every bill with one line in this data: nothing repeated, nothing to flag.
+    assert!(found(&[vec![json!("B-1")], vec![json!("B-2")]]).is_empty());
 }

@@ -1,0 +1,663 @@
+//! The `repeated_rows` rule: a table joined and never read, on columns that are not one
+//! of its keys, repeats the rows it is joined to, which a total or a plain row list then
+//! counts more than once.
+//!
+//! A small model often joins a table the question does not need ("how many singers"
+//! answered over `singer JOIN singer_in_concert`). Whether such a join changes the answer
+//! depends on the joined table's keys: joined on its primary key or a unique key, each
+//! row meets at most one partner and nothing repeats; joined on any other column, a row
+//! meets every partner. Only the second case is flagged, and only where repeats change
+//! the result: a `SUM`, `AVG`, `TOTAL` or `COUNT(column)` without DISTINCT, or the
+//! statement's own rows listed without DISTINCT, grouping, a set operation that drops
+//! repeats or `LIMIT 1`, when the result does hold a row twice (the caller looks: many
+//! tables are one-to-one in their data whatever their keys say). `COUNT(*)` is left
+//! alone, since counting the joined rows is as often what the question asks ("how many
+//! performances by French singers"). A table that bridges two others (named in two ON
+//! conditions), one with a condition that is not a plain equality of columns, one
+//! without declared keys, and selects with comma joins are left alone too: the rule
+//! speaks only when the keys say rows repeat.
+
+use std::collections::HashMap;
+use std::ops::ControlFlow;
+
+use sqlparser::ast::{
+    BinaryOperator, Distinct, DuplicateTreatment, Expr, FunctionArg, FunctionArgExpr,
+    FunctionArguments, GroupByExpr, JoinConstraint, JoinOperator, LimitClause, ObjectNamePart,
+    Query, Select, SelectItem, SetExpr, SetQuantifier, Statement, TableFactor, Visit, Visitor,
+};
+
+use crate::schema::TableSchema;
+
+/// One table joined and never read whose join repeats the rows of another.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct RepeatingJoin {
+    /// The joined table as the schema names it.
+    pub table: String,
+    /// Its columns in the ON condition.
+    pub join_columns: Vec<String>,
+    /// The table whose rows repeat.
+    pub repeated: String,
+    /// What the repeats change.
+    pub affects: Affects,
+}
+
+/// What a join's repeated rows change in a select.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Affects {
+    /// A total, average or count of a column, written as in the query.
+    Aggregate(String),
+    /// The statement's own rows, listed without DISTINCT or grouping: only a result
+    /// that holds the same row twice shows the repeats happened.
+    Rows,
+}
+
+impl std::fmt::Display for Affects {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Affects::Aggregate(text) => f.write_str(text),
+            Affects::Rows => f.write_str("the rows"),
+        }
+    }
+}
+
+/// Every repeating join in the statement's selects, at most one per joined table.
+pub(super) fn repeating_joins(statement: &Statement, schema: &[TableSchema]) -> Vec<RepeatingJoin> {
+    if schema.is_empty() {
+        return Vec::new();
+    }
+    let mut uses = Identifiers::default();
+    let _ = statement.visit(&mut uses);
+    let mut selects = EachSelect {
+        schema,
+        uses: &uses,
+        top: true,
+        found: Vec::new(),
+    };
+    let _ = statement.visit(&mut selects);
+    selects.found
+}
+
+/// Visits every SELECT of a statement, subqueries included, and keeps what it finds.
+struct EachSelect<'a> {
+    schema: &'a [TableSchema],
+    uses: &'a Identifiers,
+    /// The next query visited is the statement's own (whose rows are the result).
+    top: bool,
+    found: Vec<RepeatingJoin>,
+}
+
+impl EachSelect<'_> {
+    /// `rows_show`: this select's rows reach the result as they are (the statement's
+    /// own select, or a branch of a UNION ALL of it, keeping more than one row).
+    fn set(&mut self, set: &SetExpr, rows_show: bool) {
+        match set {
+            SetExpr::Select(select) => {
+                for join in in_select(select, self.schema, self.uses, rows_show) {
+                    if !self.found.iter().any(|known| known.table == join.table) {
+                        self.found.push(join);
+                    }
+                }
+            }
+            SetExpr::SetOperation {
+                left,
+                right,
+                set_quantifier,
+                ..
+            } => {
+                // UNION, EXCEPT and INTERSECT without ALL drop repeated rows.
+                let kept = rows_show
+                    && matches!(
+                        set_quantifier,
+                        SetQuantifier::All | SetQuantifier::AllByName
+                    );
+                self.set(left, kept);
+                self.set(right, kept);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Whether the query keeps one row at most (`LIMIT 1`): repeats of it cannot show.
+fn keeps_one_row(query: &Query) -> bool {
+    let limit = match &query.limit_clause {
+        Some(LimitClause::LimitOffset {
+            limit: Some(limit), ..
+        }) => limit,
+        Some(LimitClause::OffsetCommaLimit { limit, .. }) => limit,
+        _ => return false,
+    };
+    matches!(limit, Expr::Value(value) if value.to_string() == "1")
+}
+
+impl Visitor for EachSelect<'_> {
+    type Break = ();
+
+    fn pre_visit_query(&mut self, query: &Query) -> ControlFlow<()> {
+        let top = std::mem::take(&mut self.top);
+        self.set(&query.body, top && !keeps_one_row(query));
+        ControlFlow::Continue(())
+    }
+}
+
+/// How often each name is used as a column: bare (`name`) and by qualifier (`t.name`
+/// counts once for `t`).
+#[derive(Default)]
+struct Identifiers {
+    bare: HashMap<String, usize>,
+    qualified: HashMap<String, usize>,
+}
+
+impl Identifiers {
+    fn of(expr: &Expr) -> Identifiers {
+        let mut uses = Identifiers::default();
+        let _ = expr.visit(&mut uses);
+        uses
+    }
+}
+
+impl Visitor for Identifiers {
+    type Break = ();
+
+    fn pre_visit_expr(&mut self, expr: &Expr) -> ControlFlow<()> {
+        match expr {
+            Expr::Identifier(ident) => {
+                *self.bare.entry(ident.value.to_lowercase()).or_default() += 1;
+            }
+            Expr::CompoundIdentifier(parts) if parts.len() >= 2 => {
+                let qualifier = parts[parts.len() - 2].value.to_lowercase();
+                *self.qualified.entry(qualifier).or_default() += 1;
+            }
+            _ => {}
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// One table of a FROM list: the name it is known by and its schema, when it is a table.
+struct Binding<'a> {
+    name: String,
+    table: Option<&'a TableSchema>,
+}
+
+fn binding<'a>(factor: &TableFactor, schema: &'a [TableSchema]) -> Option<Binding<'a>> {
+    match factor {
+        TableFactor::Table {
+            name, alias, args, ..
+        } if args.is_none() => {
+            let table_name = match name.0.last()? {
+                ObjectNamePart::Identifier(ident) => ident.value.to_lowercase(),
+                ObjectNamePart::Function(_) => return None,
+            };
+            let known_as = alias.as_ref().map_or_else(
+                || table_name.clone(),
+                |alias| alias.name.value.to_lowercase(),
+            );
+            // A renamed column list hides the table's own names: leave it alone.
+            let renamed = alias
+                .as_ref()
+                .is_some_and(|alias| !alias.columns.is_empty());
+            Some(Binding {
+                name: known_as,
+                table: schema
+                    .iter()
+                    .find(|table| table.name.eq_ignore_ascii_case(&table_name))
+                    .filter(|_| !renamed),
+            })
+        }
+        other => {
+            let alias = match other {
+                TableFactor::Derived { alias, .. }
+                | TableFactor::TableFunction { alias, .. }
+                | TableFactor::Function { alias, .. }
+                | TableFactor::UNNEST { alias, .. }
+                | TableFactor::NestedJoin { alias, .. } => alias.as_ref(),
+                _ => None,
+            };
+            Some(Binding {
+                name: alias.map(|alias| alias.name.value.to_lowercase())?,
+                table: None,
+            })
+        }
+    }
+}
+
+/// What repeated rows would change in this select, if anything.
+fn repeats_matter(select: &Select) -> Option<Affects> {
+    if matches!(
+        select.distinct,
+        Some(Distinct::Distinct) | Some(Distinct::On(_))
+    ) {
+        return None;
+    }
+    let mut aggregates = Aggregates::default();
+    for item in &select.projection {
+        match item {
+            SelectItem::UnnamedExpr(expr) | SelectItem::ExprWithAlias { expr, .. } => {
+                let _ = expr.visit(&mut aggregates);
+            }
+            _ => {}
+        }
+    }
+    if let Some(having) = &select.having {
+        let _ = having.visit(&mut aggregates);
+    }
+    if let Some(sensitive) = aggregates.sensitive {
+        return Some(Affects::Aggregate(sensitive));
+    }
+    let grouped = match &select.group_by {
+        GroupByExpr::Expressions(exprs, _) => !exprs.is_empty(),
+        GroupByExpr::All(_) => true,
+    };
+    (!grouped && !aggregates.any).then_some(Affects::Rows)
+}
+
+/// The aggregates of a projection: whether there is any, and the first whose value
+/// repeated rows change.
+#[derive(Default)]
+struct Aggregates {
+    any: bool,
+    sensitive: Option<String>,
+}
+
+impl Visitor for Aggregates {
+    type Break = ();
+
+    fn pre_visit_expr(&mut self, expr: &Expr) -> ControlFlow<()> {
+        let Expr::Function(function) = expr else {
+            return ControlFlow::Continue(());
+        };
+        if function.over.is_some() {
+            return ControlFlow::Continue(());
+        }
+        let name = function
+            .name
+            .0
+            .last()
+            .and_then(|part| match part {
+                ObjectNamePart::Identifier(ident) => Some(ident.value.to_lowercase()),
+                ObjectNamePart::Function(_) => None,
+            })
+            .unwrap_or_default();
+        let aggregate = matches!(
+            name.as_str(),
+            "sum" | "avg" | "count" | "total" | "min" | "max" | "group_concat" | "string_agg"
+        );
+        if !aggregate {
+            return ControlFlow::Continue(());
+        }
+        self.any = true;
+        let FunctionArguments::List(list) = &function.args else {
+            return ControlFlow::Continue(());
+        };
+        let distinct = matches!(list.duplicate_treatment, Some(DuplicateTreatment::Distinct));
+        let star = list.args.iter().any(|arg| {
+            matches!(
+                arg,
+                FunctionArg::Unnamed(FunctionArgExpr::Wildcard)
+                    | FunctionArg::Unnamed(FunctionArgExpr::QualifiedWildcard(_))
+            )
+        });
+        let counts_repeats = matches!(name.as_str(), "sum" | "avg" | "count" | "total");
+        if counts_repeats && !distinct && !star && self.sensitive.is_none() {
+            self.sensitive = Some(expr.to_string());
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// The columns of `binding` an ON condition equates with columns of other tables, and
+/// those tables' names; None when the condition is anything but such equalities joined by
+/// AND (a filter, an OR, a bare column), as the rule cannot weigh those.
+fn equated_columns(on: &Expr, binding: &str) -> Option<(Vec<String>, Vec<String>)> {
+    let mut mine = Vec::new();
+    let mut others = Vec::new();
+    let mut stack = vec![on];
+    while let Some(expr) = stack.pop() {
+        match expr {
+            Expr::Nested(inner) => stack.push(inner),
+            Expr::BinaryOp {
+                left,
+                op: BinaryOperator::And,
+                right,
+            } => {
+                stack.push(left);
+                stack.push(right);
+            }
+            Expr::BinaryOp {
+                left,
+                op: BinaryOperator::Eq,
+                right,
+            } => {
+                let (Some(left), Some(right)) = (qualified(left), qualified(right)) else {
+                    // A condition that does not name this table is another table's affair.
+                    if Identifiers::of(expr).qualified.contains_key(binding) {
+                        return None;
+                    }
+                    continue;
+                };
+                match (left.0 == binding, right.0 == binding) {
+                    (true, false) => {
+                        mine.push(left.1);
+                        others.push(right.0);
+                    }
+                    (false, true) => {
+                        mine.push(right.1);
+                        others.push(left.0);
+                    }
+                    (true, true) => return None,
+                    (false, false) => {}
+                }
+            }
+            other => {
+                if Identifiers::of(other).qualified.contains_key(binding) {
+                    return None;
+                }
+            }
+        }
+    }
+    others.sort();
+    others.dedup();
+    Some((mine, others))
+}
+
+/// `t.column` as (t, column), lowercased.
+fn qualified(expr: &Expr) -> Option<(String, String)> {
+    match expr {
+        Expr::Nested(inner) => qualified(inner),
+        Expr::CompoundIdentifier(parts) if parts.len() >= 2 => Some((
+            parts[parts.len() - 2].value.to_lowercase(),
+            parts[parts.len() - 1].value.to_lowercase(),
+        )),
+        _ => None,
+    }
+}
+
+/// Whether `columns` hold one of the table's keys whole.
+fn holds_a_key(table: &TableSchema, columns: &[String]) -> bool {
+    std::iter::once(&table.primary_key)
+        .chain(table.unique.iter())
+        .filter(|key| !key.is_empty())
+        .any(|key| {
+            key.iter().all(|part| {
+                columns
+                    .iter()
+                    .any(|column| column.eq_ignore_ascii_case(part))
+            })
+        })
+}
+
+fn in_select(
+    select: &Select,
+    schema: &[TableSchema],
+    uses: &Identifiers,
+    rows_show: bool,
+) -> Vec<RepeatingJoin> {
+    let mut found = Vec::new();
+    // Comma joins put their conditions in WHERE, where the rule does not follow them.
+    let [from] = select.from.as_slice() else {
+        return found;
+    };
+    if from.joins.is_empty() {
+        return found;
+    }
+    let Some(affects) = repeats_matter(select) else {
+        return found;
+    };
+    if affects == Affects::Rows && !rows_show {
+        return found;
+    }
+    if select.projection.iter().any(|item| {
+        matches!(
+            item,
+            SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..)
+        )
+    }) {
+        return found;
+    }
+    let mut bindings = Vec::new();
+    let mut conditions: Vec<&Expr> = Vec::new();
+    for factor in
+        std::iter::once(&from.relation).chain(from.joins.iter().map(|join| &join.relation))
+    {
+        let Some(binding) = binding(factor, schema) else {
+            return found;
+        };
+        bindings.push(binding);
+    }
+    for join in &from.joins {
+        match &join.join_operator {
+            JoinOperator::Join(JoinConstraint::On(on))
+            | JoinOperator::Inner(JoinConstraint::On(on))
+            | JoinOperator::Left(JoinConstraint::On(on))
+            | JoinOperator::LeftOuter(JoinConstraint::On(on)) => conditions.push(on),
+            // USING, NATURAL, cross and outer joins of other kinds: not weighed.
+            _ => return found,
+        }
+    }
+    let in_conditions: Vec<Identifiers> = conditions.iter().map(|on| Identifiers::of(on)).collect();
+    for binding in &bindings {
+        let Some(table) = binding.table else {
+            continue;
+        };
+        // Read anywhere outside the ON conditions (any scope, ORDER BY included)?
+        let qualified_in_on: usize = in_conditions
+            .iter()
+            .map(|uses| uses.qualified.get(&binding.name).copied().unwrap_or(0))
+            .sum();
+        let qualified_everywhere = uses.qualified.get(&binding.name).copied().unwrap_or(0);
+        if qualified_everywhere > qualified_in_on {
+            continue;
+        }
+        let bare_read = table.columns.iter().any(|column| {
+            let name = column.name.to_lowercase();
+            let everywhere = uses.bare.get(&name).copied().unwrap_or(0);
+            let in_on: usize = in_conditions
+                .iter()
+                .map(|uses| uses.bare.get(&name).copied().unwrap_or(0))
+                .sum();
+            everywhere > in_on
+        });
+        if bare_read {
+            continue;
+        }
+        // A leaf: named by exactly one ON condition, which ties it to one other table.
+        let naming: Vec<&&Expr> = conditions
+            .iter()
+            .zip(&in_conditions)
+            .filter(|(_, uses)| uses.qualified.contains_key(&binding.name))
+            .map(|(on, _)| on)
+            .collect();
+        let [on] = naming.as_slice() else {
+            continue;
+        };
+        let Some((columns, others)) = equated_columns(on, &binding.name) else {
+            continue;
+        };
+        let [other] = others.as_slice() else {
+            continue;
+        };
+        if columns.is_empty() || holds_a_key(table, &columns) {
+            continue;
+        }
+        if table.primary_key.is_empty() && table.unique.is_empty() {
+            continue;
+        }
+        let repeated = bindings
+            .iter()
+            .find(|candidate| &candidate.name == other)
+            .and_then(|candidate| candidate.table)
+            .map_or_else(|| other.clone(), |table| table.name.clone());
+        found.push(RepeatingJoin {
+            table: table.name.clone(),
+            join_columns: columns,
+            repeated,
+            affects: affects.clone(),
+        });
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::ColumnSchema;
+    use sqlparser::dialect::SQLiteDialect;
+    use sqlparser::parser::Parser;
+
+    fn table(name: &str, columns: &[&str], primary_key: &[&str]) -> TableSchema {
+        TableSchema {
+            name: name.to_string(),
+            columns: columns
+                .iter()
+                .map(|column| ColumnSchema {
+                    name: column.to_string(),
+                    data_type: "INTEGER".to_string(),
+                    nullable: true,
+                })
+                .collect(),
+            primary_key: primary_key.iter().map(|part| part.to_string()).collect(),
+            unique: Vec::new(),
+            foreign_keys: Vec::new(),
+            row_count: None,
+        }
+    }
+
+    /// Spider's concert_singer, cut down: a performance row per singer and concert.
+    fn schema() -> Vec<TableSchema> {
+        vec![
+            table(
+                "singer",
+                &["singer_id", "name", "age", "country"],
+                &["singer_id"],
+            ),
+            table("concert", &["concert_id", "theme", "year"], &["concert_id"]),
+            table(
+                "singer_in_concert",
+                &["concert_id", "singer_id"],
+                &["concert_id", "singer_id"],
+            ),
+            table("guest", &["singer_id", "note"], &[]),
+        ]
+    }
+
+    /// The joined tables the rule flags in `sql`, as `table<-repeated`.
+    fn flagged(sql: &str) -> Vec<String> {
+        let statements = Parser::parse_sql(&SQLiteDialect {}, sql).expect("test SQL parses");
+        repeating_joins(&statements[0], &schema())
+            .into_iter()
+            .map(|join| format!("{}<-{}", join.table, join.repeated))
+            .collect()
+    }
+
+    const SINGERS_WITH_PERFORMANCES: &str =
+        "FROM singer AS T1 JOIN singer_in_concert AS T2 ON T1.singer_id = T2.singer_id";
+
+    #[test]
+    fn a_total_over_a_join_on_a_column_that_is_no_key_is_flagged() {
+        assert_eq!(
+            flagged(&format!("SELECT avg(T1.age) {SINGERS_WITH_PERFORMANCES}")),
+            ["singer_in_concert<-singer"]
+        );
+        assert_eq!(
+            flagged(&format!(
+                "SELECT T1.country, sum(T1.age) {SINGERS_WITH_PERFORMANCES} GROUP BY T1.country"
+            )),
+            ["singer_in_concert<-singer"]
+        );
+        // The joined table first, the read one joined to it.
+        assert_eq!(
+            flagged(
+                "SELECT T2.name FROM singer_in_concert AS T1 \
+                 JOIN singer AS T2 ON T1.singer_id = T2.singer_id"
+            ),
+            ["singer_in_concert<-singer"]
+        );
+    }
+
+    #[test]
+    fn what_repeats_cannot_change_is_not_flagged() {
+        for sql in [
+            // Counting the joined rows is as often the question.
+            format!("SELECT count(*) {SINGERS_WITH_PERFORMANCES}"),
+            format!("SELECT T1.country, count(*) {SINGERS_WITH_PERFORMANCES} GROUP BY T1.country"),
+            // DISTINCT, grouping without a total, MIN and MAX are immune to repeats.
+            format!("SELECT DISTINCT T1.name {SINGERS_WITH_PERFORMANCES}"),
+            format!("SELECT count(DISTINCT T1.name) {SINGERS_WITH_PERFORMANCES}"),
+            format!("SELECT T1.name {SINGERS_WITH_PERFORMANCES} GROUP BY T1.name"),
+            format!("SELECT max(T1.age) {SINGERS_WITH_PERFORMANCES}"),
+            // One row kept: its repeats cannot show.
+            format!("SELECT T1.name {SINGERS_WITH_PERFORMANCES} ORDER BY T1.age LIMIT 1"),
+            // Rows of a set operation without ALL, or of a subquery, never reach the
+            // result as they are.
+            format!("SELECT name FROM singer EXCEPT SELECT T1.name {SINGERS_WITH_PERFORMANCES}"),
+            format!(
+                "SELECT name FROM singer WHERE name IN (SELECT T1.name {SINGERS_WITH_PERFORMANCES})"
+            ),
+        ] {
+            assert_eq!(flagged(&sql), Vec::<String>::new(), "{sql}");
+        }
+    }
+
+    #[test]
+    fn a_join_on_the_joined_tables_key_never_repeats_rows() {
+        // singer joined on its primary key: each performance meets one singer.
+        assert_eq!(
+            flagged(
+                "SELECT count(T1.concert_id) FROM singer_in_concert AS T1 \
+                 JOIN singer AS T2 ON T1.singer_id = T2.singer_id"
+            ),
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn a_table_that_is_read_bridges_or_has_no_declared_keys_is_left_alone() {
+        for sql in [
+            // Read in WHERE, qualified and bare, and in ORDER BY.
+            format!("SELECT T1.name {SINGERS_WITH_PERFORMANCES} WHERE T2.concert_id = 1"),
+            format!("SELECT T1.name {SINGERS_WITH_PERFORMANCES} WHERE concert_id = 1"),
+            format!("SELECT T1.name {SINGERS_WITH_PERFORMANCES} ORDER BY T2.concert_id"),
+            // A bridge between two read tables.
+            format!(
+                "SELECT T1.name, T3.theme {SINGERS_WITH_PERFORMANCES} \
+                 JOIN concert AS T3 ON T2.concert_id = T3.concert_id"
+            ),
+            // A condition beyond the equality of keys: the join filters on purpose.
+            "SELECT T1.name FROM singer AS T1 JOIN singer_in_concert AS T2 \
+             ON T1.singer_id = T2.singer_id AND T2.concert_id > 3"
+                .to_string(),
+            // No keys declared: the rule cannot tell.
+            "SELECT sum(T1.age) FROM singer AS T1 JOIN guest AS T2 ON T1.singer_id = T2.singer_id"
+                .to_string(),
+            // Comma joins put the condition in WHERE.
+            "SELECT sum(T1.age) FROM singer AS T1, singer_in_concert AS T2 \
+             WHERE T1.singer_id = T2.singer_id"
+                .to_string(),
+            // Every column asked for.
+            format!("SELECT * {SINGERS_WITH_PERFORMANCES}"),
+        ] {
+            assert_eq!(flagged(&sql), Vec::<String>::new(), "{sql}");
+        }
+    }
+
+    #[test]
+    fn the_rows_of_a_union_all_branch_reach_the_result() {
+        assert_eq!(
+            flagged(&format!(
+                "SELECT name FROM singer UNION ALL SELECT T1.name {SINGERS_WITH_PERFORMANCES}"
+            )),
+            ["singer_in_concert<-singer"]
+        );
+    }
+
+    #[test]
+    fn a_subquery_is_weighed_in_its_own_select() {
+        assert_eq!(
+            flagged(&format!(
+                "SELECT name FROM singer WHERE age > (SELECT avg(T1.age) {SINGERS_WITH_PERFORMANCES})"
+            )),
+            ["singer_in_concert<-singer"]
+        );
+    }
+}
