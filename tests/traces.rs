@@ -69,7 +69,13 @@ fn int(value: &Value) -> i64 {
 
 /// The start time as sortable text (Python's isoformat leaves out `.000000`).
 fn start_time(span: &Value) -> String {
-    let text = span["start_time"].as_str().unwrap_or_default();
+    span_time(span, "start_time")
+}
+
+/// A span's start or end as text that sorts in time order (a whole second gets its
+/// microseconds written out).
+fn span_time(span: &Value, field: &str) -> String {
+    let text = span[field].as_str().unwrap_or_default();
     match text.split_once('+') {
         Some((time, zone)) if !time.contains('.') => format!("{time}.000000+{zone}"),
         _ => text.to_string(),
@@ -311,7 +317,9 @@ async fn phoenix_shows_a_repaired_question_as_one_trace_and_eval_verdicts_and_as
     }
     // The steps come in the order they ran.
     let mut ordered: Vec<&Value> = spans.iter().filter(|s| s["name"] != "agent").collect();
-    ordered.sort_by_key(|span| start_time(span));
+    // Steps that start in the same microsecond (a scripted reply takes none) come in
+    // the order they ended.
+    ordered.sort_by_key(|span| (start_time(span), span_time(span, "end_time")));
     let order: Vec<String> = ordered
         .iter()
         .map(|span| {
