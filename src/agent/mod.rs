@@ -1098,6 +1098,7 @@ impl Agent {
                 tables: &result.tables,
                 notes: self.gate.notes(),
                 schema: self.gate.schema(),
+                cards: &self.cards,
             });
             if !findings.is_empty() {
                 return self.suspect(state, result, findings);

@@ -23,6 +23,9 @@
 //! - `repeated_rows`: a table joined and never read, on columns that are none of its
 //!   keys, so the rows it is joined to repeat under a total or in a row list
 //!   (`plausibility/joins.rs` says exactly when).
+//! - `number_as_date`: a date function (`strftime`, `date`, `EXTRACT`...) applied to a
+//!   column whose values are plain numbers, a year stored as `2014` (`plausibility/dates.rs`
+//!   says exactly when).
 //! - `currency`: a result column named after a currency other than the one the notes
 //!   declare (`total_usd` on a database that bills in INR).
 //! - `explanation_period`, `explanation_currency`: the written answer names a year
@@ -48,8 +51,10 @@ use sqlparser::ast::{
 use sqlparser::parser::Parser;
 
 use crate::gate::SqlDialect;
+use crate::linking::cards::TableCard;
 use crate::schema::{SchemaNotes, TableSchema};
 
+mod dates;
 mod joins;
 
 /// Which rule found something.
@@ -62,6 +67,7 @@ pub enum Check {
     TablePeriod,
     Grouping,
     RepeatedRows,
+    NumberAsDate,
     Currency,
     ExplanationPeriod,
     ExplanationCurrency,
@@ -76,6 +82,7 @@ impl Check {
             Check::TablePeriod => "table_period",
             Check::Grouping => "grouping",
             Check::RepeatedRows => "repeated_rows",
+            Check::NumberAsDate => "number_as_date",
             Check::Currency => "currency",
             Check::ExplanationPeriod => "explanation_period",
             Check::ExplanationCurrency => "explanation_currency",
@@ -116,6 +123,8 @@ pub struct Answer<'a> {
     pub notes: &'a SchemaNotes,
     /// The database's tables with their keys (what `repeated_rows` weighs joins by).
     pub schema: &'a [TableSchema],
+    /// The tables' cards, whose sample values say what a column holds (`number_as_date`).
+    pub cards: &'a [TableCard],
 }
 
 /// A span of whole years, both ends inclusive (`i64::MIN` / `i64::MAX`: open).
@@ -364,6 +373,8 @@ struct SqlFacts {
     groupings: Vec<String>,
     /// Tables joined and never read whose joins repeat other tables' rows.
     repeating_joins: Vec<joins::RepeatingJoin>,
+    /// Columns of plain numbers read through a date function.
+    numbers_as_dates: Vec<dates::NumberAsDate>,
     /// A select item holds a subquery (a per-row count written as a correlated
     /// subquery breaks rows down without a GROUP BY).
     projection_subquery: bool,
@@ -619,12 +630,18 @@ impl Visitor for Collect<'_> {
     }
 }
 
-fn sql_facts(sql: &str, dialect: SqlDialect, schema: &[TableSchema]) -> Option<SqlFacts> {
+fn sql_facts(
+    sql: &str,
+    dialect: SqlDialect,
+    schema: &[TableSchema],
+    cards: &[TableCard],
+) -> Option<SqlFacts> {
     let statements = Parser::parse_sql(&*dialect.parser_dialect(), sql).ok()?;
     let statement: &Statement = statements.first()?;
     let mut facts = SqlFacts::default();
     let _ = statement.visit(&mut Collect { facts: &mut facts });
     facts.repeating_joins = joins::repeating_joins(statement, schema);
+    facts.numbers_as_dates = dates::numbers_read_as_dates(statement, schema, cards);
     Some(facts)
 }
 
@@ -713,7 +730,7 @@ pub fn currency_symbol(code: &str) -> String {
 /// The checks on a result that returned rows: every finding, in rule order.
 pub fn check_result(answer: &Answer<'_>) -> Vec<Finding> {
     let mut findings = Vec::new();
-    let Some(facts) = sql_facts(answer.sql, answer.dialect, answer.schema) else {
+    let Some(facts) = sql_facts(answer.sql, answer.dialect, answer.schema, answer.cards) else {
         return findings;
     };
     let grouped = !facts.groupings.is_empty();
@@ -834,6 +851,20 @@ pub fn check_result(answer: &Answer<'_>) -> Vec<Finding> {
                 columns = join.join_columns.join(", "),
                 repeated = join.repeated,
                 affects = join.affects,
+            ),
+        ));
+    }
+    for number in &facts.numbers_as_dates {
+        findings.push(Finding::new(
+            Check::NumberAsDate,
+            format!(
+                "the query applies {function} to {table}.{column}, whose values are plain \
+                 numbers ({samples}), not dates: a date function reads them as no date or \
+                 another one; compare {column} with the number itself",
+                function = number.function,
+                table = number.table,
+                column = number.column,
+                samples = number.samples.join(", "),
             ),
         ));
     }

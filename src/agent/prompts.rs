@@ -477,6 +477,12 @@ pub fn suspect_facts(
              a match in another table, use EXISTS (SELECT 1 FROM that_table WHERE ...).",
         );
     }
+    if checks.contains(&Check::NumberAsDate) {
+        lines.push(
+            "A column that holds plain numbers (a year stored as 2014) is compared with the \
+             number itself, with no date function around it.",
+        );
+    }
     let mut text = lines.join("\n");
     if about_periods {
         if let Some(periods) = table_periods_fact(periods) {

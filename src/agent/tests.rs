@@ -943,6 +943,59 @@ async fn a_total_over_rows_an_unread_join_repeats_is_repaired_by_naming_the_join
 }
 
 #[tokio::test]
+async fn a_year_stored_as_a_number_read_through_strftime_is_repaired_by_naming_its_values() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("concerts.sqlite");
+    let connection = rusqlite::Connection::open(&path).expect("creates the file");
+    connection
+        .execute_batch(
+            "CREATE TABLE concert (concert_id INTEGER PRIMARY KEY, name TEXT, year TEXT);
+             INSERT INTO concert VALUES (1, 'Auditions', '2014'), (2, 'Super bootcamp', '2014'),
+                                        (3, 'Home Visits', '2015');",
+        )
+        .expect("the table is written");
+    drop(connection);
+    let question = "How many concerts were there in 2014?";
+    // strftime reads '2014' as no date: the count is 0 and nothing errs.
+    let through_a_date_function =
+        "SELECT count(*) FROM concert WHERE strftime('%Y', year) = '2014'";
+    let right = "SELECT count(*) FROM concert WHERE year = '2014'";
+    let agent = agent(
+        &path,
+        &[
+            line(question, "write_sql", sql_reply(through_a_date_function)),
+            line(question, "repair_sql", sql_reply(right)),
+        ],
+    )
+    .await;
+    let (result, recorder) = ask_recorded(&agent, question).await;
+    assert_eq!(result.decision, Decision::Answer);
+    assert_eq!(result.attempts, 2);
+    assert_eq!(result.history.len(), 1);
+    assert_eq!(result.history[0].error_type, FailureKind::Suspect);
+    assert!(
+        result.history[0].message.contains("number_as_date"),
+        "{}",
+        result.history[0].message
+    );
+    let repairs = repair_prompts(&recorder);
+    assert_eq!(repairs.len(), 1);
+    assert!(
+        repairs[0].contains("concert.year, whose values are plain numbers ('2014', '2015')"),
+        "the repair names the column and its values: {}",
+        repairs[0]
+    );
+    assert!(
+        repairs[0].contains("compared with the number itself"),
+        "{}",
+        repairs[0]
+    );
+    assert!(!repairs[0].contains("period"), "{}", repairs[0]);
+    assert_eq!(result.rows, vec![vec![serde_json::json!(2)]]);
+    assert!(result.warnings.is_empty(), "{:?}", result.warnings);
+}
+
+#[tokio::test]
 async fn a_repair_that_still_fails_a_check_is_answered_with_warnings_and_never_repaired_twice() {
     let fixture = demo();
     let still_by_year = "SELECT strftime('%Y', b.txn_dt) AS year, SUM(b.total_amt) AS total \

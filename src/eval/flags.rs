@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::agent::failure::FailureKind;
 use crate::eval::metrics::Decision;
 use crate::eval::runner::QuestionRecord;
+use crate::linking::cards::TableCard;
 
 /// The figures of one mode.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -160,7 +161,7 @@ pub async fn gold_flags(
 ) -> Result<GoldFlags, crate::eval::runner::EvalError> {
     use crate::eval::runner::{load_set, open_eval_gate, EVAL_ROW_CAP};
     let items = load_set(set, None, super::runner::Sampling::all(), limit)?;
-    let mut gates: BTreeMap<String, crate::gate::Gate> = BTreeMap::new();
+    let mut gates: BTreeMap<String, (crate::gate::Gate, Vec<TableCard>)> = BTreeMap::new();
     let mut report = GoldFlags {
         set: set.to_string(),
         checked: 0,
@@ -174,9 +175,15 @@ pub async fn gold_flags(
         };
         if !gates.contains_key(&item.db) {
             let gate = open_eval_gate(&item.db, EVAL_ROW_CAP).await?;
-            gates.insert(item.db.clone(), gate);
+            let cards = crate::linking::cards::build_cards(&gate)
+                .await
+                .map_err(|error| crate::eval::runner::EvalError::Database {
+                    db: item.db.clone(),
+                    error: error.to_string(),
+                })?;
+            gates.insert(item.db.clone(), (gate, cards));
         }
-        let Some(gate) = gates.get(&item.db) else {
+        let Some((gate, cards)) = gates.get(&item.db) else {
             continue;
         };
         let crate::gate::QueryOutcome::Rows(result) = gate.run_query(gold).await else {
@@ -193,6 +200,7 @@ pub async fn gold_flags(
                 tables: &result.tables,
                 notes: gate.notes(),
                 schema: gate.schema(),
+                cards,
             });
         report.checked += 1;
         if !findings.is_empty() {

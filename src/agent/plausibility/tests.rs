@@ -40,6 +40,7 @@ fn checks_in(
         tables: &tables,
         notes: &notes,
         schema: &[],
+        cards: &[],
     })
     .into_iter()
     .map(|finding| finding.check)
@@ -392,6 +393,7 @@ fn a_column_named_for_another_currency_is_flagged() {
         tables: &[],
         notes: &no_currency,
         schema: &[],
+        cards: &[],
     })
     .is_empty());
 }
@@ -441,6 +443,9 @@ async fn no_gold_answer_of_the_demo_set_is_flagged() {
     .await
     .expect("demo opens");
     let items = crate::eval::golden::builtin("demo").expect("the demo set loads");
+    let cards = crate::linking::cards::build_cards(&gate)
+        .await
+        .expect("the demo's cards build");
     let mut checked = 0;
     for item in items.iter().filter(|item| item.is_answerable()) {
         let Some(gold) = &item.gold_sql else { continue };
@@ -457,6 +462,7 @@ async fn no_gold_answer_of_the_demo_set_is_flagged() {
             tables: &result.tables,
             notes: gate.notes(),
             schema: gate.schema(),
+            cards: &cards,
         });
         assert!(
             findings.is_empty(),
@@ -504,6 +510,7 @@ fn a_row_list_over_an_unread_join_is_flagged_only_when_a_row_repeats() {
             tables: &tables,
             notes: &notes,
             schema: &schema,
+            cards: &[],
         })
         .into_iter()
         .map(|finding| finding.check)

@@ -1,0 +1,362 @@
+//! The `number_as_date` rule: a date function applied to a column whose values are plain
+//! numbers (a year stored as `2014` or `'2014'`, a day stored as `20160807`).
+//!
+//! Small models reach for `strftime('%Y', year)` whenever a question names a year. On a
+//! column that holds the year itself this is never right: SQLite reads the number as a
+//! Julian day (`strftime('%Y', 2014)` is `-4707`) or the digits as no date at all (NULL),
+//! and PostgreSQL's `EXTRACT` of an integer is an error the database reports itself.
+//! Neither the declared type (Spider's `concert.Year` is TEXT, `matches.tourney_date` is
+//! DATE holding integers) nor the result tells; the column's own values do. The cards
+//! keep up to three distinct real values per column, and a column is a number column
+//! here when it has at least one and every one is a run of digits.
+//!
+//! A call with a modifier that reads numbers as time (`'unixepoch'`, `'auto'`,
+//! `'julianday'`) is what such a column needs, and is left alone; so are columns whose
+//! table cannot be told from the statement (a bare name two of its tables share).
+
+use std::collections::HashMap;
+use std::ops::ControlFlow;
+
+use sqlparser::ast::{
+    Expr, FunctionArg, FunctionArgExpr, FunctionArguments, ObjectNamePart, Statement, TableFactor,
+    Value, Visit, Visitor,
+};
+
+use crate::linking::cards::TableCard;
+use crate::schema::TableSchema;
+
+/// Functions that read their argument as a date or time.
+const DATE_FUNCTIONS: &[&str] = &[
+    "strftime",
+    "date",
+    "datetime",
+    "julianday",
+    "time",
+    "unixepoch",
+    "date_part",
+    "date_trunc",
+];
+
+/// SQLite modifiers that make a date function read a number as time.
+const NUMERIC_TIME_MODIFIERS: &[&str] = &["unixepoch", "auto", "julianday"];
+
+/// One column of plain numbers read as a date.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct NumberAsDate {
+    /// The table as the schema names it.
+    pub table: String,
+    /// The column as the schema names it.
+    pub column: String,
+    /// The function as written (`strftime`, `EXTRACT`).
+    pub function: String,
+    /// The column's sample values, as the cards show them.
+    pub samples: Vec<String>,
+}
+
+/// Every column of plain numbers the statement reads through a date function, once each.
+pub(super) fn numbers_read_as_dates(
+    statement: &Statement,
+    schema: &[TableSchema],
+    cards: &[TableCard],
+) -> Vec<NumberAsDate> {
+    if cards.is_empty() {
+        return Vec::new();
+    }
+    let mut tables = Tables::default();
+    let _ = statement.visit(&mut tables);
+    let mut calls = DateCalls::default();
+    let _ = statement.visit(&mut calls);
+    let mut found: Vec<NumberAsDate> = Vec::new();
+    for (function, column) in calls.columns {
+        let Some((table, column)) = tables.resolve(&column, schema) else {
+            continue;
+        };
+        let Some(samples) = cards
+            .iter()
+            .find(|card| card.table.eq_ignore_ascii_case(&table.name))
+            .and_then(|card| card.samples.get(&column.to_lowercase()))
+        else {
+            continue;
+        };
+        let plain_numbers = !samples.is_empty()
+            && samples.iter().all(|value| {
+                let digits = value.trim_matches('\'');
+                !digits.is_empty() && digits.chars().all(|c| c.is_ascii_digit())
+            });
+        let already = found.iter().any(|seen| {
+            seen.table.eq_ignore_ascii_case(&table.name)
+                && seen.column.eq_ignore_ascii_case(&column)
+        });
+        if plain_numbers && !already {
+            found.push(NumberAsDate {
+                table: table.name.clone(),
+                column,
+                function,
+                samples: samples.clone(),
+            });
+        }
+    }
+    found
+}
+
+/// A column as written: its qualifier (lower-cased, when there is one) and its name.
+#[derive(Debug, Clone)]
+struct ColumnRef {
+    qualifier: Option<String>,
+    name: String,
+}
+
+/// The tables the statement names, by the name each is known by (alias or own name).
+#[derive(Default)]
+struct Tables {
+    known_as: HashMap<String, String>,
+    named: Vec<String>,
+}
+
+impl Tables {
+    /// The schema's table and column a reference means, when the statement says which.
+    fn resolve<'s>(
+        &self,
+        column: &ColumnRef,
+        schema: &'s [TableSchema],
+    ) -> Option<(&'s TableSchema, String)> {
+        let in_schema = |table_name: &str| {
+            schema
+                .iter()
+                .find(|table| table.name.eq_ignore_ascii_case(table_name))
+        };
+        let has_column = |table: &TableSchema| {
+            table
+                .columns
+                .iter()
+                .find(|own| own.name.eq_ignore_ascii_case(&column.name))
+                .map(|own| own.name.clone())
+        };
+        match &column.qualifier {
+            Some(qualifier) => {
+                let table = in_schema(self.known_as.get(qualifier)?)?;
+                has_column(table).map(|name| (table, name))
+            }
+            None => {
+                let mut holders = self
+                    .named
+                    .iter()
+                    .filter_map(|name| in_schema(name))
+                    .filter_map(|table| has_column(table).map(|name| (table, name)));
+                let first = holders.next()?;
+                // A bare name two tables share is the database's to resolve, not ours.
+                let another =
+                    holders.any(|(table, _)| !table.name.eq_ignore_ascii_case(&first.0.name));
+                (!another).then_some(first)
+            }
+        }
+    }
+}
+
+impl Visitor for Tables {
+    type Break = ();
+
+    fn pre_visit_table_factor(&mut self, factor: &TableFactor) -> ControlFlow<()> {
+        if let TableFactor::Table { name, alias, .. } = factor {
+            if let Some(ObjectNamePart::Identifier(ident)) = name.0.last() {
+                let table = ident.value.to_lowercase();
+                let known_as = alias
+                    .as_ref()
+                    .map_or_else(|| table.clone(), |alias| alias.name.value.to_lowercase());
+                self.known_as.insert(known_as, table.clone());
+                if !self.named.contains(&table) {
+                    self.named.push(table);
+                }
+            }
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// Columns passed straight to a date function, with the function's name as written.
+#[derive(Default)]
+struct DateCalls {
+    columns: Vec<(String, ColumnRef)>,
+}
+
+fn column_ref(expr: &Expr) -> Option<ColumnRef> {
+    match expr {
+        Expr::Nested(inner) => column_ref(inner),
+        Expr::Identifier(ident) => Some(ColumnRef {
+            qualifier: None,
+            name: ident.value.clone(),
+        }),
+        Expr::CompoundIdentifier(parts) if parts.len() >= 2 => Some(ColumnRef {
+            qualifier: Some(parts[parts.len() - 2].value.to_lowercase()),
+            name: parts[parts.len() - 1].value.clone(),
+        }),
+        _ => None,
+    }
+}
+
+impl Visitor for DateCalls {
+    type Break = ();
+
+    fn pre_visit_expr(&mut self, expr: &Expr) -> ControlFlow<()> {
+        match expr {
+            Expr::Extract { expr: inner, .. } => {
+                if let Some(column) = column_ref(inner) {
+                    self.columns.push(("EXTRACT".to_string(), column));
+                }
+            }
+            Expr::Function(function) => {
+                let Some(ObjectNamePart::Identifier(name)) = function.name.0.last() else {
+                    return ControlFlow::Continue(());
+                };
+                let lowered = name.value.to_lowercase();
+                if !DATE_FUNCTIONS.contains(&lowered.as_str()) {
+                    return ControlFlow::Continue(());
+                }
+                let FunctionArguments::List(list) = &function.args else {
+                    return ControlFlow::Continue(());
+                };
+                let arguments: Vec<&Expr> = list
+                    .args
+                    .iter()
+                    .filter_map(|argument| match argument {
+                        FunctionArg::Unnamed(FunctionArgExpr::Expr(expr)) => Some(expr),
+                        _ => None,
+                    })
+                    .collect();
+                let reads_numbers_as_time = arguments.iter().any(|argument| {
+                    matches!(argument, Expr::Value(value)
+                        if matches!(&value.value, Value::SingleQuotedString(text)
+                            if NUMERIC_TIME_MODIFIERS.contains(&text.to_lowercase().as_str())))
+                });
+                if !reads_numbers_as_time {
+                    for argument in arguments {
+                        if let Some(column) = column_ref(argument) {
+                            self.columns.push((name.value.clone(), column));
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use sqlparser::parser::Parser;
+
+    use super::*;
+    use crate::schema::ColumnSchema;
+
+    fn table(name: &str, columns: &[&str]) -> TableSchema {
+        TableSchema {
+            name: name.to_string(),
+            columns: columns
+                .iter()
+                .map(|column| ColumnSchema {
+                    name: column.to_string(),
+                    data_type: "TEXT".to_string(),
+                    nullable: true,
+                })
+                .collect(),
+            primary_key: Vec::new(),
+            unique: Vec::new(),
+            foreign_keys: Vec::new(),
+            row_count: None,
+        }
+    }
+
+    fn card(name: &str, samples: &[(&str, &[&str])]) -> TableCard {
+        let samples: BTreeMap<String, Vec<String>> = samples
+            .iter()
+            .map(|(column, values)| {
+                (
+                    column.to_lowercase(),
+                    values.iter().map(|value| value.to_string()).collect(),
+                )
+            })
+            .collect();
+        TableCard::new(name, "", String::new(), std::iter::empty(), &[], samples)
+    }
+
+    fn flagged(sql: &str) -> Vec<String> {
+        let schema = vec![
+            table("concert", &["concert_ID", "Year", "Stadium_ID"]),
+            table("stadium", &["Stadium_ID", "Name", "Opened"]),
+            table("visit", &["Visit_ID", "Visit_Date", "Year"]),
+        ];
+        let cards = vec![
+            card(
+                "concert",
+                &[
+                    ("concert_id", &["1", "2"]),
+                    ("year", &["'2014'", "'2015'"]),
+                    ("stadium_id", &["1"]),
+                ],
+            ),
+            card(
+                "stadium",
+                &[("name", &["'Hampden'"]), ("opened", &["1700000000"])],
+            ),
+            card(
+                "visit",
+                &[("visit_date", &["'2014-05-01'"]), ("year", &["2014"])],
+            ),
+        ];
+        let statements =
+            Parser::parse_sql(&sqlparser::dialect::SQLiteDialect {}, sql).expect("test SQL parses");
+        numbers_read_as_dates(&statements[0], &schema, &cards)
+            .into_iter()
+            .map(|found| format!("{}.{} {}", found.table, found.column, found.function))
+            .collect()
+    }
+
+    #[test]
+    fn a_date_function_over_a_column_of_plain_numbers_is_flagged() {
+        assert_eq!(
+            flagged("SELECT count(*) FROM concert WHERE strftime('%Y', Year) = '2014'"),
+            vec!["concert.Year strftime"]
+        );
+        assert_eq!(
+            flagged(
+                "SELECT s.Name FROM stadium s JOIN concert c ON c.Stadium_ID = s.Stadium_ID \
+                 WHERE CAST(strftime('%Y', c.Year) AS INTEGER) > 2013"
+            ),
+            vec!["concert.Year strftime"]
+        );
+        assert_eq!(
+            flagged("SELECT EXTRACT(YEAR FROM c.Year) FROM concert AS c"),
+            vec!["concert.Year EXTRACT"]
+        );
+    }
+
+    #[test]
+    fn dates_numbers_read_as_time_and_unresolved_names_are_left_alone() {
+        // The column holds dates.
+        assert!(flagged("SELECT strftime('%Y', Visit_Date) FROM visit").is_empty());
+        // Numbers read as seconds since 1970, as the modifier says.
+        assert!(flagged("SELECT date(Opened, 'unixepoch') FROM stadium").is_empty());
+        // The year compared as the number it is.
+        assert!(flagged("SELECT count(*) FROM concert WHERE Year = '2014'").is_empty());
+        // `Year` is a column of both concert and visit: which one is not ours to say.
+        assert!(flagged(
+            "SELECT strftime('%Y', Year) FROM concert JOIN visit ON concert.concert_ID = visit.Visit_ID"
+        )
+        .is_empty());
+        // No samples for the column: nothing to weigh.
+        assert!(flagged("SELECT strftime('%Y', Stadium_ID) FROM stadium").is_empty());
+    }
+
+    #[test]
+    fn each_column_is_reported_once() {
+        assert_eq!(
+            flagged(
+                "SELECT strftime('%Y', Year) FROM concert WHERE strftime('%Y', Year) IN ('2014', '2015')"
+            ),
+            vec!["concert.Year strftime"]
+        );
+    }
+}
