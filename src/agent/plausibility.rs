@@ -24,8 +24,8 @@
 //!   keys, so the rows it is joined to repeat under a total or in a row list
 //!   (`plausibility/joins.rs` says exactly when).
 //! - `number_as_date`: a date function (`strftime`, `date`, `EXTRACT`...) applied to a
-//!   column whose values are plain numbers, a year stored as `2014` (`plausibility/dates.rs`
-//!   says exactly when).
+//!   column whose values are years stored as numbers, `2014` (`plausibility/dates.rs` says
+//!   exactly when).
 //! - `currency`: a result column named after a currency other than the one the notes
 //!   declare (`total_usd` on a database that bills in INR).
 //! - `explanation_period`, `explanation_currency`: the written answer names a year
@@ -373,7 +373,7 @@ struct SqlFacts {
     groupings: Vec<String>,
     /// Tables joined and never read whose joins repeat other tables' rows.
     repeating_joins: Vec<joins::RepeatingJoin>,
-    /// Columns of plain numbers read through a date function.
+    /// Columns of years stored as numbers, read through a date function.
     numbers_as_dates: Vec<dates::NumberAsDate>,
     /// A select item holds a subquery (a per-row count written as a correlated
     /// subquery breaks rows down without a GROUP BY).
@@ -858,9 +858,9 @@ pub fn check_result(answer: &Answer<'_>) -> Vec<Finding> {
         findings.push(Finding::new(
             Check::NumberAsDate,
             format!(
-                "the query applies {function} to {table}.{column}, whose values are plain \
-                 numbers ({samples}), not dates: a date function reads them as no date or \
-                 another one; compare {column} with the number itself",
+                "the query applies {function} to {table}.{column}, whose values are years \
+                 stored as numbers ({samples}), not dates: a date function reads them as no \
+                 date or another one; compare {column} with the year itself",
                 function = number.function,
                 table = number.table,
                 column = number.column,

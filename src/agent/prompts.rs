@@ -479,8 +479,8 @@ pub fn suspect_facts(
     }
     if checks.contains(&Check::NumberAsDate) {
         lines.push(
-            "A column that holds plain numbers (a year stored as 2014) is compared with the \
-             number itself, with no date function around it.",
+            "A column that holds years as numbers (2014) is compared with the year itself, \
+             with no date function around it.",
         );
     }
     let mut text = lines.join("\n");

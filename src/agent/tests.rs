@@ -981,12 +981,13 @@ async fn a_year_stored_as_a_number_read_through_strftime_is_repaired_by_naming_i
     let repairs = repair_prompts(&recorder);
     assert_eq!(repairs.len(), 1);
     assert!(
-        repairs[0].contains("concert.year, whose values are plain numbers ('2014', '2015')"),
+        repairs[0]
+            .contains("concert.year, whose values are years stored as numbers ('2014', '2015')"),
         "the repair names the column and its values: {}",
         repairs[0]
     );
     assert!(
-        repairs[0].contains("compared with the number itself"),
+        repairs[0].contains("compared with the year itself"),
         "{}",
         repairs[0]
     );

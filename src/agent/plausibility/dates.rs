@@ -1,14 +1,19 @@
-//! The `number_as_date` rule: a date function applied to a column whose values are plain
-//! numbers (a year stored as `2014` or `'2014'`, a day stored as `20160807`).
+//! The `number_as_date` rule: a date function applied to a column whose values are years
+//! stored as plain numbers (`2014` or `'2014'`).
 //!
 //! Small models reach for `strftime('%Y', year)` whenever a question names a year. On a
 //! column that holds the year itself this is never right: SQLite reads the number as a
 //! Julian day (`strftime('%Y', 2014)` is `-4707`) or the digits as no date at all (NULL),
 //! and PostgreSQL's `EXTRACT` of an integer is an error the database reports itself.
-//! Neither the declared type (Spider's `concert.Year` is TEXT, `matches.tourney_date` is
-//! DATE holding integers) nor the result tells; the column's own values do. The cards
-//! keep up to three distinct real values per column, and a column is a number column
-//! here when it has at least one and every one is a run of digits.
+//! Neither the declared type (Spider's `concert.Year` is TEXT) nor the result tells; the
+//! column's own values do. The cards
+//! keep up to three distinct real values per column, and a column holds years here when
+//! it has at least one and every one is four digits from 1000 to 2999.
+//!
+//! Other columns of digits (ids, a day stored as `20131021`) are left alone: a date
+//! function is wrong on them too, but the repair has no fact to give. In the Spider run
+//! that first tried them, all three such repairs were told "compare it with the number
+//! itself" and filtered an id by the question's year, or a day by the sample values.
 //!
 //! A call with a modifier that reads numbers as time (`'unixepoch'`, `'auto'`,
 //! `'julianday'`) is what such a column needs, and is left alone; so are columns whose
@@ -40,7 +45,7 @@ const DATE_FUNCTIONS: &[&str] = &[
 /// SQLite modifiers that make a date function read a number as time.
 const NUMERIC_TIME_MODIFIERS: &[&str] = &["unixepoch", "auto", "julianday"];
 
-/// One column of plain numbers read as a date.
+/// One column of years stored as numbers, read as a date.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct NumberAsDate {
     /// The table as the schema names it.
@@ -53,7 +58,8 @@ pub(super) struct NumberAsDate {
     pub samples: Vec<String>,
 }
 
-/// Every column of plain numbers the statement reads through a date function, once each.
+/// Every column of years stored as numbers that the statement reads through a date
+/// function, once each.
 pub(super) fn numbers_read_as_dates(
     statement: &Statement,
     schema: &[TableSchema],
@@ -78,16 +84,18 @@ pub(super) fn numbers_read_as_dates(
         else {
             continue;
         };
-        let plain_numbers = !samples.is_empty()
+        let years = !samples.is_empty()
             && samples.iter().all(|value| {
                 let digits = value.trim_matches('\'');
-                !digits.is_empty() && digits.chars().all(|c| c.is_ascii_digit())
+                digits.len() == 4
+                    && digits.chars().all(|c| c.is_ascii_digit())
+                    && (digits.starts_with('1') || digits.starts_with('2'))
             });
         let already = found.iter().any(|seen| {
             seen.table.eq_ignore_ascii_case(&table.name)
                 && seen.column.eq_ignore_ascii_case(&column)
         });
-        if plain_numbers && !already {
+        if years && !already {
             found.push(NumberAsDate {
                 table: table.name.clone(),
                 column,
@@ -346,6 +354,9 @@ mod tests {
             "SELECT strftime('%Y', Year) FROM concert JOIN visit ON concert.concert_ID = visit.Visit_ID"
         )
         .is_empty());
+        // Digits that are no year: an id, a day written 20131021.
+        assert!(flagged("SELECT strftime('%Y', concert_ID) FROM concert").is_empty());
+        assert!(flagged("SELECT date(Opened) FROM stadium").is_empty());
         // No samples for the column: nothing to weigh.
         assert!(flagged("SELECT strftime('%Y', Stadium_ID) FROM stadium").is_empty());
     }
