@@ -140,6 +140,9 @@ pub enum NextStep {
     /// Answer with the suspect rows after all, each failed check shown as a warning:
     /// the one suspect repair is spent, or no attempt remains.
     AnswerWithWarnings,
+    /// Run the rule's own fix of a suspect answer instead of asking the model (a join
+    /// that repeats rows, taken out): its one suspect repair, costing no model call.
+    Rewrite,
 }
 
 /// How far the question has got, as far as the next step depends on it.
@@ -158,6 +161,8 @@ pub struct Progress {
     pub single_attempt: bool,
     /// This question has already had its one suspect repair.
     pub suspect_before: bool,
+    /// The rule checks that found this answer suspect also wrote its fix.
+    pub rewrite_ready: bool,
 }
 
 /// After this many failures naming columns no table has, the question needs data the
@@ -188,13 +193,18 @@ pub fn next_step(failure: &Failure, progress: &Progress) -> NextStep {
             ));
         }
     }
-    // A suspect answer ran and has rows: it earns one repair, and is never given up.
-    if failure.kind == K::Suspect
-        && (progress.single_attempt
-            || progress.suspect_before
-            || progress.attempts >= progress.max_attempts)
-    {
-        return NextStep::AnswerWithWarnings;
+    // A suspect answer ran and has rows: it earns one repair, and is never given up. A
+    // fix the rules wrote is that repair, and needs no attempt left, as it asks no model.
+    if failure.kind == K::Suspect {
+        if progress.single_attempt || progress.suspect_before {
+            return NextStep::AnswerWithWarnings;
+        }
+        if progress.rewrite_ready {
+            return NextStep::Rewrite;
+        }
+        if progress.attempts >= progress.max_attempts {
+            return NextStep::AnswerWithWarnings;
+        }
     }
     if progress.single_attempt {
         return NextStep::GiveUp(format!(
@@ -269,6 +279,7 @@ mod tests {
             absent_columns: 0,
             single_attempt: false,
             suspect_before: false,
+            rewrite_ready: false,
         }
     }
 
@@ -278,7 +289,10 @@ mod tests {
             let step = next_step(&failure(kind), &fresh());
             let repairable = failure(kind).repairable;
             match &step {
-                NextStep::Repair | NextStep::Resample | NextStep::AnswerWithWarnings => {
+                NextStep::Repair
+                | NextStep::Resample
+                | NextStep::AnswerWithWarnings
+                | NextStep::Rewrite => {
                     assert!(repairable, "{kind}")
                 }
                 NextStep::GiveUp(reason) | NextStep::Decline(reason) => {
@@ -334,6 +348,33 @@ mod tests {
                 "{spent:?}"
             );
         }
+        // The rules' own fix is taken first, even with no attempt left (it asks no
+        // model), but never twice and never in a one-attempt mode.
+        let fixable = Progress {
+            rewrite_ready: true,
+            ..fresh()
+        };
+        assert_eq!(next_step(&suspect, &fixable), NextStep::Rewrite);
+        let capped_fixable = Progress {
+            attempts: 3,
+            ..fixable
+        };
+        assert_eq!(next_step(&suspect, &capped_fixable), NextStep::Rewrite);
+        for spent in [
+            Progress {
+                suspect_before: true,
+                ..fixable
+            },
+            Progress {
+                single_attempt: true,
+                ..fixable
+            },
+        ] {
+            assert_eq!(next_step(&suspect, &spent), NextStep::AnswerWithWarnings);
+        }
+        // Only a suspect answer is fixed by rule: other failures ignore the flag.
+        let column = failure(FailureKind::Database(ErrorType::UnknownColumn));
+        assert_eq!(next_step(&column, &fixable), NextStep::Repair);
         // Only a suspect answer is answered anyway: any other failure at the cap gives up.
         let empty = failure(FailureKind::EmptyResult);
         let capped = Progress {

@@ -7,6 +7,7 @@
 //!            | empty -> the one diagnostic -> answer or a failure
 //!   failure -> failure::next_step: repair | resample | decline | give up
 //!              | answer with warnings (a suspect answer whose one repair is spent)
+//!              | rewrite (the rules' own fix of a suspect answer) -> try
 //!   repair / resample -> (select_schema when retrieval widens) -> generate
 //! ```
 //!
@@ -322,6 +323,8 @@ struct State<'o> {
     /// The latest answer the rule checks found suspect, with what they found: answered
     /// with warnings when its repair is spent or cannot finish.
     suspect: Option<(QueryResult, Vec<plausibility::Finding>)>,
+    /// The rule checks' own fix of the suspect answer, when they wrote one.
+    rewrite: Option<String>,
     /// The warnings the answer is shown with.
     warnings: Vec<plausibility::Finding>,
     /// An answer the round kept while it sampled a second opinion (an empty result or a
@@ -364,6 +367,7 @@ impl State<'_> {
             absent_columns: self.absent_columns.len(),
             single_attempt: self.mode.is_single_attempt(),
             suspect_before: self.suspect_used,
+            rewrite_ready: self.rewrite.is_some(),
         }
     }
 
@@ -460,6 +464,7 @@ impl Agent {
             diagnostic_used: false,
             suspect_used: false,
             suspect: None,
+            rewrite: None,
             warnings: Vec::new(),
             kept: None,
             first_confidence: None,
@@ -1089,7 +1094,7 @@ impl Agent {
         // The checks come first: an empty sum over another year is suspect for its
         // filter, before the empty-result diagnostic looks at its text filters.
         if state.mode != Mode::Plain {
-            let findings = plausibility::check_result(&plausibility::Answer {
+            let answer = plausibility::Answer {
                 question: &state.question,
                 sql: &result.sql,
                 dialect: self.gate.dialect(),
@@ -1099,8 +1104,18 @@ impl Agent {
                 notes: self.gate.notes(),
                 schema: self.gate.schema(),
                 cards: &self.cards,
-            });
+            };
+            let findings = plausibility::check_result(&answer);
             if !findings.is_empty() {
+                // Repeated rows alone have a fix the rules can write themselves; any other
+                // finding needs the model's repair, which is told every fact at once.
+                let only_repeats = findings
+                    .iter()
+                    .all(|finding| finding.check == plausibility::Check::RepeatedRows);
+                let rewrite = only_repeats
+                    .then(|| plausibility::without_repeated_rows(&answer))
+                    .flatten();
+                state.rewrite = rewrite;
                 return self.suspect(state, result, findings);
             }
         }
@@ -1327,6 +1342,7 @@ impl Agent {
                 NextStep::Decline(_) => "decline",
                 NextStep::GiveUp(_) => "give_up",
                 NextStep::AnswerWithWarnings => "answer_with_warnings",
+                NextStep::Rewrite => "rewrite",
             }
             .to_string(),
         });
@@ -1342,6 +1358,15 @@ impl Agent {
             }
             NextStep::Repair => self.repair_round(),
             NextStep::Resample => Round::Sampled,
+            NextStep::Rewrite => match state.rewrite.take() {
+                Some(sql) => {
+                    state.note("rewrite", format!("without the repeating join: {sql}"));
+                    return Node::Try(vec![sql], Round::Greedy);
+                }
+                // next_step offers a rewrite only when one was written; were it not, the
+                // model's repair is the suspect answer's one repair.
+                None => self.repair_round(),
+            },
             // Taken by answer_suspect before the failure was recorded.
             NextStep::AnswerWithWarnings => return Node::Done,
         };

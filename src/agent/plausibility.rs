@@ -22,7 +22,9 @@
 //!   passive, "produced by the maker", or a ranking, "top 5 by revenue").
 //! - `repeated_rows`: a table joined and never read, on columns that are none of its
 //!   keys, so the rows it is joined to repeat under a total or in a row list
-//!   (`plausibility/joins.rs` says exactly when).
+//!   (`plausibility/joins.rs` says exactly when). It is the one rule that also writes
+//!   its fix ([`without_repeated_rows`]): the join taken out, or kept as an EXISTS test
+//!   when the question names its table.
 //! - `number_as_date`: a date function (`strftime`, `date`, `EXTRACT`...) applied to a
 //!   column whose values are years stored as numbers, `2014` (`plausibility/dates.rs` says
 //!   exactly when).
@@ -643,6 +645,19 @@ fn sql_facts(
     facts.repeating_joins = joins::repeating_joins(statement, schema);
     facts.numbers_as_dates = dates::numbers_read_as_dates(statement, schema, cards);
     Some(facts)
+}
+
+/// The answer's SQL with every join that repeats rows taken out (`repeated_rows`'s own
+/// fix, [`joins`] says how), or None when there is none or one cannot be taken out
+/// exactly. The caller runs it through the gate like any other statement.
+pub fn without_repeated_rows(answer: &Answer<'_>) -> Option<String> {
+    let dialect = answer.dialect.parser_dialect();
+    let statements = Parser::parse_sql(&*dialect, answer.sql).ok()?;
+    let [statement] = statements.as_slice() else {
+        return None;
+    };
+    joins::without_repeating_joins(statement, answer.schema, answer.question, &*dialect)
+        .map(|rewritten| rewritten.to_string())
 }
 
 /// Result columns that name time ("year", "month", "bill_date"), with the years their

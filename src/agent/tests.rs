@@ -355,7 +355,8 @@ async fn a_reply_identical_to_a_failed_one_is_never_run_again() {
                 q,
                 "repair_sql",
                 sql_reply(
-                    "SELECT c.cust_name FROM bills b JOIN customers c ON c.cust_id = b.cust_id",
+                    "SELECT DISTINCT c.cust_name FROM bills b \
+                     JOIN customers c ON c.cust_id = b.cust_id",
                 ),
             ),
         ],
@@ -889,9 +890,8 @@ async fn a_suspect_answer_earns_one_repair_that_names_the_fact() {
 }
 
 #[tokio::test]
-async fn a_total_over_rows_an_unread_join_repeats_is_repaired_by_naming_the_join() {
+async fn a_total_over_rows_an_unread_join_repeats_is_rerun_without_the_join_and_no_model_call() {
     let fixture = demo();
-    let question = "What was the total billed in 2025?";
     let in_2025 = "b.status <> 'VOID' AND b.txn_dt >= '2025-01-01' AND b.txn_dt < '2026-01-01'";
     // bill_items is joined on bill_id, which is not its key, and never read: each bill
     // counts once per line.
@@ -899,47 +899,76 @@ async fn a_total_over_rows_an_unread_join_repeats_is_repaired_by_naming_the_join
         "SELECT SUM(b.total_amt) AS total FROM bills AS b \
          JOIN bill_items AS i ON i.bill_id = b.bill_id WHERE {in_2025}"
     );
-    let right = format!("SELECT SUM(b.total_amt) AS total FROM bills AS b WHERE {in_2025}");
-    let agent = agent(
-        &fixture.path,
-        &[
-            line(question, "write_sql", sql_reply(&repeated)),
-            line(question, "repair_sql", sql_reply(&right)),
-        ],
-    )
-    .await;
-    let (result, recorder) = ask_recorded(&agent, question).await;
-    assert_eq!(result.decision, Decision::Answer);
-    assert_eq!(result.attempts, 2);
-    assert_eq!(result.history.len(), 1);
-    assert_eq!(result.history[0].error_type, FailureKind::Suspect);
-    assert!(
-        result.history[0].message.contains("repeated_rows"),
-        "{}",
-        result.history[0].message
-    );
-    let repairs = repair_prompts(&recorder);
-    assert_eq!(repairs.len(), 1);
-    assert!(
-        repairs[0].contains("joins bill_items on bill_id, which is not a key of bill_items"),
-        "the repair names the join and the key: {}",
-        repairs[0]
-    );
-    assert!(
-        repairs[0].contains("use EXISTS"),
-        "the repair is told how to keep a match without its repeats: {}",
-        repairs[0]
-    );
-    assert!(
-        !repairs[0].contains("period"),
-        "a join's repair is not told about periods: {}",
-        repairs[0]
-    );
-    assert!(result.warnings.is_empty(), "{:?}", result.warnings);
-    assert!(result
-        .sql
-        .as_deref()
-        .is_some_and(|sql| !sql.contains("bill_items")));
+    let database = rusqlite::Connection::open(&fixture.path).expect("opens the demo");
+    let total = |sql: &str| -> f64 {
+        database
+            .query_row(sql, [], |row| row.get(0))
+            .expect("the expected total runs")
+    };
+    let with_repeats = total(&repeated);
+    // A question that does not speak of the lines drops the join; one that does keeps it
+    // as a test, so bills without lines stay out.
+    for (question, kept_as_test, expected) in [
+        (
+            "What was the total billed in 2025?",
+            false,
+            total(&format!(
+                "SELECT SUM(b.total_amt) FROM bills AS b WHERE {in_2025}"
+            )),
+        ),
+        (
+            "What was the total billed in 2025 on bills with items?",
+            true,
+            total(&format!(
+                "SELECT SUM(b.total_amt) FROM bills AS b WHERE {in_2025} AND EXISTS \
+                 (SELECT 1 FROM bill_items AS i WHERE i.bill_id = b.bill_id)"
+            )),
+        ),
+    ] {
+        assert!(
+            (expected - with_repeats).abs() > 0.5,
+            "the repeats change the total, or this test shows nothing"
+        );
+        let agent = agent(
+            &fixture.path,
+            &[line(question, "write_sql", sql_reply(&repeated))],
+        )
+        .await;
+        let (result, recorder) = ask_recorded(&agent, question).await;
+        assert_eq!(result.decision, Decision::Answer, "{question}");
+        assert_eq!(result.attempts, 1, "the rewrite asks no model: {question}");
+        assert!(repair_prompts(&recorder).is_empty());
+        assert_eq!(result.history.len(), 1);
+        assert_eq!(result.history[0].error_type, FailureKind::Suspect);
+        assert!(
+            result.history[0].message.contains("repeated_rows"),
+            "{}",
+            result.history[0].message
+        );
+        assert!(
+            result.history[0].sql.starts_with(&repeated),
+            "the failed attempt is shown as it ran: {}",
+            result.history[0].sql
+        );
+        let next: Vec<String> = recorder
+            .events()
+            .iter()
+            .filter_map(|event| match event {
+                events::AgentEvent::Failed { next, .. } => Some(next.clone()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(next, vec!["rewrite".to_string()]);
+        assert!(result.warnings.is_empty(), "{:?}", result.warnings);
+        let sql = result.sql.clone().expect("the answer's SQL");
+        assert_eq!(sql.contains("EXISTS"), kept_as_test, "{sql}");
+        assert!(!sql.contains("JOIN"), "{sql}");
+        let answered = result.rows[0][0].as_f64().expect("a number");
+        assert!(
+            (answered - expected).abs() < 0.005,
+            "{question}: {answered} != {expected}"
+        );
+    }
 }
 
 #[tokio::test]

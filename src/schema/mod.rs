@@ -41,6 +41,32 @@ pub struct TableSchema {
 }
 
 impl TableSchema {
+    /// A table of nullable columns of one type, with a primary key and nothing else: the
+    /// one fixture the rule tests build schemas from.
+    #[cfg(test)]
+    pub fn for_tests(
+        name: &str,
+        columns: &[&str],
+        data_type: &str,
+        primary_key: &[&str],
+    ) -> TableSchema {
+        TableSchema {
+            name: name.to_string(),
+            columns: columns
+                .iter()
+                .map(|column| ColumnSchema {
+                    name: column.to_string(),
+                    data_type: data_type.to_string(),
+                    nullable: true,
+                })
+                .collect(),
+            primary_key: primary_key.iter().map(|part| part.to_string()).collect(),
+            unique: Vec::new(),
+            foreign_keys: Vec::new(),
+            row_count: None,
+        }
+    }
+
     /// The table written as CREATE TABLE, with its keys: the form models read best.
     pub fn create_table_sql(&self) -> String {
         let mut lines: Vec<String> = self

@@ -165,6 +165,7 @@ pub fn summary(event: &AgentEvent) -> String {
                 "decline" => "declining",
                 "give_up" => "giving up",
                 "answer_with_warnings" => "answering with a warning",
+                "rewrite" => "running it again without the join that repeats rows",
                 other => other,
             };
             let what = if *kind == crate::agent::failure::FailureKind::Suspect {

@@ -257,24 +257,9 @@ mod tests {
     use sqlparser::parser::Parser;
 
     use super::*;
-    use crate::schema::ColumnSchema;
 
     fn table(name: &str, columns: &[&str]) -> TableSchema {
-        TableSchema {
-            name: name.to_string(),
-            columns: columns
-                .iter()
-                .map(|column| ColumnSchema {
-                    name: column.to_string(),
-                    data_type: "TEXT".to_string(),
-                    nullable: true,
-                })
-                .collect(),
-            primary_key: Vec::new(),
-            unique: Vec::new(),
-            foreign_keys: Vec::new(),
-            row_count: None,
-        }
+        TableSchema::for_tests(name, columns, "TEXT", &[])
     }
 
     fn card(name: &str, samples: &[(&str, &[&str])]) -> TableCard {

@@ -477,20 +477,8 @@ async fn no_gold_answer_of_the_demo_set_is_flagged() {
 
 #[test]
 fn a_row_list_over_an_unread_join_is_flagged_only_when_a_row_repeats() {
-    let table = |name: &str, columns: &[&str], key: &str| crate::schema::TableSchema {
-        name: name.to_string(),
-        columns: columns
-            .iter()
-            .map(|column| crate::schema::ColumnSchema {
-                name: column.to_string(),
-                data_type: "INTEGER".to_string(),
-                nullable: false,
-            })
-            .collect(),
-        primary_key: vec![key.to_string()],
-        unique: Vec::new(),
-        foreign_keys: Vec::new(),
-        row_count: None,
+    let table = |name: &str, columns: &[&str], key: &str| {
+        crate::schema::TableSchema::for_tests(name, columns, "INTEGER", &[key])
     };
     let schema = vec![
         table("bills", &["bill_id", "bill_no"], "bill_id"),
