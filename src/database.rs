@@ -9,7 +9,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-use crate::gate::{Database, Gate, GateError, GateOptions};
+use crate::gate::{Database, Gate, GateError, GateOptions, OpeningGate};
 use crate::text::redact_password;
 
 /// Where the database is, as a user writes it.
@@ -102,7 +102,16 @@ impl DatabaseUrl {
 /// Resolves the URL (building the demo when it is named) and opens its gate. Explicit
 /// notes in `options` win; otherwise the demo's notes apply to a database that holds
 /// the demo's tables.
-pub async fn open_gate(url: &DatabaseUrl, mut options: GateOptions) -> Result<Gate, DatabaseError> {
+pub async fn open_gate(url: &DatabaseUrl, options: GateOptions) -> Result<Gate, DatabaseError> {
+    Ok(connect_gate(url, options).await?.finish().await?)
+}
+
+/// [`open_gate`] up to the database's answer ([`Gate::connect`]): the catalogs are read
+/// when the [`OpeningGate`] is finished.
+pub async fn connect_gate(
+    url: &DatabaseUrl,
+    mut options: GateOptions,
+) -> Result<OpeningGate, DatabaseError> {
     if options.default_notes.is_none() {
         options.default_notes = Some(crate::demo::demo_notes());
     }
@@ -120,7 +129,7 @@ pub async fn open_gate(url: &DatabaseUrl, mut options: GateOptions) -> Result<Ga
         DatabaseUrl::Sqlite(path) => Database::Sqlite(path.clone()),
         DatabaseUrl::Postgres(text) => Database::Postgres(text.clone()),
     };
-    Ok(Gate::open(&database, options).await?)
+    Ok(Gate::connect(&database, options).await?)
 }
 
 #[cfg(test)]

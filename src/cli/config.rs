@@ -10,9 +10,9 @@ use super::args::{GlobalArgs, ModeChoice, SetName};
 use super::CliError;
 use crate::agent::strategy::Strategy;
 use crate::agent::Mode;
-use crate::database::{open_gate, DatabaseUrl};
+use crate::database::{connect_gate, open_gate, DatabaseUrl};
 use crate::eval::runner::{self, RunSettings};
-use crate::gate::{Gate, GateOptions};
+use crate::gate::{Gate, GateOptions, OpeningGate};
 use crate::schema::SchemaNotes;
 
 /// The global settings every command shares.
@@ -54,6 +54,16 @@ impl Settings {
 
     pub async fn open_gate(&self) -> Result<Gate, CliError> {
         Ok(open_gate(&self.url, self.gate.clone()).await?)
+    }
+
+    /// The gate up to the database's answer; its catalogs are read when it is finished.
+    pub async fn connect_gate(&self) -> Result<OpeningGate, CliError> {
+        Ok(connect_gate(&self.url, self.gate.clone()).await?)
+    }
+
+    /// The row cap every query's LIMIT is held to.
+    pub fn row_cap(&self) -> u64 {
+        self.gate.row_cap
     }
 
     /// The settings of `askdb eval run`, from its flags.

@@ -211,10 +211,11 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
         }
         Command::Eval { command } => eval(&settings, command).await,
         Command::Mcp => {
-            // The gate opens before serving: a bad URL or an unreachable database is a
-            // message on stderr and exit 3, never a half-started session.
-            let gate = settings.open_gate().await?;
-            crate::mcp::serve_stdio(gate).await?;
+            // The database answers before serving: a bad URL, an unreachable server or a
+            // refused login is a message on stderr and exit 3, never a half-started
+            // session. Its catalogs are read while the client initializes.
+            let opening = settings.connect_gate().await?;
+            crate::mcp::serve_stdio(opening, settings.row_cap()).await?;
             Ok(Output::done(Exit::Success))
         }
         Command::Serve(args) => {

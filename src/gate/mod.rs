@@ -275,11 +275,42 @@ pub struct Gate {
     inner: Arc<GateInner>,
 }
 
+/// A gate whose database has answered and whose catalogs are still to be read
+/// ([`Gate::connect`]). `askdb mcp` answers its client's `initialize` while this
+/// finishes: the catalog reads of a new PostgreSQL session are most of a cold start.
+pub struct OpeningGate {
+    dialect: SqlDialect,
+    rest: std::pin::Pin<Box<dyn std::future::Future<Output = Result<Gate, GateError>> + Send>>,
+}
+
+impl OpeningGate {
+    /// The SQL dialect of the database, known before its catalogs are read.
+    pub fn dialect(&self) -> SqlDialect {
+        self.dialect
+    }
+
+    /// Reads the catalogs and builds the gate.
+    pub async fn finish(self) -> Result<Gate, GateError> {
+        self.rest.await
+    }
+}
+
 impl Gate {
     /// Opens a database behind the gate: connects read-only, introspects the schema,
     /// applies the notes (restricted columns, hidden tables) and builds the guard's
     /// policy from what it found.
     pub async fn open(database: &Database, options: GateOptions) -> Result<Gate, GateError> {
+        Self::connect(database, options).await?.finish().await
+    }
+
+    /// The first half of [`Gate::open`]: the database answers (a bad URL, an unreachable
+    /// server or a refused login fail here), and what is left, reading the catalogs and
+    /// building the guard's policy from them, is an [`OpeningGate`] to finish. A SQLite
+    /// file is opened whole here (its catalogs are a local read).
+    pub async fn connect(
+        database: &Database,
+        options: GateOptions,
+    ) -> Result<OpeningGate, GateError> {
         let limits = ExecLimits {
             row_cap: options.row_cap,
             statement_timeout: options.statement_timeout,
@@ -290,28 +321,41 @@ impl Gate {
             .clone()
             .unwrap_or_else(|| database.to_string());
         match database {
-            Database::Sqlite(path) => Self::open_sqlite(label, path, options, limits).await,
+            Database::Sqlite(path) => {
+                let gate = Self::open_sqlite(label, path, options, limits).await?;
+                Ok(OpeningGate {
+                    dialect: SqlDialect::Sqlite,
+                    rest: Box::pin(async move { Ok(gate) }),
+                })
+            }
             Database::Postgres(text) => {
                 let executor = PostgresExecutor::connect(text)
                     .await
                     .map_err(|failure| GateError::Open(failure.message))?;
-                let schema = executor
-                    .introspect()
-                    .await
-                    .map_err(|failure| GateError::Open(failure.message))?;
-                let notes = choose_notes(&options, &schema);
-                // The restricted columns reach PostgreSQL through the guard (built in
-                // `assemble` from the same notes) and through the role's column grants
-                // (`askdb db setup`); the executor has no authorizer to hand them to.
-                Ok(Self::assemble(
-                    label,
-                    Backend::Postgres(Arc::new(executor)),
-                    SqlDialect::Postgres,
-                    schema,
-                    notes,
-                    options,
-                    limits,
-                ))
+                let rest = async move {
+                    let schema = executor
+                        .introspect()
+                        .await
+                        .map_err(|failure| GateError::Open(failure.message))?;
+                    let notes = choose_notes(&options, &schema);
+                    // The restricted columns reach PostgreSQL through the guard (built in
+                    // `assemble` from the same notes) and through the role's column
+                    // grants (`askdb db setup`); the executor has no authorizer to hand
+                    // them to.
+                    Ok(Self::assemble(
+                        label,
+                        Backend::Postgres(Arc::new(executor)),
+                        SqlDialect::Postgres,
+                        schema,
+                        notes,
+                        options,
+                        limits,
+                    ))
+                };
+                Ok(OpeningGate {
+                    dialect: SqlDialect::Postgres,
+                    rest: Box::pin(rest),
+                })
             }
         }
     }

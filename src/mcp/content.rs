@@ -108,6 +108,20 @@ fn query_error(error: &QueryError) -> CallToolResult {
     failure(text, error)
 }
 
+/// Any tool, when the database's catalogs could not be read after it answered: the
+/// reason, as a tool error in the shape of a [`QueryError`], not repairable by a query.
+pub fn unavailable(why: &str) -> CallToolResult {
+    failure(
+        format!("error: {why}"),
+        json!({
+            "ok": false,
+            "error_type": ErrorType::ConnectionError.as_str(),
+            "message": why,
+            "repairable": false,
+        }),
+    )
+}
+
 /// A gate error of describe_table or sample_rows, in the shape of a [`QueryError`]
 /// (`ok`, `error_type`, `message`, `repairable`) so a client handles both alike.
 fn gate_error(error: &GateError) -> CallToolResult {

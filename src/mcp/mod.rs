@@ -18,7 +18,7 @@ pub mod server;
 
 use std::io::Write;
 
-use crate::gate::Gate;
+use crate::gate::OpeningGate;
 pub use server::AskdbServer;
 
 /// Why the MCP server stopped with an error. A client closing the connection is not
@@ -31,18 +31,30 @@ pub enum McpError {
     Session(String),
 }
 
-/// Serves `gate` over stdin/stdout until the client closes the connection.
+/// Serves the gate `opening` finishes over stdin/stdout until the client closes the
+/// connection.
 ///
-/// The gate is opened by the caller first, so a bad URL or an unreachable database is
-/// reported (on stderr, with a non-zero exit) before a single protocol byte is written.
-pub async fn serve_stdio(gate: Gate) -> Result<(), McpError> {
+/// The database has answered before this is called (a bad URL, an unreachable server or
+/// a refused login is reported on stderr, with a non-zero exit, before a single protocol
+/// byte is written). Its catalogs are read while the client initializes: a tool call
+/// waits for them, and should reading them fail, every tool says why as a tool error
+/// (and stderr says it once).
+pub async fn serve_stdio(opening: OpeningGate, row_cap: u64) -> Result<(), McpError> {
     use rmcp::ServiceExt;
 
-    let url = gate.label().to_string();
-    log(&format!(
-        "serving {url} over stdio (tools: list_tables, describe_table, sample_rows, run_query)"
-    ));
-    let running = AskdbServer::new(gate)
+    let dialect = opening.dialect();
+    let catalogs = tokio::spawn(async move {
+        let finished = opening.finish().await;
+        match &finished {
+            Ok(gate) => log(&format!(
+                "serving {} over stdio (tools: list_tables, describe_table, sample_rows, run_query)",
+                gate.label()
+            )),
+            Err(error) => log(&format!("the database's catalogs could not be read: {error}")),
+        }
+        finished.map_err(|error| error.to_string())
+    });
+    let running = AskdbServer::new(server::PendingGate::new(catalogs), dialect, row_cap)
         .serve(rmcp::transport::stdio())
         .await
         .map_err(|error| McpError::Initialize(error.to_string()))?;
