@@ -59,6 +59,18 @@ fn repair_prompts(recorder: &events::Recorder) -> Vec<String> {
         .collect()
 }
 
+/// What followed each failure, in order, as the events name it (`repair`, `rewrite`...).
+fn next_steps(recorder: &events::Recorder) -> Vec<String> {
+    recorder
+        .events()
+        .iter()
+        .filter_map(|event| match event {
+            events::AgentEvent::Failed { next, .. } => Some(next.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
 async fn ask_recorded(agent: &Agent, question: &str) -> (AgentResult, events::Recorder) {
     let recorder = events::Recorder::default();
     let result = agent
@@ -878,15 +890,7 @@ async fn a_suspect_answer_earns_one_repair_that_names_the_fact() {
         "the repair is told what the notes say: {}",
         repairs[0]
     );
-    let next: Vec<String> = recorder
-        .events()
-        .iter()
-        .filter_map(|event| match event {
-            events::AgentEvent::Failed { next, .. } => Some(next.clone()),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(next, vec!["repair".to_string()]);
+    assert_eq!(next_steps(&recorder), ["repair"]);
 }
 
 #[tokio::test]
@@ -950,15 +954,7 @@ async fn a_total_over_rows_an_unread_join_repeats_is_rerun_without_the_join_and_
             "the failed attempt is shown as it ran: {}",
             result.history[0].sql
         );
-        let next: Vec<String> = recorder
-            .events()
-            .iter()
-            .filter_map(|event| match event {
-                events::AgentEvent::Failed { next, .. } => Some(next.clone()),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(next, vec!["rewrite".to_string()]);
+        assert_eq!(next_steps(&recorder), ["rewrite"]);
         assert!(result.warnings.is_empty(), "{:?}", result.warnings);
         let sql = result.sql.clone().expect("the answer's SQL");
         assert_eq!(sql.contains("EXISTS"), kept_as_test, "{sql}");
@@ -1068,15 +1064,10 @@ async fn a_repair_that_still_fails_a_check_is_answered_with_warnings_and_never_r
     );
     let json = serde_json::to_value(&result).expect("serializes");
     assert_eq!(json["warnings"][1]["check"], "grouping");
-    let last_failed = recorder
-        .events()
-        .iter()
-        .rev()
-        .find_map(|event| match event {
-            events::AgentEvent::Failed { next, .. } => Some(next.clone()),
-            _ => None,
-        });
-    assert_eq!(last_failed.as_deref(), Some("answer_with_warnings"));
+    assert_eq!(
+        next_steps(&recorder).last().map(String::as_str),
+        Some("answer_with_warnings")
+    );
     assert!(render_text(&result).contains("WARNING: this answer may be wrong"));
 }
 

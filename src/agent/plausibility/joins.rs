@@ -118,18 +118,19 @@ impl EachSelect<'_> {
                 set_quantifier,
                 ..
             } => {
-                // UNION, EXCEPT and INTERSECT without ALL drop repeated rows.
-                let kept = rows_show
-                    && matches!(
-                        set_quantifier,
-                        SetQuantifier::All | SetQuantifier::AllByName
-                    );
+                let kept = branches_show_rows(rows_show, set_quantifier);
                 self.set(left, kept);
                 self.set(right, kept);
             }
             _ => {}
         }
     }
+}
+
+/// Whether the rows of a set operation's branches reach the result as they are: UNION,
+/// EXCEPT and INTERSECT without ALL drop repeated rows.
+fn branches_show_rows(rows_show: bool, quantifier: &SetQuantifier) -> bool {
+    rows_show && matches!(quantifier, SetQuantifier::All | SetQuantifier::AllByName)
 }
 
 /// Whether the query keeps one row at most (`LIMIT 1`): repeats of it cannot show.
@@ -595,11 +596,7 @@ impl EachSelectMut<'_> {
                 set_quantifier,
                 ..
             } => {
-                let kept = rows_show
-                    && matches!(
-                        set_quantifier,
-                        SetQuantifier::All | SetQuantifier::AllByName
-                    );
+                let kept = branches_show_rows(rows_show, set_quantifier);
                 self.set(left, kept);
                 self.set(right, kept);
             }
