@@ -163,6 +163,9 @@ pub struct Progress {
     pub suspect_before: bool,
     /// The rule checks that found this answer suspect also wrote its fix.
     pub rewrite_ready: bool,
+    /// Another model round, taking as long as the last one, would end past the
+    /// question's time budget.
+    pub out_of_time: bool,
 }
 
 /// After this many failures naming columns no table has, the question needs data the
@@ -202,7 +205,7 @@ pub fn next_step(failure: &Failure, progress: &Progress) -> NextStep {
         if progress.rewrite_ready {
             return NextStep::Rewrite;
         }
-        if progress.attempts >= progress.max_attempts {
+        if progress.attempts >= progress.max_attempts || progress.out_of_time {
             return NextStep::AnswerWithWarnings;
         }
     }
@@ -229,6 +232,17 @@ pub fn next_step(failure: &Failure, progress: &Progress) -> NextStep {
         return NextStep::GiveUp(format!(
             "{} attempts failed; the last: {}: {}",
             progress.max_attempts, failure.kind, failure.message
+        ));
+    }
+    // A round that would end past the time budget is not started: the user gets the
+    // honest give-up now rather than, most often, the same give-up later.
+    if progress.out_of_time {
+        return NextStep::GiveUp(format!(
+            "another attempt would run past the question's time budget after {} of {} attempts; the last: {}: {}",
+            progress.attempts,
+            progress.max_attempts,
+            failure.kind,
+            failure.message
         ));
     }
     match failure.kind {
@@ -280,7 +294,47 @@ mod tests {
             single_attempt: false,
             suspect_before: false,
             rewrite_ready: false,
+            out_of_time: false,
         }
+    }
+
+    #[test]
+    fn no_model_round_starts_past_the_time_budget_but_a_rule_rewrite_still_runs() {
+        let late = Progress {
+            out_of_time: true,
+            ..fresh()
+        };
+        for kind in [
+            FailureKind::Database(ErrorType::UnknownColumn),
+            FailureKind::EmptyResult,
+            FailureKind::MalformedReply,
+            FailureKind::IdenticalToFailed,
+        ] {
+            assert!(
+                matches!(
+                    next_step(&failure(kind), &fresh()),
+                    NextStep::Repair | NextStep::Resample
+                ),
+                "{kind}"
+            );
+            match next_step(&failure(kind), &late) {
+                NextStep::GiveUp(reason) => assert!(reason.contains("time budget"), "{reason}"),
+                other => panic!("{kind}: {other:?}"),
+            }
+        }
+        let suspect = failure(FailureKind::Suspect);
+        assert_eq!(next_step(&suspect, &late), NextStep::AnswerWithWarnings);
+        let rewritable = Progress {
+            rewrite_ready: true,
+            ..late
+        };
+        assert_eq!(next_step(&suspect, &rewritable), NextStep::Rewrite);
+        // A write the guard refused is still declined, not given up for want of time.
+        let write = Failure {
+            refusal: Some(RefusalReason::NotAQuery),
+            ..failure(FailureKind::Database(ErrorType::Rejected))
+        };
+        assert!(matches!(next_step(&write, &late), NextStep::Decline(_)));
     }
 
     #[test]

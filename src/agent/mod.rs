@@ -303,6 +303,9 @@ struct State<'o> {
     mode: Mode,
     strategy: Strategy,
     started: Instant,
+    /// When the latest generation round began (ms since `started`): the round's length
+    /// estimates the next one's against the time budget.
+    round_started_ms: u64,
     observer: &'o dyn Observer,
     selection: Option<Selection>,
     widen: usize,
@@ -368,7 +371,25 @@ impl State<'_> {
             single_attempt: self.mode.is_single_attempt(),
             suspect_before: self.suspect_used,
             rewrite_ready: self.rewrite.is_some(),
+            out_of_time: self.out_of_time(),
         }
+    }
+
+    /// Whether another round, as long as the latest one, would end past the strategy's
+    /// time budget.
+    fn out_of_time(&self) -> bool {
+        let Some(budget_s) = self.strategy.time_budget_s else {
+            return false;
+        };
+        let now = self.ms();
+        let last_round = now.saturating_sub(self.round_started_ms);
+        now.saturating_add(last_round) > u64::from(budget_s) * 1000
+    }
+
+    /// Whether a further model round may start: an attempt is left and it would end
+    /// within the time budget.
+    fn may_start_round(&self) -> bool {
+        self.attempts < MAX_ATTEMPTS && !self.out_of_time()
     }
 
     fn first_round(&mut self, ok: bool, sql: &str) {
@@ -448,6 +469,7 @@ impl Agent {
             mode,
             strategy: self.strategy,
             started: Instant::now(),
+            round_started_ms: 0,
             observer,
             selection: None,
             widen: 0,
@@ -843,6 +865,7 @@ impl Agent {
         let Some(request) = self.request(state, round) else {
             return Ok(Node::SelectSchema);
         };
+        state.round_started_ms = state.ms();
         let reply = self.call(state, &request, log).await?;
         if state.attempts == 0 && round == Round::Greedy {
             state.first_confidence = reply.confidence;
@@ -1174,7 +1197,7 @@ impl Agent {
             empty::Diagnosis::Stands(why) => {
                 let doubt = self.strategy.samples()
                     && self.strategy.sample_when == SampleWhen::Doubt
-                    && state.attempts < MAX_ATTEMPTS;
+                    && state.may_start_round();
                 if doubt {
                     // An empty answer is doubtful: one sampled second look, in which the
                     // empty answer votes too.
@@ -1198,7 +1221,7 @@ impl Agent {
         state.confidence_judged = true;
         let doubting = self.strategy.samples()
             && self.strategy.sample_when == SampleWhen::Doubt
-            && state.attempts < MAX_ATTEMPTS;
+            && state.may_start_round();
         match (self.strategy.confidence_floor, state.first_confidence) {
             (Some(floor), Some(confidence)) => doubting && confidence.min_logprob < floor,
             _ => false,

@@ -16,6 +16,7 @@
 //! | `hints` | `full`, `lean`, `fit` | with `reply=sql`: the instruction to join on the keys shown and the dialect's date functions; or only "join just the tables the question needs" and no dialect paragraph; or the full instruction with the date functions only when the tables hold dates, and a year stored alone compared as a number |
 //! | `repair` | `sampled`, `greedy` | a repair after a failure asks for the strategy's `n` candidates at its temperature (they vote), or for one greedy reply; a reply identical to a failed one is always answered by sampled candidates |
 //! | `groups` | `on`, `off` | with `reply=sql`: the rule "when the question asks for a value for each group, select the group's column too" |
+//! | `budget` | `off`, 1 to 600 | seconds a question may take: no model round starts when the round before it, taken again, would end past the budget (a rule's own rewrite still runs; the question ends in an answer with warnings or an honest give-up) |
 //! | `conf` | `off`, -10.0 to 0.0 | with `when=doubt`: a greedy reply whose least likely token has a log-probability below this is doubtful too (the model hesitated over a column, a table or a join), and its result votes with sampled candidates; needs a server that gives log-probabilities |
 
 use std::fmt;
@@ -90,7 +91,18 @@ pub struct Strategy {
     /// A repair asks for one greedy reply instead of sampled candidates.
     #[serde(default)]
     pub greedy_repairs: bool,
+    /// Seconds a question may take before no further model round starts (None: only the
+    /// attempt cap ends it). Runs recorded before the knob had none.
+    #[serde(default)]
+    pub time_budget_s: Option<u32>,
 }
+
+/// The default time budget of a question, in seconds: a user waits this long at most for
+/// another round (decision record 0009).
+pub const DEFAULT_TIME_BUDGET_S: u32 = 30;
+
+/// The largest time budget a strategy may name, in seconds.
+pub const MAX_TIME_BUDGET_S: u32 = 600;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
@@ -121,6 +133,7 @@ impl Default for Strategy {
             confidence_floor: None,
             group_columns: false,
             greedy_repairs: false,
+            time_budget_s: Some(DEFAULT_TIME_BUDGET_S),
         }
     }
 }
@@ -144,7 +157,7 @@ impl Strategy {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("bad strategy {0:?}: use key=value pairs separated by commas (reply=sql|json, alias=on|off, marker=on|off, cards=notes|rows, schema=budget|linked, n=1..8, when=always|doubt, t=0..1.5, hints=full|lean|fit, groups=on|off, repair=sampled|greedy, conf=off|-10..0)")]
+#[error("bad strategy {0:?}: use key=value pairs separated by commas (reply=sql|json, alias=on|off, marker=on|off, cards=notes|rows, schema=budget|linked, n=1..8, when=always|doubt, t=0..1.5, hints=full|lean|fit, groups=on|off, repair=sampled|greedy, budget=off|1..600, conf=off|-10..0)")]
 pub struct StrategyError(pub String);
 
 impl FromStr for Strategy {
@@ -187,6 +200,16 @@ impl FromStr for Strategy {
                 ("repair", "greedy") => strategy.greedy_repairs = true,
                 ("groups", "on") => strategy.group_columns = true,
                 ("groups", "off") => strategy.group_columns = false,
+                ("budget", "off") => strategy.time_budget_s = None,
+                ("budget", seconds) => {
+                    strategy.time_budget_s = Some(
+                        seconds
+                            .parse::<u32>()
+                            .ok()
+                            .filter(|seconds| (1..=MAX_TIME_BUDGET_S).contains(seconds))
+                            .ok_or_else(bad)?,
+                    )
+                }
                 ("conf", "off") => strategy.confidence_floor = None,
                 ("conf", floor) => {
                     strategy.confidence_floor = Some(
@@ -223,7 +246,7 @@ impl fmt::Display for Strategy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "reply={},alias={},marker={},cards={},schema={},n={},when={},t={},hints={}{}{}{}",
+            "reply={},alias={},marker={},cards={},schema={},n={},when={},t={},hints={}{}{}{},budget={}",
             match self.reply {
                 ReplyFormat::Sql => "sql",
                 ReplyFormat::Json => "json",
@@ -258,7 +281,9 @@ impl fmt::Display for Strategy {
             // Written only when set, so strategies recorded before the knob read the same.
             self.confidence_floor
                 .map(|floor| format!(",conf={floor}"))
-                .unwrap_or_default()
+                .unwrap_or_default(),
+            self.time_budget_s
+                .map_or_else(|| "off".to_string(), |seconds| seconds.to_string())
         )
     }
 }
@@ -279,6 +304,17 @@ mod tests {
         assert!(fitted.greedy_repairs);
         assert_eq!(fitted.to_string().parse::<Strategy>(), Ok(fitted));
         assert_eq!(strategy.confidence_floor, Some(-1.5));
+        let unhurried: Strategy = "budget=off".parse().expect("parses");
+        assert_eq!(unhurried.time_budget_s, None);
+        assert_eq!(unhurried.to_string().parse::<Strategy>(), Ok(unhurried));
+        assert_eq!(
+            "budget=45".parse::<Strategy>().map(|s| s.time_budget_s),
+            Ok(Some(45))
+        );
+        assert_eq!(
+            Strategy::default().time_budget_s,
+            Some(DEFAULT_TIME_BUDGET_S)
+        );
         assert_eq!(
             "conf=off".parse::<Strategy>().map(|s| s.confidence_floor),
             Ok(None)
@@ -299,6 +335,9 @@ mod tests {
             "alias=maybe",
             "conf=1",
             "conf=x",
+            "budget=0",
+            "budget=601",
+            "budget=soon",
         ] {
             assert!(bad.parse::<Strategy>().is_err(), "{bad}");
         }
