@@ -52,12 +52,19 @@ ask_once() {
   body=$(printf '{"question": "%s"}' "$QUESTION")
   answer=$(curl -s -m 600 -H 'content-type: application/json' -d "$body" "$url/api/ask")
   answered=$(date +%s.%N)
+  # A question asked while the schema is first read does not wait for the read, which
+  # goes on after it: the server stays up until the read ends and its copy is saved.
+  for _ in $(seq 1 600); do
+    grep -q -E 'the model (restored|has read)|warming the model failed' "$log" && break
+    sleep 0.5
+  done
   kill "$server" 2>/dev/null || true
   wait "$server" 2>/dev/null || true
-  decision=$(printf '%s' "$answer" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("decision"))')
+  # The answer as the user saw it: the decision, the SQL that ran, its rows, the attempts.
+  decision=$(printf '%s' "$answer" | python3 -c 'import json,sys; a=json.load(sys.stdin); print(json.dumps({k: a.get(k) for k in ("decision", "sql", "rows", "attempts")}))')
   warm=$(grep -m1 -E 'the model (restored|has read)' "$log" | sed 's/^askdb serve: //' || true)
   rm -rf "$home"
-  python3 -c 'import json,sys; print(json.dumps({"decision": sys.argv[4], "start_to_listening_s": round(float(sys.argv[2]) - float(sys.argv[1]), 2), "first_answer_after_listening_s": round(float(sys.argv[3]) - float(sys.argv[2]), 2), "warm_up_log": sys.argv[5]}))' \
+  python3 -c 'import json,sys; print(json.dumps({"answer": json.loads(sys.argv[4]), "start_to_listening_s": round(float(sys.argv[2]) - float(sys.argv[1]), 2), "first_answer_after_listening_s": round(float(sys.argv[3]) - float(sys.argv[2]), 2), "warm_up_log": sys.argv[5]}))' \
     "$started" "$listening" "$answered" "$decision" "$warm"
 }
 

@@ -30,6 +30,10 @@
 #   ASKDB_MODEL_PARALLEL        slots decoding at once (default 5): askdb asks for several
 #                               candidates from one prompt (`n`), which llama.cpp reads once
 #                               and decodes in parallel, up to this many
+#   ASKDB_MODEL_BATCH           prompt tokens read per step (default 512): a request that is
+#                               cancelled (askdb pauses its schema read for a question) stops
+#                               at the end of a step, about 7 s here at 512 and 30 s at
+#                               llama.cpp's 2,048, and reading is no slower (decision 0055)
 #   ASKDB_MODEL_START_TIMEOUT   seconds to wait for the server to answer (default 600)
 #   ASKDB_PYTHON                the Python 3 to build the venv with (default python3)
 #
@@ -42,6 +46,7 @@ XLLAMACPP_VERSION="2026.10.11549"
 THREADS="${ASKDB_MODEL_THREADS:-2}"
 CONTEXT="${ASKDB_MODEL_CTX:-16384}"
 PARALLEL="${ASKDB_MODEL_PARALLEL:-5}"
+BATCH="${ASKDB_MODEL_BATCH:-512}"
 PORT="${ASKDB_MODEL_PORT:-0}"
 START_TIMEOUT="${ASKDB_MODEL_START_TIMEOUT:-600}"
 PYTHON="${ASKDB_PYTHON:-python3}"
@@ -231,6 +236,9 @@ params.n_ctx = int(context)
 # Several slots share one unified KV cache, so the candidates of one request (n) copy
 # the cached prompt instead of reading it again.
 params.n_parallel = int(parallel)
+# Prompt tokens per step: a cancelled request stops at the end of its step.
+params.n_batch = int(os.environ.get("ASKDB_MODEL_BATCH", "512"))
+params.n_ubatch = min(params.n_ubatch, params.n_batch)
 params.kv_unified = True
 params.cpuparams.n_threads = int(threads)
 params.cpuparams_batch.n_threads = int(threads)
@@ -318,7 +326,7 @@ start() {
   local load_began=$SECONDS
   # nohup execs Python, so no wrapper stays between us and the server; the server
   # records its own pid anyway, and that file is the one `stop` trusts.
-  nohup "$VENV_PYTHON" -c "$SERVER_PY" askdb-local-model-server "$GGUF" "$MODEL_NAME" \
+  ASKDB_MODEL_BATCH="$BATCH" nohup "$VENV_PYTHON" -c "$SERVER_PY" askdb-local-model-server "$GGUF" "$MODEL_NAME" \
     "$THREADS" "$CONTEXT" "$PORT" "$STATE_DIR" "$PARALLEL" >"$LOG_FILE" 2>&1 </dev/null 9>&- &
   local launched=$!
   while true; do

@@ -121,7 +121,14 @@ pub struct AskOptions {
     /// Ask the model for a short explanation of the answer (one more call).
     pub explain: bool,
     pub select: SelectOptions,
+    /// The model has not read this database's schema yet (a server's first read is
+    /// still under way): ask with the few tables the question links to and only the
+    /// notes they need, so the question does not wait a minute for a long prompt.
+    pub compact_prompt: bool,
 }
+
+/// Tables a compact prompt ([`AskOptions::compact_prompt`]) keeps by score.
+pub const COMPACT_PROMPT_TABLES: usize = 3;
 
 /// How the question ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -306,6 +313,8 @@ struct State<'o> {
     /// When the latest generation round began (ms since `started`): the round's length
     /// estimates the next one's against the time budget.
     round_started_ms: u64,
+    /// The question is asked with a compact prompt ([`AskOptions::compact_prompt`]).
+    compact: bool,
     observer: &'o dyn Observer,
     selection: Option<Selection>,
     widen: usize,
@@ -470,6 +479,7 @@ impl Agent {
             strategy: self.strategy,
             started: Instant::now(),
             round_started_ms: 0,
+            compact: false,
             observer,
             selection: None,
             widen: 0,
@@ -735,6 +745,11 @@ impl Agent {
         let mut select = options.select;
         select.widen = select.widen.max(state.widen);
         select.force_linking |= self.strategy.schema == SchemaScope::Linked;
+        if options.compact_prompt {
+            state.compact = true;
+            select.force_linking = true;
+            select.k = select.k.min(COMPACT_PROMPT_TABLES);
+        }
         let mut selection = self.index.select(&state.question, &select);
         // Tables a schema-aware repair asked for are always included.
         for table in &state.forced_tables {
@@ -799,10 +814,21 @@ impl Agent {
             ));
         }
         let selection = state.selection.as_ref()?;
+        let system = if state.compact {
+            compact_system_prompt(
+                &self.gate,
+                &self.cards,
+                &self.strategy,
+                selection,
+                &state.question,
+            )
+        } else {
+            self.system_prompt_for(selection)
+        };
         let request = prompts::generation_request(
             &self.strategy,
             &state.question,
-            self.system_prompt_for(selection),
+            system,
             prompts::question_message(&state.question, &state.assumptions),
             &state.repairs,
         );
@@ -1631,6 +1657,30 @@ fn system_prompt_for(
     strategy: &Strategy,
     selection: &Selection,
 ) -> String {
+    system_prompt_with_notes(gate, cards, strategy, selection, gate.notes())
+}
+
+/// The system prompt of a compact question: the selection's tables with only the notes
+/// they and the question need ([`crate::linking::cards::notes_for`]).
+fn compact_system_prompt(
+    gate: &Gate,
+    cards: &[TableCard],
+    strategy: &Strategy,
+    selection: &Selection,
+    question: &str,
+) -> String {
+    let chosen: BTreeSet<&str> = selection.tables.iter().map(|t| t.table.as_str()).collect();
+    let notes = crate::linking::cards::notes_for(gate.notes(), &chosen, question);
+    system_prompt_with_notes(gate, cards, strategy, selection, &notes)
+}
+
+fn system_prompt_with_notes(
+    gate: &Gate,
+    cards: &[TableCard],
+    strategy: &Strategy,
+    selection: &Selection,
+    notes: &crate::schema::SchemaNotes,
+) -> String {
     let chosen: BTreeSet<&str> = selection.tables.iter().map(|t| t.table.as_str()).collect();
     let chosen_cards: Vec<&TableCard> = cards
         .iter()
@@ -1638,7 +1688,7 @@ fn system_prompt_for(
         .collect();
     let block = schema_block(
         &chosen_cards,
-        gate.notes(),
+        notes,
         gate.dialect().as_str(),
         strategy.cards == CardFormat::Rows,
     );

@@ -1339,3 +1339,64 @@ async fn no_repair_starts_when_it_would_end_past_the_time_budget() {
     assert_eq!(result.decision, Decision::Answer, "{:?}", result.trace);
     assert_eq!(repair_prompts(&recorder).len(), 1);
 }
+
+#[tokio::test]
+async fn a_compact_prompt_carries_a_few_tables_and_only_the_notes_they_need() {
+    let fixture = demo();
+    let q = "How many bills were voided in 2025?";
+    let reply = || {
+        line(
+            q,
+            "write_sql",
+            sql_reply(
+                "SELECT count(*) FROM bills WHERE status = 'VOID' AND strftime('%Y', txn_dt) = '2025'",
+            ),
+        )
+    };
+    let agent = agent(&fixture.path, &[reply(), reply()]).await;
+    let system_prompt = |recorder: &events::Recorder| {
+        recorder
+            .events()
+            .into_iter()
+            .find_map(|event| match event {
+                events::AgentEvent::ModelCall { prompt, .. } => prompt.first().cloned(),
+                _ => None,
+            })
+            .expect("a model call")
+    };
+    let whole = events::Recorder::default();
+    let answered = agent
+        .ask_observed(q, &AskOptions::default(), &whole)
+        .await
+        .expect("answers");
+    let compact = events::Recorder::default();
+    let options = AskOptions {
+        compact_prompt: true,
+        ..AskOptions::default()
+    };
+    let compact_answer = agent
+        .ask_observed(q, &options, &compact)
+        .await
+        .expect("answers");
+    assert_eq!(compact_answer.rows, answered.rows);
+    let (whole, compact) = (system_prompt(&whole), system_prompt(&compact));
+    let tables = |prompt: &str| prompt.matches("CREATE TABLE").count();
+    assert_eq!(tables(&whole), 15);
+    assert!(
+        (1..=6).contains(&tables(&compact)) && compact.contains("CREATE TABLE bills"),
+        "{compact}"
+    );
+    // The conventions of tables left out, and glossary words the question does not use,
+    // are left out too; the bills' own convention stays.
+    for absent in ["stock_adjustments.qty_change", "low stock:"] {
+        assert!(whole.contains(absent), "{absent}");
+        assert!(!compact.contains(absent), "{absent}");
+    }
+    assert!(compact.contains("VOID bills never do"));
+    assert!(
+        compact.len() * 2 < whole.len(),
+        "{} of {}",
+        compact.len(),
+        whole.len()
+    );
+}

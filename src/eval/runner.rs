@@ -862,6 +862,7 @@ pub async fn run(
                     k: settings.k,
                     ..SelectOptions::default()
                 },
+                ..AskOptions::default()
             };
             // The agent's and the plain prompt asked in turn would push each other out of
             // the model server's cache; each question's prefix is put back from the

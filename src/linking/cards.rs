@@ -7,7 +7,7 @@
 //! The schema block that carries them into a prompt is delimited and declared as data:
 //! text inside it (sample values, notes) is never to be followed as an instruction.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value as JsonValue;
@@ -275,11 +275,80 @@ pub fn schema_block(
     out
 }
 
+/// The notes a compact prompt carries ([`schema_block`] over fewer tables, for a model
+/// that has not read the whole schema yet): the conventions that name one of `tables`,
+/// and the glossary terms the question uses (every word of the term, stemmed, is a word
+/// of the question). Table and column notes travel on the cards themselves.
+pub fn notes_for(notes: &SchemaNotes, tables: &BTreeSet<&str>, question: &str) -> SchemaNotes {
+    let tables: BTreeSet<String> = tables.iter().map(|table| table.to_lowercase()).collect();
+    let names_a_table = |text: &str| {
+        text.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .any(|word| tables.contains(&word.to_lowercase()))
+    };
+    let stems = |text: &str| -> BTreeSet<String> {
+        crate::words::words(text, crate::words::Split::Alphanumeric)
+            .iter()
+            .map(|word| super::lexical::stem(word))
+            .collect()
+    };
+    let asked = stems(question);
+    SchemaNotes {
+        conventions: notes
+            .conventions
+            .iter()
+            .filter(|convention| names_a_table(convention))
+            .cloned()
+            .collect(),
+        glossary: notes
+            .glossary
+            .iter()
+            .filter(|(term, _)| {
+                let term = stems(term);
+                !term.is_empty() && term.is_subset(&asked)
+            })
+            .map(|(term, meaning)| (term.clone(), meaning.clone()))
+            .collect(),
+        ..notes.clone()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::gate::GateOptions;
 
+    #[test]
+    fn a_compact_prompt_keeps_the_conventions_of_its_tables_and_the_words_the_question_uses() {
+        let notes = SchemaNotes {
+            conventions: vec![
+                "VOID bills never count as revenue.".to_string(),
+                "bill_archive holds 2023 and 2024.".to_string(),
+                "stock_adjustments.qty_change is negative for losses.".to_string(),
+            ],
+            glossary: BTreeMap::from([
+                ("revenue".to_string(), "billed sales".to_string()),
+                ("this year".to_string(), "the latest year".to_string()),
+                ("losses".to_string(), "damage and theft".to_string()),
+            ]),
+            ..SchemaNotes::default()
+        };
+        let tables = BTreeSet::from(["bills", "bill_archive"]);
+        let compact = notes_for(&notes, &tables, "What was the revenue this year?");
+        assert_eq!(
+            compact.conventions,
+            vec![
+                "VOID bills never count as revenue.".to_string(),
+                "bill_archive holds 2023 and 2024.".to_string(),
+            ]
+        );
+        assert_eq!(
+            compact.glossary.keys().collect::<Vec<_>>(),
+            vec!["revenue", "this year"]
+        );
+        // A term is kept only when every one of its words is asked.
+        let yearly = notes_for(&notes, &tables, "Which year had the most bills?");
+        assert!(yearly.glossary.is_empty(), "{:?}", yearly.glossary);
+    }
     #[tokio::test]
     async fn demo_cards_carry_keys_notes_and_samples_but_no_restricted_column() {
         let dir = tempfile::tempdir().expect("temp dir");

@@ -140,10 +140,14 @@ pub async fn run_ask(
         .question(&prepared.question, prepared.options.mode.as_str());
     let all = Fanout([state.metrics(), &trace, observer]);
     let asked = async {
-        state.schema_read().await;
-        agent
-            .ask_observed(&prepared.question, &prepared.options, &all)
-            .await
+        // While the model reads the schema for the first time, the question is asked
+        // with a compact prompt and the read waits for it (server::warm_up).
+        let cold = state.warm_up().before_question().await;
+        let mut options = prepared.options.clone();
+        options.compact_prompt |= cold.is_some();
+        let result = agent.ask_observed(&prepared.question, &options, &all).await;
+        drop(cold);
+        result
     };
     let mut result = match tokio::time::timeout(limit, asked).await {
         Ok(Ok(result)) => result,

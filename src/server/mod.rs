@@ -33,6 +33,7 @@ pub mod monitor;
 pub mod openapi;
 pub mod steps;
 pub mod stream;
+pub mod warm_up;
 
 #[cfg(test)]
 mod tests;
@@ -51,7 +52,7 @@ use tower_http::catch_panic::CatchPanicLayer;
 
 use crate::agent::{Agent, AgentError};
 use crate::gate::Gate;
-use crate::llm::{LlmError, ModelClient, ProviderConfig, Warmed};
+use crate::llm::{LlmError, ModelClient, ProviderConfig};
 use crate::local_model::{LocalModel, LocalModelStatus, ReadyModel};
 use crate::querylog::QueryLog;
 use crate::telemetry::Telemetry;
@@ -92,9 +93,8 @@ struct Shared {
     telemetry: Telemetry,
     /// The last drift check ([`monitor::check_drift`]).
     drift: std::sync::Mutex<DriftStatus>,
-    /// Held while the model reads the schema at start ([`warm_up_in_background`]): a
-    /// question waits for it rather than reading the same prefix a second time at once.
-    warming: Arc<tokio::sync::Mutex<()>>,
+    /// The model's first look at the schema at start ([`warm_up_in_background`]).
+    warm_up: warm_up::WarmUp,
 }
 
 /// Everything the handlers share. Cheap to clone.
@@ -154,7 +154,7 @@ impl AppState {
                 metrics: Metrics::default(),
                 telemetry,
                 drift: std::sync::Mutex::new(DriftStatus::default()),
-                warming: Arc::new(tokio::sync::Mutex::new(())),
+                warm_up: warm_up::WarmUp::default(),
             }),
         })
     }
@@ -541,45 +541,32 @@ async fn print_local_model_progress(state: AppState) {
 }
 
 /// Has a local model read the database's prompt prefix while the server already
-/// answers, so the first question does not wait for it cold. Only for unmetered
-/// providers: a hosted model would bill the call, and its prompt cache expires in minutes.
+/// answers, so the first question does not wait for it cold ([`warm_up`]). Only for
+/// unmetered providers: a hosted model would bill the call, and its prompt cache expires
+/// in minutes.
 fn warm_up_in_background(state: &AppState) {
     let Ok(agent) = state.agent() else { return };
     if agent.client().provider().is_metered() {
         return;
     }
-    // Taken before the task starts, so no question slips in ahead of it.
-    let Ok(warming) = state.shared.warming.clone().try_lock_owned() else {
+    // Taken before the task starts, so no question slips in ahead of a restore.
+    let Some(restoring) = state.shared.warm_up.begin() else {
         return;
     };
     let state = state.clone();
     tokio::spawn(async move {
         let started = std::time::Instant::now();
-        if let Ok(agent) = state.agent() {
-            let seconds = || started.elapsed().as_secs_f64();
-            match agent.warm_up().await {
-                Ok(Some(Warmed::Restored)) => eprintln!(
-                    "askdb serve: the model restored the schema it read at an earlier start ({:.1} s)",
-                    seconds()
-                ),
-                Ok(Some(Warmed::Read { saved })) => eprintln!(
-                    "askdb serve: the model has read the schema ({:.1} s){}",
-                    seconds(),
-                    if saved { "; it keeps a copy for the next start" } else { "" }
-                ),
-                Ok(None) => {}
-                Err(error) => eprintln!("askdb serve: warming the model failed: {error}"),
-            }
+        let end = state.shared.warm_up.run(&agent, restoring).await;
+        if let Some(line) = warm_up::log_line(&end, started) {
+            eprintln!("askdb serve: {line}");
         }
-        drop(warming);
     });
 }
 
 impl AppState {
-    /// Waits while the model reads the schema at start, so a question asked meanwhile
-    /// does not read it a second time at once (both would be slower).
-    pub(crate) async fn schema_read(&self) {
-        drop(self.shared.warming.lock().await);
+    /// The warm-up's state: a question asks it whether the schema is still being read.
+    pub(crate) fn warm_up(&self) -> &warm_up::WarmUp {
+        &self.shared.warm_up
     }
 }
 

@@ -400,3 +400,71 @@ async fn with_a_model_configured_the_local_model_is_not_offered() {
     let (_, health) = call(&fixture.state, get("/api/health")).await;
     assert!(health["local_model"].is_null(), "{health}");
 }
+
+#[tokio::test]
+async fn a_question_asked_while_the_schema_is_first_read_goes_linked_and_pauses_the_read() {
+    // The first read of the schema is slow (30 s), the read after the pause quick; a
+    // question asked meanwhile is answered from its linked tables without waiting.
+    let script = r#"
+{"question": "warm-up", "purpose": "write_sql", "reply": "1", "delay_ms": 30000}
+{"question": "warm-up", "purpose": "write_sql", "reply": "1", "delay_ms": 100}
+{"question": "How many customers are there?", "purpose": "write_sql", "reply": {"sql": "SELECT count(*) AS customers FROM customers"}}
+{"question": "How many customers are there?", "purpose": "write_sql", "reply": {"sql": "SELECT count(*) AS customers FROM customers"}}
+"#;
+    let config = ServerConfig {
+        explain: false,
+        ..ServerConfig::default()
+    };
+    let fixture = fixture(Some(script), config).await;
+    let state = &fixture.state;
+    warm_up_in_background(state);
+    let ask = || {
+        post_json(
+            "/api/ask",
+            r#"{"question": "How many customers are there?", "mode": "agent"}"#,
+        )
+    };
+    let selection = |body: &Value| {
+        body["trace"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|step| step["node"] == "select_schema")
+            .and_then(|step| step["note"].as_str())
+            .unwrap_or_default()
+            .to_string()
+    };
+    let (status, cold) = call(state, ask()).await;
+    assert_eq!(status, StatusCode::OK, "{cold}");
+    assert_eq!(cold["rows"], json!([[120]]));
+    assert!(
+        selection(&cold).starts_with("linked"),
+        "{}",
+        selection(&cold)
+    );
+    assert!(
+        state.warm_up().reading(),
+        "the read goes on after the question"
+    );
+    // The read starts again after the question and ends.
+    for _ in 0..200 {
+        if state.warm_up().ended().is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        state.warm_up().ended(),
+        Some(warm_up::WarmUpEnd::Read {
+            saved: false,
+            paused: 1
+        })
+    );
+    let (status, warm) = call(state, ask()).await;
+    assert_eq!(status, StatusCode::OK, "{warm}");
+    assert!(
+        selection(&warm).starts_with("whole"),
+        "{}",
+        selection(&warm)
+    );
+}
