@@ -29,7 +29,7 @@ restart_model() {
 # One start of `askdb serve` on a fresh demo, one question as soon as it listens; prints
 # a JSON object of the figures.
 ask_once() {
-  local home log out server url started listening answered answer decision body
+  local home log out server url started listening answered answer shown body
   home=$(mktemp -d)
   log="$home/serve.log"
   out="$home/out"
@@ -61,11 +61,11 @@ ask_once() {
   kill "$server" 2>/dev/null || true
   wait "$server" 2>/dev/null || true
   # The answer as the user saw it: the decision, the SQL that ran, its rows, the attempts.
-  decision=$(printf '%s' "$answer" | python3 -c 'import json,sys; a=json.load(sys.stdin); print(json.dumps({k: a.get(k) for k in ("decision", "sql", "rows", "attempts")}))')
+  shown=$(printf '%s' "$answer" | python3 -c 'import json,sys; a=json.load(sys.stdin); print(json.dumps({k: a.get(k) for k in ("decision", "sql", "rows", "attempts")}))')
   warm=$(grep -m1 -E 'the model (restored|has read)' "$log" | sed 's/^askdb serve: //' || true)
   rm -rf "$home"
   python3 -c 'import json,sys; print(json.dumps({"answer": json.loads(sys.argv[4]), "start_to_listening_s": round(float(sys.argv[2]) - float(sys.argv[1]), 2), "first_answer_after_listening_s": round(float(sys.argv[3]) - float(sys.argv[2]), 2), "warm_up_log": sys.argv[5]}))' \
-    "$started" "$listening" "$answered" "$decision" "$warm"
+    "$started" "$listening" "$answered" "$shown" "$warm"
 }
 
 echo "first-question: first start (no saved prompt)" >&2

@@ -228,7 +228,7 @@ SERVER_PY='
 import os, signal, sys, threading, time
 import xllamacpp as xlc
 
-gguf, name, threads, context, port, state_dir, parallel = sys.argv[2:9]
+gguf, name, threads, context, port, state_dir, parallel, batch = sys.argv[2:10]
 params = xlc.CommonParams()
 params.model.path = gguf
 params.model_alias = {name}
@@ -237,7 +237,7 @@ params.n_ctx = int(context)
 # the cached prompt instead of reading it again.
 params.n_parallel = int(parallel)
 # Prompt tokens per step: a cancelled request stops at the end of its step.
-params.n_batch = int(os.environ.get("ASKDB_MODEL_BATCH", "512"))
+params.n_batch = int(batch)
 params.n_ubatch = min(params.n_ubatch, params.n_batch)
 params.kv_unified = True
 params.cpuparams.n_threads = int(threads)
@@ -326,8 +326,8 @@ start() {
   local load_began=$SECONDS
   # nohup execs Python, so no wrapper stays between us and the server; the server
   # records its own pid anyway, and that file is the one `stop` trusts.
-  ASKDB_MODEL_BATCH="$BATCH" nohup "$VENV_PYTHON" -c "$SERVER_PY" askdb-local-model-server "$GGUF" "$MODEL_NAME" \
-    "$THREADS" "$CONTEXT" "$PORT" "$STATE_DIR" "$PARALLEL" >"$LOG_FILE" 2>&1 </dev/null 9>&- &
+  nohup "$VENV_PYTHON" -c "$SERVER_PY" askdb-local-model-server "$GGUF" "$MODEL_NAME" \
+    "$THREADS" "$CONTEXT" "$PORT" "$STATE_DIR" "$PARALLEL" "$BATCH" >"$LOG_FILE" 2>&1 </dev/null 9>&- &
   local launched=$!
   while true; do
     if ! kill -0 "$launched" 2>/dev/null; then

@@ -20,6 +20,7 @@
 //! | `conf` | `off`, -10.0 to 0.0 | with `when=doubt`: a greedy reply whose least likely token has a log-probability below this is doubtful too (the model hesitated over a column, a table or a join), and its result votes with sampled candidates; needs a server that gives log-probabilities |
 
 use std::fmt;
+use std::ops::RangeInclusive;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
@@ -202,43 +203,25 @@ impl FromStr for Strategy {
                 ("groups", "off") => strategy.group_columns = false,
                 ("budget", "off") => strategy.time_budget_s = None,
                 ("budget", seconds) => {
-                    strategy.time_budget_s = Some(
-                        seconds
-                            .parse::<u32>()
-                            .ok()
-                            .filter(|seconds| (1..=MAX_TIME_BUDGET_S).contains(seconds))
-                            .ok_or_else(bad)?,
-                    )
+                    strategy.time_budget_s =
+                        Some(within(seconds, 1..=MAX_TIME_BUDGET_S).ok_or_else(bad)?)
                 }
                 ("conf", "off") => strategy.confidence_floor = None,
                 ("conf", floor) => {
-                    strategy.confidence_floor = Some(
-                        floor
-                            .parse::<f32>()
-                            .ok()
-                            .filter(|floor| (-10.0..=0.0).contains(floor))
-                            .ok_or_else(bad)?,
-                    )
+                    strategy.confidence_floor = Some(within(floor, -10.0..=0.0).ok_or_else(bad)?)
                 }
-                ("n", n) => {
-                    strategy.candidates = n
-                        .parse::<u32>()
-                        .ok()
-                        .filter(|n| (1..=MAX_CANDIDATES).contains(n))
-                        .ok_or_else(bad)?
-                }
-                ("t", t) => {
-                    strategy.temperature = t
-                        .parse::<f32>()
-                        .ok()
-                        .filter(|t| (0.0..=1.5).contains(t))
-                        .ok_or_else(bad)?
-                }
+                ("n", n) => strategy.candidates = within(n, 1..=MAX_CANDIDATES).ok_or_else(bad)?,
+                ("t", t) => strategy.temperature = within(t, 0.0..=1.5).ok_or_else(bad)?,
                 _ => return Err(bad()),
             }
         }
         Ok(strategy)
     }
+}
+
+/// A knob's number, when it reads as one and lies in `range`.
+fn within<T: FromStr + PartialOrd>(text: &str, range: RangeInclusive<T>) -> Option<T> {
+    text.parse::<T>().ok().filter(|value| range.contains(value))
 }
 
 impl fmt::Display for Strategy {

@@ -286,10 +286,7 @@ pub fn notes_for(notes: &SchemaNotes, tables: &BTreeSet<&str>, question: &str) -
             .any(|word| tables.contains(&word.to_lowercase()))
     };
     let stems = |text: &str| -> BTreeSet<String> {
-        crate::words::words(text, crate::words::Split::Alphanumeric)
-            .iter()
-            .map(|word| super::lexical::stem(word))
-            .collect()
+        super::lexical::phrase_terms(text).into_iter().collect()
     };
     let asked = stems(question);
     SchemaNotes {

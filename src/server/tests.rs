@@ -417,7 +417,13 @@ async fn a_question_asked_while_the_schema_is_first_read_goes_linked_and_pauses_
     };
     let fixture = fixture(Some(script), config).await;
     let state = &fixture.state;
-    warm_up_in_background(state);
+    // The warm-up as `warm_up_in_background` runs it, with its end kept for the test.
+    let agent = state.agent().expect("a model");
+    let restoring = state.warm_up().begin().expect("no warm-up runs yet");
+    let warm_up = {
+        let state = state.clone();
+        tokio::spawn(async move { state.warm_up().run(&agent, restoring).await })
+    };
     let ask = || {
         post_json(
             "/api/ask",
@@ -447,18 +453,12 @@ async fn a_question_asked_while_the_schema_is_first_read_goes_linked_and_pauses_
         "the read goes on after the question"
     );
     // The read starts again after the question and ends.
-    for _ in 0..200 {
-        if state.warm_up().ended().is_some() {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
     assert_eq!(
-        state.warm_up().ended(),
-        Some(warm_up::WarmUpEnd::Read {
+        warm_up.await.expect("the warm-up ends"),
+        warm_up::WarmUpEnd::Read {
             saved: false,
             paused: 1
-        })
+        }
     );
     let (status, warm) = call(state, ask()).await;
     assert_eq!(status, StatusCode::OK, "{warm}");

@@ -28,8 +28,6 @@ pub struct WarmUp {
     reading: AtomicBool,
     /// Questions asked while the schema is read and not finished yet.
     cold_questions: watch::Sender<usize>,
-    /// How the latest warm-up ended.
-    ended: std::sync::Mutex<Option<WarmUpEnd>>,
 }
 
 impl Default for WarmUp {
@@ -38,7 +36,6 @@ impl Default for WarmUp {
             restoring: Arc::new(Mutex::new(())),
             reading: AtomicBool::new(false),
             cold_questions: watch::Sender::new(0),
-            ended: std::sync::Mutex::new(None),
         }
     }
 }
@@ -84,6 +81,7 @@ impl WarmUp {
     }
 
     /// Whether the model is reading the schema now (a question asked now is compact).
+    #[cfg(test)]
     pub fn reading(&self) -> bool {
         self.reading.load(Ordering::SeqCst)
     }
@@ -97,30 +95,15 @@ impl WarmUp {
     /// Restores or reads the prefix (`restoring` is the guard [`WarmUp::begin`] took),
     /// pausing the read while cold questions run.
     pub async fn run(&self, agent: &Agent, restoring: OwnedMutexGuard<()>) -> WarmUpEnd {
-        let end = if agent.restore_prefix(false).await {
-            WarmUpEnd::Restored
-        } else {
-            // Set before the restore lock is let go: a question waiting on it sees the
-            // read.
-            self.reading.store(true, Ordering::SeqCst);
-            drop(restoring);
-            let end = self.read(agent).await;
-            self.reading.store(false, Ordering::SeqCst);
-            end
-        };
-        match self.ended.lock() {
-            Ok(mut ended) => *ended = Some(end.clone()),
-            Err(poisoned) => *poisoned.into_inner() = Some(end.clone()),
+        if agent.restore_prefix(false).await {
+            return WarmUpEnd::Restored;
         }
+        // Set before the restore lock is let go: a question waiting on it sees the read.
+        self.reading.store(true, Ordering::SeqCst);
+        drop(restoring);
+        let end = self.read(agent).await;
+        self.reading.store(false, Ordering::SeqCst);
         end
-    }
-
-    /// How the latest warm-up ended (None while none has ended).
-    pub fn ended(&self) -> Option<WarmUpEnd> {
-        match self.ended.lock() {
-            Ok(ended) => ended.clone(),
-            Err(poisoned) => poisoned.into_inner().clone(),
-        }
     }
 
     async fn read(&self, agent: &Agent) -> WarmUpEnd {
