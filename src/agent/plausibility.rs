@@ -28,6 +28,11 @@
 //! - `number_as_date`: a date function (`strftime`, `date`, `EXTRACT`...) applied to a
 //!   column whose values are years stored as numbers, `2014` (`plausibility/dates.rs` says
 //!   exactly when).
+//! - `span_as_number` (SQLite): a span of time added to or taken from a date as text
+//!   (`strftime('%Y-%m-%d', 'now') - '30 days'`), which SQLite computes on numbers
+//!   (`plausibility/dates.rs`).
+//! - `outer_column`: `x IN (SELECT col FROM t)` where `t` has no `col`, so the database
+//!   takes the outer query's (`plausibility/scopes.rs` says exactly when).
 //! - `currency`: a result column named after a currency other than the one the notes
 //!   declare (`total_usd` on a database that bills in INR).
 //! - `explanation_period`, `explanation_currency`: the written answer names a year
@@ -58,6 +63,7 @@ use crate::schema::{SchemaNotes, TableSchema};
 
 mod dates;
 mod joins;
+mod scopes;
 
 /// Which rule found something.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -70,6 +76,8 @@ pub enum Check {
     Grouping,
     RepeatedRows,
     NumberAsDate,
+    SpanAsNumber,
+    OuterColumn,
     Currency,
     ExplanationPeriod,
     ExplanationCurrency,
@@ -85,6 +93,8 @@ impl Check {
             Check::Grouping => "grouping",
             Check::RepeatedRows => "repeated_rows",
             Check::NumberAsDate => "number_as_date",
+            Check::SpanAsNumber => "span_as_number",
+            Check::OuterColumn => "outer_column",
             Check::Currency => "currency",
             Check::ExplanationPeriod => "explanation_period",
             Check::ExplanationCurrency => "explanation_currency",
@@ -377,6 +387,10 @@ struct SqlFacts {
     repeating_joins: Vec<joins::RepeatingJoin>,
     /// Columns of years stored as numbers, read through a date function.
     numbers_as_dates: Vec<dates::NumberAsDate>,
+    /// SQLite only: `+`/`-` with a span of time written as text (`- '30 days'`).
+    spans_as_numbers: Vec<String>,
+    /// IN-subqueries that select a column their own tables lack.
+    outer_columns: Vec<scopes::OuterColumn>,
     /// A select item holds a subquery (a per-row count written as a correlated
     /// subquery breaks rows down without a GROUP BY).
     projection_subquery: bool,
@@ -644,6 +658,10 @@ fn sql_facts(
     let _ = statement.visit(&mut Collect { facts: &mut facts });
     facts.repeating_joins = joins::repeating_joins(statement, schema);
     facts.numbers_as_dates = dates::numbers_read_as_dates(statement, schema, cards);
+    if dialect == SqlDialect::Sqlite {
+        facts.spans_as_numbers = dates::spans_as_numbers(statement);
+    }
+    facts.outer_columns = scopes::outer_columns(statement, schema);
     Some(facts)
 }
 
@@ -880,6 +898,29 @@ pub fn check_result(answer: &Answer<'_>) -> Vec<Finding> {
                 table = number.table,
                 column = number.column,
                 samples = number.samples.join(", "),
+            ),
+        ));
+    }
+    for written in &facts.spans_as_numbers {
+        findings.push(Finding::new(
+            Check::SpanAsNumber,
+            format!(
+                "the query computes {written}: SQLite reads both sides as numbers (a date as \
+                 its year, '30 days' as 30), so the result is a number, not a date; a date \
+                 relative to another is written date('now', '-30 days') or date(col, '+1 month')"
+            ),
+        ));
+    }
+    for outer in &facts.outer_columns {
+        findings.push(Finding::new(
+            Check::OuterColumn,
+            format!(
+                "the subquery over {inner} selects {column}, which {inner} does not have: the \
+                 database takes it from the outer query's {owners}, so the IN list holds each \
+                 outer row's own value; select the column of {inner} that holds it",
+                inner = outer.inner_tables.join(", "),
+                column = outer.column,
+                owners = outer.owners.join(", "),
             ),
         ));
     }

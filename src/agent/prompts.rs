@@ -58,7 +58,8 @@ fn dialect_rules(dialect: SqlDialect) -> &'static str {
     match dialect {
         SqlDialect::Sqlite => {
             "SQLite: dates are TEXT like '2025-03-31' or '2025-03-31 14:05:00'; use \
-             strftime('%Y', col), date(col), and string comparison for ranges; there is no \
+             strftime('%Y', col), date(col), date('now', '-30 days') for a day relative to \
+             today, and string comparison for ranges; there is no \
              EXTRACT, DATE_TRUNC, ILIKE or INTERVAL. Booleans are 0/1."
         }
         SqlDialect::Postgres => {
@@ -481,6 +482,18 @@ pub fn suspect_facts(
         lines.push(
             "A column that holds years as numbers (2014) is compared with the year itself, \
              with no date function around it.",
+        );
+    }
+    if checks.contains(&Check::SpanAsNumber) {
+        lines.push(
+            "In SQLite a date relative to another is date('now', '-30 days') or \
+             date(col, '+1 month'); '30 days' subtracted from a date is a number.",
+        );
+    }
+    if checks.contains(&Check::OuterColumn) {
+        lines.push(
+            "The column an IN (SELECT ...) list is built from must be a column of the \
+             subquery's own table.",
         );
     }
     let mut text = lines.join("\n");

@@ -23,8 +23,8 @@ use std::collections::HashMap;
 use std::ops::ControlFlow;
 
 use sqlparser::ast::{
-    Expr, FunctionArg, FunctionArgExpr, FunctionArguments, ObjectNamePart, Statement, TableFactor,
-    Value, Visit, Visitor,
+    visit_expressions, BinaryOperator, Expr, FunctionArg, FunctionArgExpr, FunctionArguments,
+    ObjectNamePart, Statement, TableFactor, Value, Visit, Visitor,
 };
 
 use crate::linking::cards::TableCard;
@@ -250,6 +250,48 @@ impl Visitor for DateCalls {
     }
 }
 
+/// SQLite's spellings of a span of time in a date modifier (`'-30 days'`, `'1 month'`).
+const SPAN_UNITS: &[&str] = &[
+    "second", "seconds", "minute", "minutes", "hour", "hours", "day", "days", "week", "weeks",
+    "month", "months", "year", "years",
+];
+
+/// Whether a text is a span of time (`30 days`, `-1 month`).
+fn is_span(text: &str) -> bool {
+    let mut words = text.split_whitespace();
+    let (Some(count), Some(unit), None) = (words.next(), words.next(), words.next()) else {
+        return false;
+    };
+    let digits = count.trim_start_matches(['+', '-']);
+    !digits.is_empty()
+        && digits.chars().all(|c| c.is_ascii_digit() || c == '.')
+        && SPAN_UNITS.contains(&unit.to_lowercase().as_str())
+}
+
+/// Every `+` or `-` with a span of time written as text on one side
+/// (`strftime('%Y-%m-%d', 'now') - '30 days'`), as written. SQLite reads both sides as
+/// numbers: the date as its leading year and `'30 days'` as 30, so the result is a
+/// number like 1995, never a date; `date('now', '-30 days')` is what was meant.
+pub(super) fn spans_as_numbers(statement: &Statement) -> Vec<String> {
+    let mut found = Vec::new();
+    let _ = visit_expressions(statement, |expr| {
+        if let Expr::BinaryOp { left, op, right } = expr {
+            let additive = matches!(op, BinaryOperator::Plus | BinaryOperator::Minus);
+            let sides: [&Expr; 2] = [left, right];
+            let span_side = sides.iter().any(|side| {
+                matches!(side, Expr::Value(value)
+                    if matches!(&value.value, Value::SingleQuotedString(text) if is_span(text)))
+            });
+            let written = expr.to_string();
+            if additive && span_side && !found.contains(&written) {
+                found.push(written);
+            }
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    found
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
@@ -354,5 +396,38 @@ mod tests {
             ),
             vec!["concert.Year strftime"]
         );
+    }
+
+    fn spans(sql: &str) -> Vec<String> {
+        let statements =
+            Parser::parse_sql(&sqlparser::dialect::SQLiteDialect {}, sql).expect("test SQL parses");
+        spans_as_numbers(&statements[0])
+    }
+
+    #[test]
+    fn a_span_of_time_added_to_a_date_as_text_is_found() {
+        assert_eq!(
+            spans(
+                "SELECT count(*) FROM visit WHERE Visit_Date >= \
+                 strftime('%Y-%m-%d', 'now') - '30 days'"
+            ),
+            vec!["strftime('%Y-%m-%d', 'now') - '30 days'"]
+        );
+        assert_eq!(
+            spans("SELECT * FROM visit WHERE Visit_Date > '2025-01-01' + '-1 month'").len(),
+            1
+        );
+    }
+
+    #[test]
+    fn date_modifiers_and_plain_arithmetic_are_left_alone() {
+        for sql in [
+            "SELECT count(*) FROM visit WHERE Visit_Date >= date('now', '-30 days')",
+            "SELECT Price - 30 FROM visit",
+            "SELECT Name || ' days' FROM visit",
+            "SELECT Price - '30' FROM visit",
+        ] {
+            assert!(spans(sql).is_empty(), "{sql}");
+        }
     }
 }

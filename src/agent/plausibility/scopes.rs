@@ -1,0 +1,265 @@
+//! The `outer_column` rule: an `IN (SELECT col FROM t)` subquery whose one column is not
+//! a column of its own tables.
+//!
+//! SQL resolves a name a subquery's tables lack in the enclosing query: `WHERE CountryId
+//! NOT IN (SELECT CountryId FROM car_makers)` on a `car_makers` with no `CountryId`
+//! compares every country with its own id, so NOT IN keeps nothing and IN keeps every
+//! row while car_makers has rows. Neither SQLite nor PostgreSQL reports it; the result
+//! (often empty, and an anti-join may rightly be empty) does not tell either. Small
+//! models write it when they take the column name from the outer table.
+//!
+//! Only the subquery's select list is read, and only when every table of the subquery is
+//! one the schema knows: a column reaching outward from a WHERE is a correlation and
+//! usually meant; as the one column an IN list is built from, it is never what the
+//! question asked (the list would hold the outer row's own value).
+
+use std::ops::ControlFlow;
+
+use sqlparser::ast::{
+    Expr, InTarget, ObjectNamePart, Query, SelectItem, SetExpr, Statement, TableFactor, Visit,
+    Visitor,
+};
+
+use crate::schema::TableSchema;
+
+/// One IN-subquery that selects a column its own tables lack.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct OuterColumn {
+    /// The column as written (`CountryId`, or `T1.CountryId`).
+    pub column: String,
+    /// The subquery's own tables, as the schema names them.
+    pub inner_tables: Vec<String>,
+    /// The statement's other tables that have a column of that name.
+    pub owners: Vec<String>,
+}
+
+/// Every IN-subquery of the statement that selects a column none of its own tables has
+/// but another table of the statement has.
+pub(super) fn outer_columns(statement: &Statement, schema: &[TableSchema]) -> Vec<OuterColumn> {
+    let mut all_tables = TableNames::default();
+    let _ = statement.visit(&mut all_tables);
+    let mut subqueries = InSubqueries::default();
+    let _ = statement.visit(&mut subqueries);
+    let in_schema = |name: &str| {
+        schema
+            .iter()
+            .find(|table| table.name.eq_ignore_ascii_case(name))
+    };
+    let has_column = |table: &TableSchema, column: &str| {
+        table
+            .columns
+            .iter()
+            .any(|own| own.name.eq_ignore_ascii_case(column))
+    };
+    let mut found = Vec::new();
+    for subquery in subqueries.found {
+        let Some(inner) = own_tables(&subquery) else {
+            continue;
+        };
+        let Some((qualifier, column)) = single_column(&subquery) else {
+            continue;
+        };
+        // A qualifier naming one of the subquery's own tables is the subquery's column
+        // (and an unknown one the database reports itself).
+        if let Some(qualifier) = &qualifier {
+            if inner.iter().any(|(name, alias)| {
+                alias.eq_ignore_ascii_case(qualifier) || name.eq_ignore_ascii_case(qualifier)
+            }) {
+                continue;
+            }
+        }
+        let Some(inner_schemas) = inner
+            .iter()
+            .map(|(name, _)| in_schema(name))
+            .collect::<Option<Vec<&TableSchema>>>()
+        else {
+            continue;
+        };
+        if inner_schemas.iter().any(|table| has_column(table, &column)) {
+            continue;
+        }
+        let owners: Vec<String> = all_tables
+            .names
+            .iter()
+            .filter_map(|name| in_schema(name))
+            .filter(|table| has_column(table, &column))
+            .map(|table| table.name.clone())
+            .collect();
+        if owners.is_empty() {
+            continue;
+        }
+        found.push(OuterColumn {
+            column: match qualifier {
+                Some(qualifier) => format!("{qualifier}.{column}"),
+                None => column,
+            },
+            inner_tables: inner_schemas
+                .iter()
+                .map(|table| table.name.clone())
+                .collect(),
+            owners,
+        });
+    }
+    found
+}
+
+/// The subquery's own FROM tables (name, name it is known by), or None when it is not a
+/// plain SELECT over named tables (a derived table, a set operation).
+fn own_tables(query: &Query) -> Option<Vec<(String, String)>> {
+    let SetExpr::Select(select) = query.body.as_ref() else {
+        return None;
+    };
+    let mut tables = Vec::new();
+    for from in &select.from {
+        for factor in std::iter::once(&from.relation).chain(from.joins.iter().map(|j| &j.relation))
+        {
+            let TableFactor::Table { name, alias, .. } = factor else {
+                return None;
+            };
+            let Some(ObjectNamePart::Identifier(ident)) = name.0.last() else {
+                return None;
+            };
+            let known_as = alias
+                .as_ref()
+                .map_or_else(|| ident.value.clone(), |alias| alias.name.value.clone());
+            tables.push((ident.value.clone(), known_as));
+        }
+    }
+    (!tables.is_empty()).then_some(tables)
+}
+
+/// The subquery's one select item when it is a bare column: its qualifier and name.
+fn single_column(query: &Query) -> Option<(Option<String>, String)> {
+    let SetExpr::Select(select) = query.body.as_ref() else {
+        return None;
+    };
+    let [item] = select.projection.as_slice() else {
+        return None;
+    };
+    let expr = match item {
+        SelectItem::UnnamedExpr(expr) | SelectItem::ExprWithAlias { expr, .. } => expr,
+        _ => return None,
+    };
+    match expr {
+        Expr::Identifier(ident) => Some((None, ident.value.clone())),
+        Expr::CompoundIdentifier(parts) if parts.len() == 2 => {
+            Some((Some(parts[0].value.clone()), parts[1].value.clone()))
+        }
+        _ => None,
+    }
+}
+
+/// Every table the statement names.
+#[derive(Default)]
+struct TableNames {
+    names: Vec<String>,
+}
+
+impl Visitor for TableNames {
+    type Break = ();
+
+    fn pre_visit_table_factor(&mut self, factor: &TableFactor) -> ControlFlow<()> {
+        if let TableFactor::Table { name, .. } = factor {
+            if let Some(ObjectNamePart::Identifier(ident)) = name.0.last() {
+                if !self
+                    .names
+                    .iter()
+                    .any(|seen| seen.eq_ignore_ascii_case(&ident.value))
+                {
+                    self.names.push(ident.value.clone());
+                }
+            }
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// The subqueries of `x IN (SELECT ...)` and `x NOT IN (SELECT ...)`.
+#[derive(Default)]
+struct InSubqueries {
+    found: Vec<Query>,
+}
+
+impl Visitor for InSubqueries {
+    type Break = ();
+
+    fn pre_visit_expr(&mut self, expr: &Expr) -> ControlFlow<()> {
+        if let Expr::In {
+            target: InTarget::Subquery(subquery),
+            ..
+        } = expr
+        {
+            self.found.push((**subquery).clone());
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use sqlparser::dialect::SQLiteDialect;
+    use sqlparser::parser::Parser;
+
+    use super::*;
+
+    fn schema() -> Vec<TableSchema> {
+        vec![
+            TableSchema::for_tests(
+                "countries",
+                &["CountryId", "CountryName"],
+                "TEXT",
+                &["CountryId"],
+            ),
+            TableSchema::for_tests("car_makers", &["Id", "Maker", "Country"], "TEXT", &["Id"]),
+        ]
+    }
+
+    fn found(sql: &str) -> Vec<OuterColumn> {
+        let statements = Parser::parse_sql(&SQLiteDialect {}, sql).expect("test SQL parses");
+        outer_columns(&statements[0], &schema())
+    }
+
+    #[test]
+    fn an_in_list_of_the_outer_tables_column_is_found() {
+        let outer = found(
+            "SELECT CountryName FROM countries WHERE CountryId NOT IN \
+             (SELECT CountryId FROM car_makers)",
+        );
+        assert_eq!(
+            outer,
+            vec![OuterColumn {
+                column: "CountryId".to_string(),
+                inner_tables: vec!["car_makers".to_string()],
+                owners: vec!["countries".to_string()],
+            }]
+        );
+        let qualified = found(
+            "SELECT T1.CountryName FROM countries AS T1 WHERE T1.CountryId IN \
+             (SELECT T1.CountryId FROM car_makers AS T2)",
+        );
+        assert_eq!(qualified.len(), 1);
+        assert_eq!(qualified[0].column, "T1.CountryId");
+    }
+
+    #[test]
+    fn the_subquerys_own_columns_and_correlations_are_left_alone() {
+        for sql in [
+            // Its own column, bare or qualified.
+            "SELECT CountryName FROM countries WHERE CountryId NOT IN \
+             (SELECT Country FROM car_makers)",
+            "SELECT CountryName FROM countries WHERE CountryId IN \
+             (SELECT m.Country FROM car_makers AS m)",
+            // A correlation in the WHERE is the subquery's business.
+            "SELECT CountryName FROM countries WHERE 1 IN \
+             (SELECT 1 FROM car_makers WHERE Country = CountryId)",
+            // A table the schema does not know: nothing can be said.
+            "SELECT CountryName FROM countries WHERE CountryId IN \
+             (SELECT CountryId FROM elsewhere)",
+            // A column no table has is the database's error to report.
+            "SELECT CountryName FROM countries WHERE CountryId IN \
+             (SELECT Nowhere FROM car_makers)",
+        ] {
+            assert!(found(sql).is_empty(), "{sql}");
+        }
+    }
+}
