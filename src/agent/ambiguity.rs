@@ -144,6 +144,19 @@ fn top_is_concrete(words: &[String]) -> bool {
     words.iter().any(|word| MEASURES.contains(&word.as_str()))
 }
 
+/// "best selling", "best ratings", "best customers by revenue": the word after "best",
+/// or a "by" that ranks, names the measure "best" is judged by.
+fn best_is_concrete(words: &[String]) -> bool {
+    const MEASURED: &[&str] = &[
+        "selling", "sold", "sellers", "rated", "rating", "ratings", "reviewed", "paid", "paying",
+        "scoring", "scored", "score", "scores",
+    ];
+    let measured_next = words
+        .windows(2)
+        .any(|pair| pair[0] == "best" && MEASURED.contains(&pair[1].as_str()));
+    measured_next || words.iter().any(|word| word == "by")
+}
+
 fn glossary_meaning(notes: &SchemaNotes, rule: &Rule, words: &[String]) -> Option<String> {
     let mut keys: Vec<&str> = vec![rule.term];
     keys.extend(rule.phrases.iter().copied());
@@ -237,6 +250,9 @@ pub fn check(question: &str, notes: &SchemaNotes, schema: &BTreeSet<String>) -> 
             continue;
         }
         if rule.term == "top" && top_is_concrete(&words) {
+            continue;
+        }
+        if rule.term == "best" && best_is_concrete(&words) {
             continue;
         }
         if rule.term == "recent" && recent_is_superlative(&words) {
@@ -344,9 +360,19 @@ mod tests {
             "How many bills are there?",
             "Top 5 products by revenue in 2025",
             "List the top 3 customers by amount billed",
+            "List the restaurants starting from the best ratings to the lowest",
+            "What are the top 5 best selling car models by total revenue?",
+            "Who are our best customers by revenue?",
         ] {
             let decision = check(question, &notes, &BTreeSet::new());
             assert!(decision.clarify.is_none(), "{question}: {decision:?}");
+        }
+        // "best" with no measure after it or ranked by stays vague.
+        for question in ["Which are our best tracks?", "Which suppliers are best?"] {
+            assert!(
+                check(question, &notes, &BTreeSet::new()).clarify.is_some(),
+                "{question}"
+            );
         }
         // "laptop" contains "top" but is not the word top.
         assert!(check("How many laptops?", &notes, &BTreeSet::new())

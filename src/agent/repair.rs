@@ -169,10 +169,11 @@ pub fn column_fact(
             join,
             card,
         });
-        if owners.len() == 3 {
-            break;
-        }
     }
+    // A table the query already reads comes first: `T2.Name` where T2 has no name and
+    // T1 has one is most often T1's, and a small model takes the first owner it is told.
+    owners.sort_by_key(|owner| owner.known_as.is_none());
+    owners.truncate(3);
     ColumnFact {
         column: error.column.clone(),
         qualified,

@@ -80,6 +80,16 @@ async fn ask_recorded(agent: &Agent, question: &str) -> (AgentResult, events::Re
     (result, recorder)
 }
 
+/// A SQLite file in `dir` holding what `script` writes.
+fn sqlite_file(dir: &tempfile::TempDir, script: &str) -> std::path::PathBuf {
+    let path = dir.path().join("fixture.sqlite");
+    let connection = rusqlite::Connection::open(&path).expect("creates the file");
+    connection
+        .execute_batch(script)
+        .expect("the fixture is written");
+    path
+}
+
 fn file_hash(path: &Path) -> String {
     use sha2::{Digest, Sha256};
     format!(
@@ -970,16 +980,12 @@ async fn a_total_over_rows_an_unread_join_repeats_is_rerun_without_the_join_and_
 #[tokio::test]
 async fn a_year_stored_as_a_number_read_through_strftime_is_repaired_by_naming_its_values() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let path = dir.path().join("concerts.sqlite");
-    let connection = rusqlite::Connection::open(&path).expect("creates the file");
-    connection
-        .execute_batch(
-            "CREATE TABLE concert (concert_id INTEGER PRIMARY KEY, name TEXT, year TEXT);
-             INSERT INTO concert VALUES (1, 'Auditions', '2014'), (2, 'Super bootcamp', '2014'),
-                                        (3, 'Home Visits', '2015');",
-        )
-        .expect("the table is written");
-    drop(connection);
+    let path = sqlite_file(
+        &dir,
+        "CREATE TABLE concert (concert_id INTEGER PRIMARY KEY, name TEXT, year TEXT);
+         INSERT INTO concert VALUES (1, 'Auditions', '2014'), (2, 'Super bootcamp', '2014'),
+                                    (3, 'Home Visits', '2015');",
+    );
     let question = "How many concerts were there in 2014?";
     // strftime reads '2014' as no date: the count is 0 and nothing errs.
     let through_a_date_function =
@@ -1019,6 +1025,91 @@ async fn a_year_stored_as_a_number_read_through_strftime_is_repaired_by_naming_i
     assert!(!repairs[0].contains("period"), "{}", repairs[0]);
     assert_eq!(result.rows, vec![vec![serde_json::json!(2)]]);
     assert!(result.warnings.is_empty(), "{:?}", result.warnings);
+}
+
+#[tokio::test]
+async fn an_in_list_built_from_the_outer_tables_column_is_repaired_by_naming_the_subquerys_table() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = sqlite_file(
+        &dir,
+        "CREATE TABLE countries (CountryId INTEGER PRIMARY KEY, CountryName TEXT);
+         CREATE TABLE car_makers (Id INTEGER PRIMARY KEY, Maker TEXT, Country INTEGER);
+         INSERT INTO countries VALUES (1, 'usa'), (2, 'germany'), (3, 'egypt');
+         INSERT INTO car_makers VALUES (1, 'ford', 1), (2, 'bmw', 2);",
+    );
+    let question = "Which countries have no car maker?";
+    // car_makers has no CountryId: SQLite takes the outer row's own, NOT IN keeps nothing.
+    let outer = "SELECT CountryName FROM countries WHERE CountryId NOT IN \
+                 (SELECT CountryId FROM car_makers)";
+    let right = "SELECT CountryName FROM countries WHERE CountryId NOT IN \
+                 (SELECT Country FROM car_makers)";
+    let agent = agent(
+        &path,
+        &[
+            line(question, "write_sql", sql_reply(outer)),
+            line(question, "repair_sql", sql_reply(right)),
+        ],
+    )
+    .await;
+    let (result, recorder) = ask_recorded(&agent, question).await;
+    assert_eq!(result.decision, Decision::Answer);
+    assert_eq!(result.history.len(), 1);
+    assert_eq!(result.history[0].error_type, FailureKind::Suspect);
+    assert!(
+        result.history[0].message.contains("outer_column"),
+        "{}",
+        result.history[0].message
+    );
+    let repairs = repair_prompts(&recorder);
+    assert_eq!(repairs.len(), 1);
+    assert!(
+        repairs[0].contains("selects CountryId, which car_makers does not have")
+            && repairs[0].contains("outer query's countries"),
+        "the repair names the column, the subquery's table and the owner: {}",
+        repairs[0]
+    );
+    assert_eq!(result.rows, vec![vec![serde_json::json!("egypt")]]);
+    assert!(result.warnings.is_empty(), "{:?}", result.warnings);
+}
+
+#[tokio::test]
+async fn an_unknown_columns_owner_the_query_already_reads_is_named_first() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    // employee sorts before shop: without the order, the repair would hear of employee
+    // first and join it.
+    let path = sqlite_file(
+        &dir,
+        "CREATE TABLE employee (Employee_ID INTEGER PRIMARY KEY, Name TEXT);
+         CREATE TABLE hiring (Shop_ID INTEGER, Employee_ID INTEGER);
+         CREATE TABLE shop (Shop_ID INTEGER PRIMARY KEY, Name TEXT);
+         INSERT INTO employee VALUES (1, 'Ann'), (2, 'Bo');
+         INSERT INTO shop VALUES (1, 'North'), (2, 'South');
+         INSERT INTO hiring VALUES (1, 1), (1, 2);",
+    );
+    let question = "Which shop has the most employees?";
+    let wrong_alias = "SELECT T2.Name FROM shop AS T1 JOIN hiring AS T2 \
+                       ON T1.Shop_ID = T2.Shop_ID GROUP BY T1.Shop_ID ORDER BY COUNT(*) DESC LIMIT 1";
+    let right = "SELECT T1.Name FROM shop AS T1 JOIN hiring AS T2 \
+                 ON T1.Shop_ID = T2.Shop_ID GROUP BY T1.Shop_ID ORDER BY COUNT(*) DESC LIMIT 1";
+    let agent = agent(
+        &path,
+        &[
+            line(question, "write_sql", sql_reply(wrong_alias)),
+            line(question, "repair_sql", sql_reply(right)),
+        ],
+    )
+    .await;
+    let (result, recorder) = ask_recorded(&agent, question).await;
+    assert_eq!(result.rows, vec![vec![serde_json::json!("North")]]);
+    let repairs = repair_prompts(&recorder);
+    assert_eq!(repairs.len(), 1);
+    let read_owner = repairs[0]
+        .find("column of shop, which your query calls T1")
+        .unwrap_or_else(|| panic!("the read owner is named: {}", repairs[0]));
+    let other_owner = repairs[0]
+        .find("column of employee")
+        .unwrap_or_else(|| panic!("the other owner is named too: {}", repairs[0]));
+    assert!(read_owner < other_owner, "{}", repairs[0]);
 }
 
 #[tokio::test]
