@@ -115,9 +115,11 @@ fn contains_phrase(words: &[String], phrase: &str) -> bool {
             .any(|window| window.iter().zip(&wanted).all(|(a, b)| a == b))
 }
 
-/// "top 5" names its size; the measure may still be open, but a number after "top"
-/// together with a measure word ("by revenue", "sold", "spent") makes it concrete.
-fn top_is_concrete(words: &[String]) -> bool {
+/// Whether the question names what to measure ("by revenue", "sold", "price"): then
+/// "top 5" is concrete, and so is "performance" ("stock performance ... calculate the
+/// price change" says which figure describes it; defog's questions define their vague
+/// words this way in the instructions that follow them).
+fn names_a_measure(words: &[String]) -> bool {
     const MEASURES: &[&str] = &[
         "by",
         "revenue",
@@ -249,7 +251,7 @@ pub fn check(question: &str, notes: &SchemaNotes, schema: &BTreeSet<String>) -> 
         {
             continue;
         }
-        if rule.term == "top" && top_is_concrete(&words) {
+        if matches!(rule.term, "top" | "performance") && names_a_measure(&words) {
             continue;
         }
         if rule.term == "best" && best_is_concrete(&words) {
@@ -414,6 +416,28 @@ mod tests {
             check("How did our performance go?", &notes, &BTreeSet::new())
                 .clarify
                 .is_some()
+        );
+    }
+
+    #[test]
+    fn performance_with_its_measure_named_is_not_asked_about() {
+        let notes = SchemaNotes::default();
+        let defined = "Which 3 tickers had the highest performance? To analyze stock \
+                       performance, join the daily price and ticker tables and calculate \
+                       the price change.";
+        assert!(check(defined, &notes, &BTreeSet::new()).clarify.is_none());
+        assert!(check(
+            "What was our performance by revenue?",
+            &notes,
+            &BTreeSet::new()
+        )
+        .clarify
+        .is_none());
+        // Without a measure it is still asked, with the options.
+        let open = check("How was our performance?", &notes, &BTreeSet::new());
+        assert_eq!(
+            open.clarify.map(|ask| ask.question),
+            Some("Which figure should describe how it went?".to_string())
         );
     }
 

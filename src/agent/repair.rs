@@ -12,7 +12,7 @@ use sqlparser::ast::{ObjectNamePart, TableFactor, Visit, Visitor};
 use sqlparser::parser::Parser;
 
 use crate::gate::SqlDialect;
-use crate::linking::SchemaIndex;
+use crate::linking::{JoinHop, SchemaIndex};
 
 /// A column a database said does not exist, as the error named it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -102,7 +102,7 @@ pub struct Owner {
     /// The alias (or name) the failing query already gives this table, if it reads it.
     pub known_as: Option<String>,
     /// The foreign-key joins from a table of the query to this one, when it is not read.
-    pub join: Vec<(String, String, String, String)>,
+    pub join: Vec<JoinHop>,
     /// The table's card, when the query does not read it yet.
     pub card: Option<String>,
 }
@@ -146,34 +146,51 @@ pub fn column_fact(
                 .map(|(_, table)| table.clone()),
         )
     });
-    let mut owners = Vec::new();
+    let mut found: Vec<(String, String, Option<String>, Option<Vec<JoinHop>>)> = Vec::new();
     for (table, column) in index.column_candidates(&error.column) {
-        if owners.iter().any(|owner: &Owner| owner.table == table) {
+        if found.iter().any(|(owner, ..)| *owner == table) {
             continue;
         }
         let known_as = known
             .values()
             .find(|(_, read_table)| read_table.eq_ignore_ascii_case(&table))
             .map(|(alias, _)| alias.clone());
-        let (join, card) = match known_as {
-            Some(_) => (Vec::new(), None),
-            None => (
-                index.join_path(&read, &table).unwrap_or_default(),
-                index.card(&table).map(|card| card.text.clone()),
-            ),
+        let join = match known_as {
+            Some(_) => Some(Vec::new()),
+            None => index.join_path(&read, &table),
         };
-        owners.push(Owner {
-            table,
-            column,
-            known_as,
-            join,
-            card,
-        });
+        found.push((table, column, known_as, join));
     }
     // A table the query already reads comes first: `T2.Name` where T2 has no name and
     // T1 has one is most often T1's, and a small model takes the first owner it is told.
-    owners.sort_by_key(|owner| owner.known_as.is_none());
-    owners.truncate(3);
+    // Of the others the nearest comes first: `pid` asked of `journal` is `publication`'s
+    // (one join away), not `domain_publication`'s (two), which a model told of it first
+    // joined, dropping `journal` and its filter. Stable: ties keep the schema's order.
+    found.sort_by_key(|(_, _, known_as, join)| {
+        (
+            known_as.is_none(),
+            join.as_ref().map_or(usize::MAX, Vec::len),
+        )
+    });
+    found.truncate(3);
+    let owners = found
+        .into_iter()
+        .map(|(table, column, known_as, join)| {
+            // The card only for a table the query does not read yet: its columns are
+            // what the next attempt must write.
+            let card = match known_as {
+                Some(_) => None,
+                None => index.card(&table).map(|card| card.text.clone()),
+            };
+            Owner {
+                table,
+                column,
+                known_as,
+                join: join.unwrap_or_default(),
+                card,
+            }
+        })
+        .collect();
     ColumnFact {
         column: error.column.clone(),
         qualified,

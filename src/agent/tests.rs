@@ -1113,6 +1113,45 @@ async fn an_unknown_columns_owner_the_query_already_reads_is_named_first() {
 }
 
 #[tokio::test]
+async fn an_unknown_columns_nearest_owner_is_named_first() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    // domain_publication comes first in the schema but is two joins from journal;
+    // publication is one.
+    let path = sqlite_file(
+        &dir,
+        "CREATE TABLE domain_publication (did INTEGER, pid INTEGER REFERENCES publication(pid));
+         CREATE TABLE journal (jid INTEGER PRIMARY KEY, name TEXT);
+         CREATE TABLE publication (pid INTEGER PRIMARY KEY, jid INTEGER REFERENCES journal(jid), title TEXT);
+         INSERT INTO journal VALUES (1, 'Journal of Data'), (2, 'Proceedings');
+         INSERT INTO publication VALUES (1, 1, 'a'), (2, 1, 'b'), (3, 2, 'c');
+         INSERT INTO domain_publication VALUES (1, 1);",
+    );
+    let question = "How many publications were published in journals whose names start with J?";
+    let wrong_table = "SELECT COUNT(pid) FROM journal WHERE name LIKE 'J%'";
+    let right = "SELECT COUNT(p.pid) FROM publication AS p JOIN journal AS j ON p.jid = j.jid \
+                 WHERE j.name LIKE 'J%'";
+    let agent = agent(
+        &path,
+        &[
+            line(question, "write_sql", sql_reply(wrong_table)),
+            line(question, "repair_sql", sql_reply(right)),
+        ],
+    )
+    .await;
+    let (result, recorder) = ask_recorded(&agent, question).await;
+    assert_eq!(result.rows, vec![vec![serde_json::json!(2)]]);
+    let repairs = repair_prompts(&recorder);
+    assert_eq!(repairs.len(), 1);
+    let nearest = repairs[0]
+        .find("pid is a column of publication, which your query does not read. Join it on")
+        .unwrap_or_else(|| panic!("the nearest owner is named with its join: {}", repairs[0]));
+    let farther = repairs[0]
+        .find("pid is a column of domain_publication")
+        .unwrap_or_else(|| panic!("the farther owner is named too: {}", repairs[0]));
+    assert!(nearest < farther, "{}", repairs[0]);
+}
+
+#[tokio::test]
 async fn a_repair_that_still_fails_a_check_is_answered_with_warnings_and_never_repaired_twice() {
     let fixture = demo();
     let still_by_year = "SELECT strftime('%Y', b.txn_dt) AS year, SUM(b.total_amt) AS total \

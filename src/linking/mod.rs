@@ -209,6 +209,10 @@ impl Candidate {
     }
 }
 
+/// One foreign-key hop of a join path: (table, column, table, column), the first
+/// table's column equal to the second's.
+pub type JoinHop = (String, String, String, String);
+
 /// Everything the linker knows about one database: the cards, a BM25 index over them,
 /// the value index, the glossary, the distractors and the foreign-key graph.
 #[derive(Debug, Clone)]
@@ -462,7 +466,8 @@ impl SchemaIndex {
 
     /// (table, column) pairs for a column name the database rejected: the tables with
     /// a column of exactly that name, else the nearest names (edit distance at most
-    /// 2). A qualified `t.col` is looked up by its column part. Distractors come last.
+    /// 2, or the same name in another naming convention: see [`name_distance`]). A
+    /// qualified `t.col` is looked up by its column part. Distractors come last.
     pub fn column_candidates(&self, column: &str) -> Vec<(String, String)> {
         let wanted = column
             .rsplit('.')
@@ -474,8 +479,9 @@ impl SchemaIndex {
         let mut best = usize::MAX;
         let mut found: Vec<(usize, String)> = Vec::new();
         for (index, card) in self.cards.iter().enumerate() {
+            let prefix = shared_prefix(&card.columns);
             for name in &card.columns {
-                let distance = edit_distance(&wanted, name);
+                let distance = name_distance(&wanted, name, prefix);
                 if distance > 2 || distance > best {
                     continue;
                 }
@@ -507,14 +513,10 @@ impl SchemaIndex {
         tables
     }
 
-    /// The shortest foreign-key path from any of `from` to `to`, as hops
-    /// (table, column, table, column), each joining the previous table to the next.
-    /// Empty when `to` is already among `from`; None when nothing connects them.
-    pub fn join_path(
-        &self,
-        from: &[String],
-        to: &str,
-    ) -> Option<Vec<(String, String, String, String)>> {
+    /// The shortest foreign-key path from any of `from` to `to`, as hops, each joining
+    /// the previous table to the next. Empty when `to` is already among `from`; None
+    /// when nothing connects them.
+    pub fn join_path(&self, from: &[String], to: &str) -> Option<Vec<JoinHop>> {
         let target = *self.position.get(&to.to_lowercase())?;
         let sources: BTreeSet<usize> = from
             .iter()
@@ -747,6 +749,64 @@ fn singular(word: &str) -> String {
     match word.strip_suffix('s') {
         Some(base) if base.len() >= 3 && !base.ends_with('s') => base.to_string(),
         _ => word.to_string(),
+    }
+}
+
+/// How far a rejected column name is from a real one, for the unknown-column repair:
+/// the edit distance of the lowercased names, except that the same words in the
+/// schema's naming convention count as 1. `ticker_type` for `sbTickerType` is 3 edits
+/// apart and `high` for `sbDpHigh` 4, yet they are the columns a model meant when it
+/// wrote the question's words in snake case where the schema prefixes every column of a
+/// table (`prefix`, from [`shared_prefix`]); without this the repair told it no table
+/// had such a column and the agent declined a question the database could answer.
+/// Both names are already lowercase.
+fn name_distance(wanted: &str, name: &str, prefix: &str) -> usize {
+    let distance = edit_distance(wanted, name);
+    if distance <= 1 {
+        return distance;
+    }
+    let squashed = |text: &str| text.replace('_', "");
+    let wanted = squashed(wanted);
+    let own_part = name.strip_prefix(prefix).map(squashed);
+    let name = squashed(name);
+    // Six letters at least for a bare tail: `type` or `name` ends half the columns of
+    // a schema. Past the table's own prefix the rest is the column's whole name.
+    let same_words = wanted == name
+        || (wanted.len() >= 6 && name.ends_with(&wanted))
+        || (!prefix.is_empty() && own_part.is_some_and(|own| own == wanted));
+    if same_words {
+        1
+    } else {
+        distance
+    }
+}
+
+/// The prefix every column of a table starts with (`sbdp` of `sbDpHigh`, `sbDpLow`,
+/// ...; `customer_` of `Customer_ID`, `Customer_Name`, ...), or "" when the table has
+/// fewer than 3 columns, they share fewer than 3 characters, or the prefix would leave
+/// a column with fewer than 2 of its own.
+fn shared_prefix(columns: &[String]) -> &str {
+    let Some(first) = columns.first() else {
+        return "";
+    };
+    if columns.len() < 3 {
+        return "";
+    }
+    let mut length = first.len();
+    for column in &columns[1..] {
+        length = first
+            .char_indices()
+            .zip(column.chars())
+            .take_while(|((_, a), b)| a == b)
+            .last()
+            .map_or(0, |((at, a), _)| (at + a.len_utf8()).min(length));
+    }
+    let prefix = &first[..length];
+    let leaves_enough = columns.iter().all(|column| column.len() >= length + 2);
+    if length >= 3 && leaves_enough {
+        prefix
+    } else {
+        ""
     }
 }
 

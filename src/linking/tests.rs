@@ -266,6 +266,54 @@ async fn selections_are_in_name_order_nested_in_k_and_bridged() {
     assert!(widened.tables.len() > plain.tables.len());
 }
 
+#[test]
+fn a_column_named_in_another_naming_convention_is_near() {
+    // Snake case for a prefixed camel-case column is near; so is a squashed spelling.
+    assert_eq!(name_distance("ticker_type", "sbtickertype", ""), 1);
+    assert_eq!(name_distance("customer_id", "customerid", ""), 1);
+    // Past the prefix every column of its table shares, the rest is the whole name.
+    assert_eq!(name_distance("high", "sbdphigh", "sbdp"), 1);
+    assert_eq!(name_distance("high", "sbdphigh", ""), 4);
+    // Plain typos keep their edit distance, and a short common tail is not a match.
+    assert_eq!(name_distance("cust_nme", "cust_name", ""), 1);
+    assert_eq!(name_distance("type", "sbtickertype", ""), 8);
+    assert_eq!(
+        name_distance("ticker_name", "sbtickertype", ""),
+        edit_distance("ticker_name", "sbtickertype")
+    );
+}
+
+#[test]
+fn the_prefix_a_tables_columns_share_is_found() {
+    let columns = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+    assert_eq!(
+        shared_prefix(&columns(&[
+            "sbdptickerid",
+            "sbdpdate",
+            "sbdphigh",
+            "sbdplow"
+        ])),
+        "sbdp"
+    );
+    assert_eq!(
+        shared_prefix(&columns(&[
+            "customer_id",
+            "customer_name",
+            "customer_phone"
+        ])),
+        "customer_"
+    );
+    // Too few columns, too short a prefix, or a column left with too little of its own.
+    assert_eq!(shared_prefix(&columns(&["sbdphigh", "sbdplow"])), "");
+    assert_eq!(shared_prefix(&columns(&["id", "name", "age"])), "");
+    assert_eq!(
+        shared_prefix(&columns(&["name", "nation", "nationality"])),
+        ""
+    );
+    assert_eq!(shared_prefix(&columns(&["ab_x", "ab_yyy", "ab_zzz"])), "");
+    assert_eq!(shared_prefix(&[]), "");
+}
+
 #[tokio::test]
 async fn repair_helpers_find_column_owners_and_join_paths() {
     let demo = demo().await;

@@ -116,9 +116,10 @@ struct ColumnRef {
 
 /// The tables the statement names, by the name each is known by (alias or own name).
 #[derive(Default)]
-struct Tables {
+pub(super) struct Tables {
     known_as: HashMap<String, String>,
-    named: Vec<String>,
+    /// Every table the statement names, lowercased, once each, in order.
+    pub named: Vec<String>,
 }
 
 impl Tables {

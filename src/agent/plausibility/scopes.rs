@@ -16,10 +16,11 @@
 use std::ops::ControlFlow;
 
 use sqlparser::ast::{
-    Expr, InTarget, ObjectNamePart, Query, SelectItem, SetExpr, Statement, TableFactor, Visit,
-    Visitor,
+    visit_expressions, Expr, InTarget, ObjectNamePart, Query, SelectItem, SetExpr, Statement,
+    TableFactor, Visit,
 };
 
+use super::dates::Tables;
 use crate::schema::TableSchema;
 
 /// One IN-subquery that selects a column its own tables lack.
@@ -36,10 +37,29 @@ pub(super) struct OuterColumn {
 /// Every IN-subquery of the statement that selects a column none of its own tables has
 /// but another table of the statement has.
 pub(super) fn outer_columns(statement: &Statement, schema: &[TableSchema]) -> Vec<OuterColumn> {
-    let mut all_tables = TableNames::default();
-    let _ = statement.visit(&mut all_tables);
-    let mut subqueries = InSubqueries::default();
-    let _ = statement.visit(&mut subqueries);
+    let mut statement_tables = Tables::default();
+    let _ = statement.visit(&mut statement_tables);
+    let mut found = Vec::new();
+    let _ = visit_expressions(statement, |expr| {
+        if let Expr::In {
+            target: InTarget::Subquery(subquery),
+            ..
+        } = expr
+        {
+            found.extend(outer_column(subquery, &statement_tables.named, schema));
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    found
+}
+
+/// The subquery's one selected column when none of its own tables has it but one of the
+/// statement's other tables does.
+fn outer_column(
+    subquery: &Query,
+    statement_tables: &[String],
+    schema: &[TableSchema],
+) -> Option<OuterColumn> {
     let in_schema = |name: &str| {
         schema
             .iter()
@@ -51,56 +71,44 @@ pub(super) fn outer_columns(statement: &Statement, schema: &[TableSchema]) -> Ve
             .iter()
             .any(|own| own.name.eq_ignore_ascii_case(column))
     };
-    let mut found = Vec::new();
-    for subquery in subqueries.found {
-        let Some(inner) = own_tables(&subquery) else {
-            continue;
-        };
-        let Some((qualifier, column)) = single_column(&subquery) else {
-            continue;
-        };
-        // A qualifier naming one of the subquery's own tables is the subquery's column
-        // (and an unknown one the database reports itself).
-        if let Some(qualifier) = &qualifier {
-            if inner.iter().any(|(name, alias)| {
-                alias.eq_ignore_ascii_case(qualifier) || name.eq_ignore_ascii_case(qualifier)
-            }) {
-                continue;
-            }
+    let inner = own_tables(subquery)?;
+    let (qualifier, column) = single_column(subquery)?;
+    // A qualifier naming one of the subquery's own tables is the subquery's column (and
+    // an unknown one the database reports itself).
+    if let Some(qualifier) = &qualifier {
+        if inner.iter().any(|(name, alias)| {
+            alias.eq_ignore_ascii_case(qualifier) || name.eq_ignore_ascii_case(qualifier)
+        }) {
+            return None;
         }
-        let Some(inner_schemas) = inner
-            .iter()
-            .map(|(name, _)| in_schema(name))
-            .collect::<Option<Vec<&TableSchema>>>()
-        else {
-            continue;
-        };
-        if inner_schemas.iter().any(|table| has_column(table, &column)) {
-            continue;
-        }
-        let owners: Vec<String> = all_tables
-            .names
-            .iter()
-            .filter_map(|name| in_schema(name))
-            .filter(|table| has_column(table, &column))
-            .map(|table| table.name.clone())
-            .collect();
-        if owners.is_empty() {
-            continue;
-        }
-        found.push(OuterColumn {
-            column: match qualifier {
-                Some(qualifier) => format!("{qualifier}.{column}"),
-                None => column,
-            },
-            inner_tables: inner_schemas
-                .iter()
-                .map(|table| table.name.clone())
-                .collect(),
-            owners,
-        });
     }
-    found
+    let inner_schemas = inner
+        .iter()
+        .map(|(name, _)| in_schema(name))
+        .collect::<Option<Vec<&TableSchema>>>()?;
+    if inner_schemas.iter().any(|table| has_column(table, &column)) {
+        return None;
+    }
+    let owners: Vec<String> = statement_tables
+        .iter()
+        .filter_map(|name| in_schema(name))
+        .filter(|table| has_column(table, &column))
+        .map(|table| table.name.clone())
+        .collect();
+    if owners.is_empty() {
+        return None;
+    }
+    Some(OuterColumn {
+        column: match qualifier {
+            Some(qualifier) => format!("{qualifier}.{column}"),
+            None => column,
+        },
+        inner_tables: inner_schemas
+            .iter()
+            .map(|table| table.name.clone())
+            .collect(),
+        owners,
+    })
 }
 
 /// The subquery's own FROM tables (name, name it is known by), or None when it is not a
@@ -146,52 +154,6 @@ fn single_column(query: &Query) -> Option<(Option<String>, String)> {
             Some((Some(parts[0].value.clone()), parts[1].value.clone()))
         }
         _ => None,
-    }
-}
-
-/// Every table the statement names.
-#[derive(Default)]
-struct TableNames {
-    names: Vec<String>,
-}
-
-impl Visitor for TableNames {
-    type Break = ();
-
-    fn pre_visit_table_factor(&mut self, factor: &TableFactor) -> ControlFlow<()> {
-        if let TableFactor::Table { name, .. } = factor {
-            if let Some(ObjectNamePart::Identifier(ident)) = name.0.last() {
-                if !self
-                    .names
-                    .iter()
-                    .any(|seen| seen.eq_ignore_ascii_case(&ident.value))
-                {
-                    self.names.push(ident.value.clone());
-                }
-            }
-        }
-        ControlFlow::Continue(())
-    }
-}
-
-/// The subqueries of `x IN (SELECT ...)` and `x NOT IN (SELECT ...)`.
-#[derive(Default)]
-struct InSubqueries {
-    found: Vec<Query>,
-}
-
-impl Visitor for InSubqueries {
-    type Break = ();
-
-    fn pre_visit_expr(&mut self, expr: &Expr) -> ControlFlow<()> {
-        if let Expr::In {
-            target: InTarget::Subquery(subquery),
-            ..
-        } = expr
-        {
-            self.found.push((**subquery).clone());
-        }
-        ControlFlow::Continue(())
     }
 }
 
