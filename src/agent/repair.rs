@@ -118,7 +118,7 @@ pub struct ColumnFact {
 }
 
 impl ColumnFact {
-    /// No table has the column nor anything within two edits of it.
+    /// No table has the column nor a name near it (`SchemaIndex::column_candidates`).
     pub fn is_absent(&self) -> bool {
         self.owners.is_empty()
     }
@@ -146,9 +146,10 @@ pub fn column_fact(
                 .map(|(_, table)| table.clone()),
         )
     });
-    let mut found: Vec<(String, String, Option<String>, Option<Vec<JoinHop>>)> = Vec::new();
+    // Each owner with how many joins away it is (0 when read; none when unconnected).
+    let mut found: Vec<(Owner, usize)> = Vec::new();
     for (table, column) in index.column_candidates(&error.column) {
-        if found.iter().any(|(owner, ..)| *owner == table) {
+        if found.iter().any(|(owner, _)| owner.table == table) {
             continue;
         }
         let known_as = known
@@ -159,36 +160,32 @@ pub fn column_fact(
             Some(_) => Some(Vec::new()),
             None => index.join_path(&read, &table),
         };
-        found.push((table, column, known_as, join));
+        let hops = join.as_ref().map_or(usize::MAX, Vec::len);
+        let owner = Owner {
+            table,
+            column,
+            known_as,
+            join: join.unwrap_or_default(),
+            card: None,
+        };
+        found.push((owner, hops));
     }
     // A table the query already reads comes first: `T2.Name` where T2 has no name and
     // T1 has one is most often T1's, and a small model takes the first owner it is told.
     // Of the others the nearest comes first: `pid` asked of `journal` is `publication`'s
     // (one join away), not `domain_publication`'s (two), which a model told of it first
     // joined, dropping `journal` and its filter. Stable: ties keep the schema's order.
-    found.sort_by_key(|(_, _, known_as, join)| {
-        (
-            known_as.is_none(),
-            join.as_ref().map_or(usize::MAX, Vec::len),
-        )
-    });
+    found.sort_by_key(|(owner, hops)| (owner.known_as.is_none(), *hops));
     found.truncate(3);
     let owners = found
         .into_iter()
-        .map(|(table, column, known_as, join)| {
+        .map(|(mut owner, _)| {
             // The card only for a table the query does not read yet: its columns are
             // what the next attempt must write.
-            let card = match known_as {
-                Some(_) => None,
-                None => index.card(&table).map(|card| card.text.clone()),
-            };
-            Owner {
-                table,
-                column,
-                known_as,
-                join: join.unwrap_or_default(),
-                card,
+            if owner.known_as.is_none() {
+                owner.card = index.card(&owner.table).map(|card| card.text.clone());
             }
+            owner
         })
         .collect();
     ColumnFact {
