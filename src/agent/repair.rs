@@ -170,34 +170,6 @@ pub fn column_fact(
         };
         found.push((owner, hops));
     }
-    // A near name in the table the query addressed is most often what it meant, before
-    // an exact name elsewhere: `T3.age` where T3 is `pets` is its `pet_age`, not the
-    // `age` of `student` (which the query also reads); `T1.Air_Date` where T1 is
-    // `Cartoon` is its `Original_air_date`, not `TV_series.Air_Date`. Told only of the
-    // exact owner, a small model moved the filter to the wrong table. An unqualified name
-    // addresses every table read, and there an exact name among them still comes first.
-    let addressed: Vec<&(String, String)> = match &error.qualifier {
-        Some(qualifier) => known.get(&qualifier.to_lowercase()).into_iter().collect(),
-        None if found.iter().any(|(owner, _)| owner.known_as.is_some()) => Vec::new(),
-        None => known.values().collect(),
-    };
-    let mut near_first: Vec<(Owner, usize)> = Vec::new();
-    for (alias, table) in addressed {
-        let Some(column) = index.near_column_in(table, &error.column) else {
-            continue;
-        };
-        found.retain(|(owner, _)| !owner.table.eq_ignore_ascii_case(table));
-        let owner = Owner {
-            table: table.clone(),
-            column,
-            known_as: Some(alias.clone()),
-            join: Vec::new(),
-            card: None,
-        };
-        near_first.push((owner, 0));
-    }
-    near_first.append(&mut found);
-    let mut found = near_first;
     // A table the query already reads comes first: `T2.Name` where T2 has no name and
     // T1 has one is most often T1's, and a small model takes the first owner it is told.
     // Of the others the nearest comes first: `pid` asked of `journal` is `publication`'s

@@ -1152,49 +1152,6 @@ async fn an_unknown_columns_nearest_owner_is_named_first() {
 }
 
 #[tokio::test]
-async fn a_near_name_in_the_addressed_table_is_named_before_an_exact_name_elsewhere() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let path = sqlite_file(
-        &dir,
-        "CREATE TABLE student (stuid INTEGER PRIMARY KEY, lname TEXT, age INTEGER);
-         CREATE TABLE pets (petid INTEGER PRIMARY KEY, pettype TEXT, pet_age INTEGER);
-         CREATE TABLE has_pet (stuid INTEGER REFERENCES student(stuid), petid INTEGER REFERENCES pets(petid));
-         INSERT INTO student VALUES (1, 'Smith', 3), (2, 'Kim', 20);
-         INSERT INTO pets VALUES (1, 'cat', 5), (2, 'cat', 3);
-         INSERT INTO has_pet VALUES (1, 1), (2, 2);",
-    );
-    let question = "What is the last name of the student who has a cat that is 3 years old?";
-    let wrong_column = "SELECT T1.lname FROM student AS T1 JOIN has_pet AS T2 ON T1.stuid = T2.stuid \
-                        JOIN pets AS T3 ON T3.petid = T2.petid WHERE T3.age = 3 AND T3.pettype = 'cat'";
-    let right = "SELECT T1.lname FROM student AS T1 JOIN has_pet AS T2 ON T1.stuid = T2.stuid \
-                 JOIN pets AS T3 ON T3.petid = T2.petid WHERE T3.pet_age = 3 AND T3.pettype = 'cat'";
-    let agent = agent(
-        &path,
-        &[
-            line(question, "write_sql", sql_reply(wrong_column)),
-            line(question, "repair_sql", sql_reply(right)),
-        ],
-    )
-    .await;
-    let (result, recorder) = ask_recorded(&agent, question).await;
-    assert_eq!(result.rows, vec![vec![serde_json::json!("Kim")]]);
-    let repairs = repair_prompts(&recorder);
-    assert_eq!(repairs.len(), 1);
-    let near = repairs[0]
-        .find("pet_age is a column of pets, which your query calls T3: write T3.pet_age.")
-        .unwrap_or_else(|| {
-            panic!(
-                "the addressed table's near name comes with its alias: {}",
-                repairs[0]
-            )
-        });
-    let exact = repairs[0]
-        .find("age is a column of student, which your query calls T1")
-        .unwrap_or_else(|| panic!("the exact owner is named too: {}", repairs[0]));
-    assert!(near < exact, "{}", repairs[0]);
-}
-
-#[tokio::test]
 async fn a_repair_that_still_fails_a_check_is_answered_with_warnings_and_never_repaired_twice() {
     let fixture = demo();
     let still_by_year = "SELECT strftime('%Y', b.txn_dt) AS year, SUM(b.total_amt) AS total \

@@ -469,7 +469,13 @@ impl SchemaIndex {
     /// 2, or the same name in another naming convention: see [`name_distance`]). A
     /// qualified `t.col` is looked up by its column part. Distractors come last.
     pub fn column_candidates(&self, column: &str) -> Vec<(String, String)> {
-        let wanted = bare_column(column);
+        let wanted = column
+            .rsplit('.')
+            .next()
+            .unwrap_or(column)
+            .trim()
+            .trim_matches(|c| c == '"' || c == '`' || c == '[' || c == ']')
+            .to_lowercase();
         let mut best = usize::MAX;
         let mut found: Vec<(usize, String)> = Vec::new();
         for (index, card) in self.cards.iter().enumerate() {
@@ -493,40 +499,6 @@ impl SchemaIndex {
             .into_iter()
             .map(|(index, name)| (self.cards[index].table.clone(), name))
             .collect()
-    }
-
-    /// The column of `table` a rejected name most likely meant, when the table has no
-    /// column of that name: one a single edit or the naming convention away (see
-    /// [`name_distance`]), else one whose
-    /// last words are the name's (`pet_age` for `age`, `original_air_date` for
-    /// `air_date`). None when the table has the name itself or nothing near it.
-    pub fn near_column_in(&self, table: &str, column: &str) -> Option<String> {
-        let card = self.card(table)?;
-        let wanted = bare_column(column);
-        if card.columns.contains(&wanted) {
-            return None;
-        }
-        let prefix = shared_prefix(&card.columns);
-        let nearest = card
-            .columns
-            .iter()
-            .map(|name| (name_distance(&wanted, name, prefix), name))
-            .filter(|(distance, _)| *distance <= 1)
-            .min_by_key(|(distance, _)| *distance)
-            .map(|(_, name)| name.clone());
-        nearest.or_else(|| {
-            let wanted_words: Vec<&str> = wanted.split('_').filter(|w| !w.is_empty()).collect();
-            if wanted_words.is_empty() {
-                return None;
-            }
-            card.columns
-                .iter()
-                .find(|name| {
-                    let words: Vec<&str> = name.split('_').filter(|w| !w.is_empty()).collect();
-                    words.len() > wanted_words.len() && words.ends_with(&wanted_words)
-                })
-                .cloned()
-        })
     }
 
     /// Tables owning a column of that name (else of the nearest names); see
@@ -778,18 +750,6 @@ fn singular(word: &str) -> String {
         Some(base) if base.len() >= 3 && !base.ends_with('s') => base.to_string(),
         _ => word.to_string(),
     }
-}
-
-/// A column name as a database error wrote it, without its qualifier or quotes,
-/// lower-cased as the cards hold names.
-fn bare_column(column: &str) -> String {
-    column
-        .rsplit('.')
-        .next()
-        .unwrap_or(column)
-        .trim()
-        .trim_matches(|c| c == '"' || c == '`' || c == '[' || c == ']')
-        .to_lowercase()
 }
 
 /// How far a rejected column name is from a real one, for the unknown-column repair:
