@@ -315,10 +315,7 @@ async fn stored_spelling(gate: &Gate, tables: &[String], filter: &TextFilter) ->
         tables
             .iter()
             .any(|name| name.eq_ignore_ascii_case(&table.name))
-            && table
-                .columns
-                .iter()
-                .any(|column| column.name.eq_ignore_ascii_case(&filter.column))
+            && table.column_named(&filter.column).is_some()
     })?;
     let column = quote_ident(&filter.column);
     let literal = quote_literal(&filter.value);

@@ -40,7 +40,22 @@ pub struct TableSchema {
     pub row_count: Option<i64>,
 }
 
+/// The table of that name in a schema. Names compare without case, as the databases
+/// compare unquoted names, and as every rule check looks a query's tables up.
+pub fn table_named<'s>(schema: &'s [TableSchema], name: &str) -> Option<&'s TableSchema> {
+    schema
+        .iter()
+        .find(|table| table.name.eq_ignore_ascii_case(name))
+}
+
 impl TableSchema {
+    /// The column of that name, compared without case (see [`table_named`]).
+    pub fn column_named(&self, name: &str) -> Option<&ColumnSchema> {
+        self.columns
+            .iter()
+            .find(|column| column.name.eq_ignore_ascii_case(name))
+    }
+
     /// A table of nullable columns of one type, with a primary key and nothing else: the
     /// one fixture the rule tests build schemas from.
     #[cfg(test)]
@@ -95,5 +110,29 @@ impl TableSchema {
             ));
         }
         format!("CREATE TABLE {} (\n{}\n);", self.name, lines.join(",\n"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_and_columns_are_found_without_case() {
+        let schema = vec![
+            TableSchema::for_tests("Bills", &["bill_ID", "total"], "INTEGER", &["bill_ID"]),
+            TableSchema::for_tests("customers", &["cust_id"], "INTEGER", &["cust_id"]),
+        ];
+        let bills = table_named(&schema, "bills").expect("found without case");
+        assert_eq!(bills.name, "Bills");
+        assert_eq!(
+            bills
+                .column_named("BILL_id")
+                .map(|column| column.name.as_str()),
+            Some("bill_ID"),
+            "the column as the table spells it"
+        );
+        assert!(bills.column_named("cust_id").is_none());
+        assert!(table_named(&schema, "bill").is_none());
     }
 }

@@ -28,7 +28,7 @@ use sqlparser::ast::{
 };
 
 use crate::linking::cards::TableCard;
-use crate::schema::TableSchema;
+use crate::schema::{table_named, TableSchema};
 
 /// Functions that read their argument as a date or time.
 const DATE_FUNCTIONS: &[&str] = &[
@@ -129,18 +129,9 @@ impl Tables {
         column: &ColumnRef,
         schema: &'s [TableSchema],
     ) -> Option<(&'s TableSchema, String)> {
-        let in_schema = |table_name: &str| {
-            schema
-                .iter()
-                .find(|table| table.name.eq_ignore_ascii_case(table_name))
-        };
-        let has_column = |table: &TableSchema| {
-            table
-                .columns
-                .iter()
-                .find(|own| own.name.eq_ignore_ascii_case(&column.name))
-                .map(|own| own.name.clone())
-        };
+        let in_schema = |table_name: &str| table_named(schema, table_name);
+        let has_column =
+            |table: &TableSchema| table.column_named(&column.name).map(|own| own.name.clone());
         match &column.qualifier {
             Some(qualifier) => {
                 let table = in_schema(self.known_as.get(qualifier)?)?;

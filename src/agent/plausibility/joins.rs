@@ -33,7 +33,7 @@ use sqlparser::ast::{
     Visit, VisitMut, Visitor, VisitorMut,
 };
 
-use crate::schema::TableSchema;
+use crate::schema::{table_named, TableSchema};
 
 /// One table joined and never read whose join repeats the rows of another.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -214,10 +214,7 @@ fn binding<'a>(factor: &TableFactor, schema: &'a [TableSchema]) -> Option<Bindin
                 .is_some_and(|alias| !alias.columns.is_empty());
             Some(Binding {
                 name: known_as,
-                table: schema
-                    .iter()
-                    .find(|table| table.name.eq_ignore_ascii_case(&table_name))
-                    .filter(|_| !renamed),
+                table: table_named(schema, &table_name).filter(|_| !renamed),
             })
         }
         other => {

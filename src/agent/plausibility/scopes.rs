@@ -21,7 +21,7 @@ use sqlparser::ast::{
 };
 
 use super::dates::Tables;
-use crate::schema::TableSchema;
+use crate::schema::{table_named, TableSchema};
 
 /// One IN-subquery that selects a column its own tables lack.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,17 +60,8 @@ fn outer_column(
     statement_tables: &[String],
     schema: &[TableSchema],
 ) -> Option<OuterColumn> {
-    let in_schema = |name: &str| {
-        schema
-            .iter()
-            .find(|table| table.name.eq_ignore_ascii_case(name))
-    };
-    let has_column = |table: &TableSchema, column: &str| {
-        table
-            .columns
-            .iter()
-            .any(|own| own.name.eq_ignore_ascii_case(column))
-    };
+    let in_schema = |name: &str| table_named(schema, name);
+    let has_column = |table: &TableSchema, column: &str| table.column_named(column).is_some();
     let inner = own_tables(subquery)?;
     let (qualifier, column) = single_column(subquery)?;
     // A qualifier naming one of the subquery's own tables is the subquery's column (and
