@@ -336,7 +336,7 @@ struct State<'o> {
     /// with warnings when its repair is spent or cannot finish.
     suspect: Option<(QueryResult, Vec<plausibility::Finding>)>,
     /// The rule checks' own fix of the suspect answer, when they wrote one.
-    rewrite: Option<String>,
+    rewrite: Option<plausibility::RuleFix>,
     /// The warnings the answer is shown with.
     warnings: Vec<plausibility::Finding>,
     /// An answer the round kept while it sampled a second opinion (an empty result or a
@@ -1156,14 +1156,10 @@ impl Agent {
             };
             let findings = plausibility::check_result(&answer);
             if !findings.is_empty() {
-                // Repeated rows alone have a fix the rules can write themselves; any other
-                // finding needs the model's repair, which is told every fact at once.
-                let only_repeats = findings
-                    .iter()
-                    .all(|finding| finding.check == plausibility::Check::RepeatedRows);
-                let rewrite = only_repeats
-                    .then(|| plausibility::without_repeated_rows(&answer))
-                    .flatten();
+                // Repeated rows and years read as dates have a fix the rules write
+                // themselves; any other finding needs the model's repair, which is told
+                // every fact at once.
+                let rewrite = plausibility::rule_fix(&answer, &findings);
                 state.rewrite = rewrite;
                 return self.suspect(state, result, findings);
             }
@@ -1408,9 +1404,9 @@ impl Agent {
             NextStep::Repair => self.repair_round(),
             NextStep::Resample => Round::Sampled,
             NextStep::Rewrite => match state.rewrite.take() {
-                Some(sql) => {
-                    state.note("rewrite", format!("without the repeating join: {sql}"));
-                    return Node::Try(vec![sql], Round::Greedy);
+                Some(fix) => {
+                    state.note("rewrite", format!("{}: {}", fix.change, fix.sql));
+                    return Node::Try(vec![fix.sql], Round::Greedy);
                 }
                 // next_step offers a rewrite only when one was written; were it not, the
                 // model's repair is the suspect answer's one repair.

@@ -22,12 +22,13 @@
 //!   passive, "produced by the maker", or a ranking, "top 5 by revenue").
 //! - `repeated_rows`: a table joined and never read, on columns that are none of its
 //!   keys, so the rows it is joined to repeat under a total or in a row list
-//!   (`plausibility/joins.rs` says exactly when). It is the one rule that also writes
-//!   its fix ([`without_repeated_rows`]): the join taken out, or kept as an EXISTS test
-//!   when the question names its table.
+//!   (`plausibility/joins.rs` says exactly when). The rule also writes its fix
+//!   ([`rule_fix`]): the join taken out, or kept as an EXISTS test when the question
+//!   names its table.
 //! - `number_as_date`: a date function (`strftime`, `date`, `EXTRACT`...) applied to a
 //!   column whose values are years stored as numbers, `2014` (`plausibility/dates.rs` says
-//!   exactly when).
+//!   exactly when). The rule writes its fix too ([`rule_fix`]): the year taken out of
+//!   the column (`strftime('%Y', year)`) is the column itself.
 //! - `span_as_number` (SQLite): a span of time added to or taken from a date as text
 //!   (`strftime('%Y-%m-%d', 'now') - '30 days'`), which SQLite computes on numbers
 //!   (`plausibility/dates.rs`).
@@ -665,17 +666,45 @@ fn sql_facts(
     Some(facts)
 }
 
-/// The answer's SQL with every join that repeats rows taken out (`repeated_rows`'s own
-/// fix, [`joins`] says how), or None when there is none or one cannot be taken out
-/// exactly. The caller runs it through the gate like any other statement.
-pub fn without_repeated_rows(answer: &Answer<'_>) -> Option<String> {
+/// A suspect answer's SQL with the rules' own fix of every finding, and what the fix
+/// changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleFix {
+    pub sql: String,
+    /// What was changed, for the trace ("without the repeating join").
+    pub change: String,
+}
+
+/// The rules' own fix of a suspect answer, written without the model: `repeated_rows`
+/// takes out the joins that repeat rows ([`joins`] says how), `number_as_date` compares a
+/// column of years as the year it holds (`plausibility/dates.rs`). None when a finding
+/// is of another check, or a fix cannot be written exactly; then the model's repair is
+/// told the facts. The caller runs the SQL through the gate like any other statement.
+pub fn rule_fix(answer: &Answer<'_>, findings: &[Finding]) -> Option<RuleFix> {
+    let fixable = |check: Check| matches!(check, Check::RepeatedRows | Check::NumberAsDate);
+    if findings.is_empty() || !findings.iter().all(|finding| fixable(finding.check)) {
+        return None;
+    }
     let dialect = answer.dialect.parser_dialect();
     let statements = Parser::parse_sql(&*dialect, answer.sql).ok()?;
     let [statement] = statements.as_slice() else {
         return None;
     };
-    joins::without_repeating_joins(statement, answer.schema, answer.question, &*dialect)
-        .map(|rewritten| rewritten.to_string())
+    let found = |check: Check| findings.iter().any(|finding| finding.check == check);
+    let mut fixed = statement.clone();
+    let mut changes = Vec::new();
+    if found(Check::RepeatedRows) {
+        fixed = joins::without_repeating_joins(&fixed, answer.schema, answer.question, &*dialect)?;
+        changes.push("without the repeating join");
+    }
+    if found(Check::NumberAsDate) {
+        fixed = dates::with_years_compared_as_numbers(&fixed, answer.schema, answer.cards)?;
+        changes.push("with the column of years compared as the year it holds");
+    }
+    Some(RuleFix {
+        sql: fixed.to_string(),
+        change: changes.join(" and "),
+    })
 }
 
 /// Result columns that name time ("year", "month", "bill_date"), with the years their

@@ -977,20 +977,59 @@ async fn a_total_over_rows_an_unread_join_repeats_is_rerun_without_the_join_and_
     }
 }
 
+const CONCERTS_BY_YEAR_AS_TEXT: &str =
+    "CREATE TABLE concert (concert_id INTEGER PRIMARY KEY, name TEXT, year TEXT);
+     INSERT INTO concert VALUES (1, 'Auditions', '2014'), (2, 'Super bootcamp', '2014'),
+                                (3, 'Home Visits', '2015');";
+
 #[tokio::test]
-async fn a_year_stored_as_a_number_read_through_strftime_is_repaired_by_naming_its_values() {
+async fn a_year_stored_as_a_number_read_through_strftime_is_rerun_as_the_year_with_no_model_call() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let path = sqlite_file(
-        &dir,
-        "CREATE TABLE concert (concert_id INTEGER PRIMARY KEY, name TEXT, year TEXT);
-         INSERT INTO concert VALUES (1, 'Auditions', '2014'), (2, 'Super bootcamp', '2014'),
-                                    (3, 'Home Visits', '2015');",
-    );
+    let path = sqlite_file(&dir, CONCERTS_BY_YEAR_AS_TEXT);
     let question = "How many concerts were there in 2014?";
     // strftime reads '2014' as no date: the count is 0 and nothing errs.
     let through_a_date_function =
         "SELECT count(*) FROM concert WHERE strftime('%Y', year) = '2014'";
-    let right = "SELECT count(*) FROM concert WHERE year = '2014'";
+    // Were the model asked, it would answer this: the rewrite must not need it.
+    let tautology = "SELECT count(*) FROM concert WHERE year = CAST(year AS TEXT)";
+    let agent = agent(
+        &path,
+        &[
+            line(question, "write_sql", sql_reply(through_a_date_function)),
+            line(question, "repair_sql", sql_reply(tautology)),
+        ],
+    )
+    .await;
+    let (result, recorder) = ask_recorded(&agent, question).await;
+    assert_eq!(result.decision, Decision::Answer);
+    assert_eq!(result.attempts, 1, "the rewrite asks no model");
+    assert!(repair_prompts(&recorder).is_empty());
+    assert_eq!(next_steps(&recorder), ["rewrite"]);
+    assert_eq!(result.history.len(), 1);
+    assert_eq!(result.history[0].error_type, FailureKind::Suspect);
+    assert!(
+        result.history[0].message.contains("number_as_date"),
+        "{}",
+        result.history[0].message
+    );
+    let sql = result.sql.clone().expect("the answer's SQL");
+    assert!(
+        sql.starts_with("SELECT count(*) FROM concert WHERE year = '2014'"),
+        "{sql}"
+    );
+    assert_eq!(result.rows, vec![vec![serde_json::json!(2)]]);
+    assert!(result.warnings.is_empty(), "{:?}", result.warnings);
+}
+
+#[tokio::test]
+async fn a_year_stored_as_a_number_read_as_a_whole_date_is_repaired_by_naming_its_values() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = sqlite_file(&dir, CONCERTS_BY_YEAR_AS_TEXT);
+    let question = "How many concerts were there after 2014?";
+    // date() of '2014' is no date: nothing is after anything, and what was meant by a
+    // date of a year is not the rules' to guess, so the model is told the values.
+    let through_a_date_function = "SELECT count(*) FROM concert WHERE date(year) > '2014-12-31'";
+    let right = "SELECT count(*) FROM concert WHERE year > '2014'";
     let agent = agent(
         &path,
         &[
@@ -1002,8 +1041,8 @@ async fn a_year_stored_as_a_number_read_through_strftime_is_repaired_by_naming_i
     let (result, recorder) = ask_recorded(&agent, question).await;
     assert_eq!(result.decision, Decision::Answer);
     assert_eq!(result.attempts, 2);
+    assert_eq!(next_steps(&recorder), ["repair"]);
     assert_eq!(result.history.len(), 1);
-    assert_eq!(result.history[0].error_type, FailureKind::Suspect);
     assert!(
         result.history[0].message.contains("number_as_date"),
         "{}",
@@ -1023,7 +1062,7 @@ async fn a_year_stored_as_a_number_read_through_strftime_is_repaired_by_naming_i
         repairs[0]
     );
     assert!(!repairs[0].contains("period"), "{}", repairs[0]);
-    assert_eq!(result.rows, vec![vec![serde_json::json!(2)]]);
+    assert_eq!(result.rows, vec![vec![serde_json::json!(1)]]);
     assert!(result.warnings.is_empty(), "{:?}", result.warnings);
 }
 

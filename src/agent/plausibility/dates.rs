@@ -23,8 +23,9 @@ use std::collections::HashMap;
 use std::ops::ControlFlow;
 
 use sqlparser::ast::{
-    visit_expressions, BinaryOperator, Expr, FunctionArg, FunctionArgExpr, FunctionArguments,
-    ObjectNamePart, Statement, TableFactor, Value, Visit, Visitor,
+    visit_expressions, visit_expressions_mut, BinaryOperator, DateTimeField, Expr, FunctionArg,
+    FunctionArgExpr, FunctionArguments, ObjectNamePart, Statement, TableFactor, Value, Visit,
+    Visitor,
 };
 
 use crate::linking::cards::TableCard;
@@ -105,6 +106,83 @@ pub(super) fn numbers_read_as_dates(
         }
     }
     found
+}
+
+/// The statement with every year taken out of a column of years compared as the column
+/// itself: `strftime('%Y', year)`, `EXTRACT(YEAR FROM year)` and `date_part('year', year)`
+/// become `year` (SQLite and PostgreSQL compare the number with `'2014'` or `2014` alike,
+/// by the column's affinity). None when there is nothing to take out, or when another
+/// date function still reads such a column afterwards (`date(year)`, `strftime('%m',
+/// year)`: what was meant is not known), so the model's repair is asked instead.
+///
+/// The rule writes this fix itself because the model's repair, told the column holds
+/// years, wrote `year = CAST(year AS TEXT)`, true of every row (decision 0009).
+pub(super) fn with_years_compared_as_numbers(
+    statement: &Statement,
+    schema: &[TableSchema],
+    cards: &[TableCard],
+) -> Option<Statement> {
+    let flagged = numbers_read_as_dates(statement, schema, cards);
+    if flagged.is_empty() {
+        return None;
+    }
+    let mut tables = Tables::default();
+    let _ = statement.visit(&mut tables);
+    let is_flagged = |column: &ColumnRef| {
+        tables.resolve(column, schema).is_some_and(|(table, name)| {
+            flagged.iter().any(|found| {
+                found.table.eq_ignore_ascii_case(&table.name)
+                    && found.column.eq_ignore_ascii_case(&name)
+            })
+        })
+    };
+    let mut rewritten = statement.clone();
+    let mut replaced = 0;
+    let _ = visit_expressions_mut(&mut rewritten, |expr| {
+        if let Some(column) = year_of_column(expr)
+            .filter(|column| column_ref(column).is_some_and(|reference| is_flagged(&reference)))
+        {
+            *expr = column.clone();
+            replaced += 1;
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    let left = numbers_read_as_dates(&rewritten, schema, cards);
+    (replaced > 0 && left.is_empty()).then_some(rewritten)
+}
+
+/// The column a call takes the year of, when the call is exactly that:
+/// `strftime('%Y', c)`, `EXTRACT(YEAR FROM c)`, `date_part('year', c)`.
+fn year_of_column(expr: &Expr) -> Option<&Expr> {
+    match expr {
+        Expr::Extract { field, expr, .. } => {
+            matches!(field, DateTimeField::Year).then_some(expr.as_ref())
+        }
+        Expr::Function(function) => {
+            let Some(ObjectNamePart::Identifier(name)) = function.name.0.last() else {
+                return None;
+            };
+            let FunctionArguments::List(list) = &function.args else {
+                return None;
+            };
+            let [FunctionArg::Unnamed(FunctionArgExpr::Expr(first)), FunctionArg::Unnamed(FunctionArgExpr::Expr(second))] =
+                list.args.as_slice()
+            else {
+                return None;
+            };
+            let Expr::Value(value) = first else {
+                return None;
+            };
+            let Value::SingleQuotedString(text) = &value.value else {
+                return None;
+            };
+            let lowered = name.value.to_lowercase();
+            let takes_year = (lowered == "strftime" && text == "%Y")
+                || (lowered == "date_part" && text.eq_ignore_ascii_case("year"));
+            takes_year.then_some(second)
+        }
+        _ => None,
+    }
 }
 
 /// A column as written: its qualifier (lower-cased, when there is one) and its name.
@@ -388,6 +466,70 @@ mod tests {
             ),
             vec!["concert.Year strftime"]
         );
+    }
+
+    fn fixed(sql: &str) -> Option<String> {
+        let schema = vec![
+            table("concert", &["concert_ID", "Year", "Stadium_ID"]),
+            table("stadium", &["Stadium_ID", "Name", "Opened"]),
+        ];
+        let cards = vec![card(
+            "concert",
+            &[("concert_id", &["1", "2"]), ("year", &["'2014'", "'2015'"])],
+        )];
+        let statements =
+            Parser::parse_sql(&sqlparser::dialect::SQLiteDialect {}, sql).expect("test SQL parses");
+        with_years_compared_as_numbers(&statements[0], &schema, &cards)
+            .map(|statement| statement.to_string())
+    }
+
+    #[test]
+    fn the_year_taken_out_of_a_column_of_years_is_the_column_itself() {
+        assert_eq!(
+            fixed("SELECT count(*) FROM concert WHERE strftime('%Y', Year) = '2014'").as_deref(),
+            Some("SELECT count(*) FROM concert WHERE Year = '2014'")
+        );
+        assert_eq!(
+            fixed(
+                "SELECT T1.Name FROM stadium AS T1 JOIN concert AS T2 ON T1.Stadium_ID = T2.Stadium_ID \
+                 WHERE CAST(strftime('%Y', T2.Year) AS INTEGER) > 2013 GROUP BY strftime('%Y', T2.Year)"
+            )
+            .as_deref(),
+            Some(
+                "SELECT T1.Name FROM stadium AS T1 JOIN concert AS T2 ON T1.Stadium_ID = T2.Stadium_ID \
+                 WHERE CAST(T2.Year AS INTEGER) > 2013 GROUP BY T2.Year"
+            )
+        );
+        assert_eq!(
+            fixed("SELECT EXTRACT(YEAR FROM c.Year) FROM concert AS c").as_deref(),
+            Some("SELECT c.Year FROM concert AS c")
+        );
+        assert_eq!(
+            fixed("SELECT date_part('year', Year) FROM concert").as_deref(),
+            Some("SELECT Year FROM concert")
+        );
+    }
+
+    #[test]
+    fn no_fix_is_written_when_a_date_function_would_still_read_the_years() {
+        // A date of a year, a month of a year: what was meant is not the rules' to say.
+        assert_eq!(
+            fixed("SELECT count(*) FROM concert WHERE date(Year) > '2014-12-31'"),
+            None
+        );
+        assert_eq!(
+            fixed(
+                "SELECT count(*) FROM concert WHERE strftime('%Y', Year) = '2014' \
+                 AND strftime('%m', Year) = '05'"
+            ),
+            None
+        );
+        // Nothing read as a date: nothing to fix.
+        assert_eq!(
+            fixed("SELECT count(*) FROM concert WHERE Year = '2014'"),
+            None
+        );
+        assert_eq!(fixed("SELECT strftime('%Y', Opened) FROM stadium"), None);
     }
 
     fn spans(sql: &str) -> Vec<String> {
