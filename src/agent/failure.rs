@@ -140,8 +140,10 @@ pub enum NextStep {
     /// Answer with the suspect rows after all, each failed check shown as a warning:
     /// the one suspect repair is spent, or no attempt remains.
     AnswerWithWarnings,
-    /// Run the rule's own fix of a suspect answer instead of asking the model (a join
-    /// that repeats rows, taken out): its one suspect repair, costing no model call.
+    /// Run the rules' own fix instead of asking the model: of a suspect answer (a join
+    /// that repeats rows taken out, a column of years compared as the year), its one
+    /// suspect repair; of a join on a column its table lacks, the join on the foreign
+    /// key. It costs no model call.
     Rewrite,
 }
 
@@ -214,6 +216,11 @@ pub fn next_step(failure: &Failure, progress: &Progress) -> NextStep {
             "one attempt only: {}: {}",
             failure.kind, failure.message
         ));
+    }
+    // A fix the rules wrote (a join rewritten on its foreign key) asks no model: it is
+    // taken before any repair, whatever attempts or time are left.
+    if progress.rewrite_ready {
+        return NextStep::Rewrite;
     }
     if !failure.repairable {
         return NextStep::GiveUp(format!(
@@ -426,9 +433,26 @@ mod tests {
         ] {
             assert_eq!(next_step(&suspect, &spent), NextStep::AnswerWithWarnings);
         }
-        // Only a suspect answer is fixed by rule: other failures ignore the flag.
+        // Another failure the rules wrote a fix for (a join rewritten on its foreign
+        // key) takes it before any repair, at the cap or past the time budget too, but
+        // never in a one-attempt mode; without one it is repaired.
         let column = failure(FailureKind::Database(ErrorType::UnknownColumn));
-        assert_eq!(next_step(&column, &fixable), NextStep::Repair);
+        assert_eq!(next_step(&column, &fresh()), NextStep::Repair);
+        assert_eq!(next_step(&column, &fixable), NextStep::Rewrite);
+        assert_eq!(next_step(&column, &capped_fixable), NextStep::Rewrite);
+        let late_fixable = Progress {
+            out_of_time: true,
+            ..fixable
+        };
+        assert_eq!(next_step(&column, &late_fixable), NextStep::Rewrite);
+        let single_fixable = Progress {
+            single_attempt: true,
+            ..fixable
+        };
+        assert!(matches!(
+            next_step(&column, &single_fixable),
+            NextStep::GiveUp(_)
+        ));
         // Only a suspect answer is answered anyway: any other failure at the cap gives up.
         let empty = failure(FailureKind::EmptyResult);
         let capped = Progress {

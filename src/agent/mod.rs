@@ -335,8 +335,12 @@ struct State<'o> {
     /// The latest answer the rule checks found suspect, with what they found: answered
     /// with warnings when its repair is spent or cannot finish.
     suspect: Option<(QueryResult, Vec<plausibility::Finding>)>,
-    /// The rule checks' own fix of the suspect answer, when they wrote one.
+    /// The rules' own fix of the latest failure, when they wrote one: of a suspect
+    /// answer (the rule checks), or of a join on a column its table lacks.
     rewrite: Option<plausibility::RuleFix>,
+    /// A join has been rewritten on its foreign key once: a second unknown column is
+    /// the model's to repair.
+    rejoined: bool,
     /// The warnings the answer is shown with.
     warnings: Vec<plausibility::Finding>,
     /// An answer the round kept while it sampled a second opinion (an empty result or a
@@ -495,6 +499,7 @@ impl Agent {
             absent_columns: Vec::new(),
             diagnostic_used: false,
             suspect_used: false,
+            rejoined: false,
             suspect: None,
             rewrite: None,
             warnings: Vec::new(),
@@ -1356,6 +1361,25 @@ impl Agent {
                 .is_some_and(|column| failure.message.contains(column.as_str()))
         {
             failure.kind = FailureKind::AbsentColumn;
+        }
+        // A rewrite belongs to the failure it mends: only a suspect answer's is written
+        // before this point (in inspect).
+        if failure.kind != FailureKind::Suspect {
+            state.rewrite = None;
+        }
+        // A join on a column one of its tables lacks, where one foreign key links the
+        // two, is mended by the rules once, before any model repair.
+        if failure.kind == FailureKind::Database(ErrorType::UnknownColumn)
+            && !state.rejoined
+            && !state.mode.is_single_attempt()
+        {
+            state.rewrite =
+                repair::join_on_foreign_key(&failure.sql, self.gate.dialect(), self.gate.schema())
+                    .map(|sql| plausibility::RuleFix {
+                        sql,
+                        change: "the join on the foreign key that links its tables".to_string(),
+                    });
+            state.rejoined = state.rewrite.is_some();
         }
         let step = failure::next_step(&failure, &state.progress());
         if let Some(node) = self.answer_suspect(state, &failure, &step) {

@@ -4,15 +4,23 @@
 //! the query, or the foreign-key path to it; for a type mismatch, the cards of the tables
 //! involved. The words that carry these facts to the model are in
 //! [`super::prompts::column_fact_text`].
+//!
+//! One unknown column is mended here without the model: a join whose ON condition
+//! compares a column one of its two tables lacks, where exactly one foreign key links
+//! the two tables, is rewritten on that key ([`join_on_foreign_key`]).
 
 use std::collections::BTreeMap;
 use std::ops::ControlFlow;
 
-use sqlparser::ast::{ObjectNamePart, TableFactor, Visit, Visitor};
+use sqlparser::ast::{
+    BinaryOperator, Expr, Ident, JoinConstraint, JoinOperator, ObjectNamePart, Select, TableFactor,
+    Visit, VisitMut, Visitor, VisitorMut,
+};
 use sqlparser::parser::Parser;
 
 use crate::gate::SqlDialect;
 use crate::linking::{JoinHop, SchemaIndex};
+use crate::schema::{table_named, TableSchema};
 
 /// A column a database said does not exist, as the error named it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,6 +99,200 @@ pub fn aliases(sql: &str, dialect: SqlDialect) -> BTreeMap<String, (String, Stri
         let _ = statement.visit(&mut collect);
     }
     collect.0
+}
+
+/// The failing query with every join whose ON condition compares a column one of its
+/// two tables lacks (`T1.MakeId = T2.MakeId` where T1 is `cars_data`, which has no
+/// `MakeId`) rewritten on the foreign key that links the two tables
+/// (`T1.Id = T2.MakeId`), when exactly one single-column key does. None when no such
+/// join is found: a condition that is not one equality of two qualified columns, a
+/// table joined to itself, an alias that names two tables, no key or more than one.
+///
+/// The rules write this fix because a 1.5B model, told which columns the table has,
+/// sent the same ON condition back in most of the repairs it was asked for (decision
+/// 0009). The caller runs it through the gate like any other statement.
+pub fn join_on_foreign_key(
+    sql: &str,
+    dialect: SqlDialect,
+    schema: &[TableSchema],
+) -> Option<String> {
+    let mut statements = Parser::parse_sql(dialect.parser_dialect().as_ref(), sql).ok()?;
+    let [statement] = statements.as_mut_slice() else {
+        return None;
+    };
+    let mut names = TableNames::default();
+    let _ = Visit::visit(&*statement, &mut names);
+    let mut rejoin = Rejoin {
+        names: &names,
+        schema,
+        dialect,
+        rewritten: 0,
+    };
+    let _ = VisitMut::visit(statement, &mut rejoin);
+    (rejoin.rewritten > 0).then(|| statement.to_string())
+}
+
+/// Every name a table goes by in the statement (lower-cased) and the tables it names;
+/// a name given to two tables (an alias reused in a subquery) is not resolved.
+#[derive(Default)]
+struct TableNames(BTreeMap<String, Vec<String>>);
+
+impl TableNames {
+    fn table<'s>(&self, known_as: &str, schema: &'s [TableSchema]) -> Option<&'s TableSchema> {
+        match self.0.get(&known_as.to_lowercase())?.as_slice() {
+            [table] => table_named(schema, table),
+            _ => None,
+        }
+    }
+}
+
+impl Visitor for TableNames {
+    type Break = ();
+
+    fn pre_visit_table_factor(&mut self, factor: &TableFactor) -> ControlFlow<()> {
+        if let TableFactor::Table { name, alias, .. } = factor {
+            if let Some(table) = name.0.last().and_then(ObjectNamePart::as_ident) {
+                let known_as = alias
+                    .as_ref()
+                    .map_or(&table.value, |alias| &alias.name.value);
+                let tables = self.0.entry(known_as.to_lowercase()).or_default();
+                if !tables
+                    .iter()
+                    .any(|seen| seen.eq_ignore_ascii_case(&table.value))
+                {
+                    tables.push(table.value.clone());
+                }
+            }
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+struct Rejoin<'a> {
+    names: &'a TableNames,
+    schema: &'a [TableSchema],
+    dialect: SqlDialect,
+    rewritten: usize,
+}
+
+impl Rejoin<'_> {
+    /// The ON condition on the one foreign key linking its two tables, when it
+    /// compares a column either lacks.
+    fn rejoined(&self, condition: &Expr) -> Option<Expr> {
+        let Expr::BinaryOp {
+            left,
+            op: BinaryOperator::Eq,
+            right,
+        } = condition
+        else {
+            return None;
+        };
+        let (Expr::CompoundIdentifier(left), Expr::CompoundIdentifier(right)) =
+            (left.as_ref(), right.as_ref())
+        else {
+            return None;
+        };
+        let ([left_name, left_column], [right_name, right_column]) =
+            (left.as_slice(), right.as_slice())
+        else {
+            return None;
+        };
+        let left_table = self.names.table(&left_name.value, self.schema)?;
+        let right_table = self.names.table(&right_name.value, self.schema)?;
+        if left_table.name.eq_ignore_ascii_case(&right_table.name) {
+            return None;
+        }
+        let lacks = left_table.column_named(&left_column.value).is_none()
+            || right_table.column_named(&right_column.value).is_none();
+        if !lacks {
+            return None;
+        }
+        // (left table's column, right table's column) for each key between the two.
+        let mut keys: Vec<(String, String)> = Vec::new();
+        let links = |from: &TableSchema, to: &TableSchema| -> Vec<(String, String)> {
+            from.foreign_keys
+                .iter()
+                .filter(|key| key.references_table.eq_ignore_ascii_case(&to.name))
+                .filter_map(|key| {
+                    match (key.columns.as_slice(), key.references_columns.as_slice()) {
+                        ([own], [referenced]) => Some((own.clone(), referenced.clone())),
+                        _ => None,
+                    }
+                })
+                .collect()
+        };
+        let both_ways = links(left_table, right_table).into_iter().chain(
+            links(right_table, left_table)
+                .into_iter()
+                .map(|(right, left)| (left, right)),
+        );
+        for key in both_ways {
+            let seen = keys.iter().any(|known| {
+                known.0.eq_ignore_ascii_case(&key.0) && known.1.eq_ignore_ascii_case(&key.1)
+            });
+            if !seen {
+                keys.push(key);
+            }
+        }
+        let [(left_key, right_key)] = keys.as_slice() else {
+            return None;
+        };
+        // Both columns must be the tables' own, as the schema spells them.
+        let left_key = left_table.column_named(left_key)?.name.clone();
+        let right_key = right_table.column_named(right_key)?.name.clone();
+        Some(Expr::BinaryOp {
+            left: Box::new(Expr::CompoundIdentifier(vec![
+                left_name.clone(),
+                identifier(&left_key, self.dialect),
+            ])),
+            op: BinaryOperator::Eq,
+            right: Box::new(Expr::CompoundIdentifier(vec![
+                right_name.clone(),
+                identifier(&right_key, self.dialect),
+            ])),
+        })
+    }
+}
+
+/// A column name as SQL must write it: bare when it is a plain word (in PostgreSQL, also
+/// lower-case, as it folds bare names), else quoted.
+fn identifier(name: &str, dialect: SqlDialect) -> Ident {
+    let plain = name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && name.chars().next().is_some_and(|c| !c.is_ascii_digit())
+        && (dialect == SqlDialect::Sqlite || !name.chars().any(|c| c.is_ascii_uppercase()));
+    if plain {
+        Ident::new(name)
+    } else {
+        Ident::with_quote('"', name)
+    }
+}
+
+impl VisitorMut for Rejoin<'_> {
+    type Break = ();
+
+    fn pre_visit_select(&mut self, select: &mut Select) -> ControlFlow<()> {
+        for from in &mut select.from {
+            for join in &mut from.joins {
+                let constraint = match &mut join.join_operator {
+                    JoinOperator::Join(constraint)
+                    | JoinOperator::Inner(constraint)
+                    | JoinOperator::Left(constraint)
+                    | JoinOperator::LeftOuter(constraint)
+                    | JoinOperator::Right(constraint)
+                    | JoinOperator::RightOuter(constraint)
+                    | JoinOperator::FullOuter(constraint) => constraint,
+                    _ => continue,
+                };
+                if let JoinConstraint::On(condition) = constraint {
+                    if let Some(rejoined) = self.rejoined(condition) {
+                        *condition = rejoined;
+                        self.rewritten += 1;
+                    }
+                }
+            }
+        }
+        ControlFlow::Continue(())
+    }
 }
 
 /// One table that owns the column a query got wrong.
@@ -198,6 +400,108 @@ pub fn column_fact(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn cars_schema() -> Vec<TableSchema> {
+        let key = |columns: &str, table: &str, referenced: &str| crate::schema::ForeignKey {
+            columns: vec![columns.to_string()],
+            references_table: table.to_string(),
+            references_columns: vec![referenced.to_string()],
+        };
+        let mut cars_data = TableSchema::for_tests(
+            "cars_data",
+            &["Id", "Horsepower", "Weight"],
+            "INTEGER",
+            &["Id"],
+        );
+        cars_data.foreign_keys = vec![key("Id", "car_names", "MakeId")];
+        let mut car_names = TableSchema::for_tests(
+            "car_names",
+            &["MakeId", "Model", "Make"],
+            "TEXT",
+            &["MakeId"],
+        );
+        car_names.foreign_keys = vec![key("Model", "model_list", "Model")];
+        let model_list =
+            TableSchema::for_tests("model_list", &["ModelId", "Maker", "Model"], "TEXT", &[]);
+        let mut employee =
+            TableSchema::for_tests("employee", &["Id", "Name", "Manager"], "TEXT", &["Id"]);
+        employee.foreign_keys = vec![key("Manager", "employee", "Id")];
+        vec![cars_data, car_names, model_list, employee]
+    }
+
+    fn rejoined(sql: &str, dialect: SqlDialect) -> Option<String> {
+        join_on_foreign_key(sql, dialect, &cars_schema())
+    }
+
+    #[test]
+    fn a_join_on_a_column_its_table_lacks_is_rewritten_on_the_foreign_key() {
+        // The key is declared on either side; the aliases stay as written.
+        assert_eq!(
+            rejoined(
+                "SELECT T2.Model FROM cars_data AS T1 JOIN car_names AS T2 ON T1.MakeId = T2.MakeId \
+                 ORDER BY T1.Horsepower LIMIT 1",
+                SqlDialect::Sqlite
+            )
+            .as_deref(),
+            Some(
+                "SELECT T2.Model FROM cars_data AS T1 JOIN car_names AS T2 ON T1.Id = T2.MakeId \
+                 ORDER BY T1.Horsepower LIMIT 1"
+            )
+        );
+        assert_eq!(
+            rejoined(
+                "SELECT count(*) FROM car_names JOIN model_list ON car_names.ModelId = model_list.ModelId",
+                SqlDialect::Sqlite
+            )
+            .as_deref(),
+            Some("SELECT count(*) FROM car_names JOIN model_list ON car_names.Model = model_list.Model")
+        );
+        // Inside a subquery too.
+        assert_eq!(
+            rejoined(
+                "SELECT Make FROM car_names WHERE MakeId IN (SELECT a.MakeId FROM cars_data a \
+                 LEFT JOIN car_names b ON a.Make = b.MakeId)",
+                SqlDialect::Sqlite
+            )
+            .as_deref(),
+            Some(
+                "SELECT Make FROM car_names WHERE MakeId IN (SELECT a.MakeId FROM cars_data a \
+                 LEFT JOIN car_names b ON a.Id = b.MakeId)"
+            )
+        );
+        // PostgreSQL folds bare names: a name with capitals is quoted.
+        assert_eq!(
+            rejoined(
+                "SELECT 1 FROM cars_data t1 JOIN car_names t2 ON t1.makeid = t2.makeid",
+                SqlDialect::Postgres
+            )
+            .as_deref(),
+            Some("SELECT 1 FROM cars_data t1 JOIN car_names t2 ON t1.\"Id\" = t2.\"MakeId\"")
+        );
+    }
+
+    #[test]
+    fn joins_the_rules_cannot_mend_exactly_are_left_to_the_model() {
+        for sql in [
+            // Both columns exist: whatever is wrong is elsewhere.
+            "SELECT 1 FROM cars_data T1 JOIN car_names T2 ON T1.Id = T2.MakeId WHERE T1.Make = 'x'",
+            // No foreign key links the two tables.
+            "SELECT 1 FROM cars_data T1 JOIN model_list T2 ON T1.Model = T2.Model",
+            // A table joined to itself: which way the key runs is not known.
+            "SELECT 1 FROM employee a JOIN employee b ON a.Boss = b.Id",
+            // Not one equality of two qualified columns.
+            "SELECT 1 FROM cars_data T1 JOIN car_names T2 ON T1.MakeId = T2.MakeId AND T1.Weight > 1",
+            "SELECT 1 FROM cars_data T1 JOIN car_names T2 ON MakeId = T2.MakeId",
+            // An alias that names two tables.
+            "SELECT 1 FROM cars_data T1 JOIN car_names T2 ON T1.MakeId = T2.MakeId \
+             WHERE EXISTS (SELECT 1 FROM model_list T1)",
+            // No join at all, or not SQL.
+            "SELECT MakeId FROM cars_data",
+            "SELEC nothing",
+        ] {
+            assert_eq!(rejoined(sql, SqlDialect::Sqlite), None, "{sql}");
+        }
+    }
 
     #[test]
     fn unknown_column_names_are_read_from_both_dialects() {

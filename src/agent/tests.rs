@@ -1067,6 +1067,57 @@ async fn a_year_stored_as_a_number_read_as_a_whole_date_is_repaired_by_naming_it
 }
 
 #[tokio::test]
+async fn a_join_on_a_column_its_table_lacks_is_rerun_on_the_foreign_key_with_no_model_call() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = sqlite_file(
+        &dir,
+        "CREATE TABLE car_names (MakeId INTEGER PRIMARY KEY, Model TEXT, Make TEXT);
+         CREATE TABLE cars_data (Id INTEGER PRIMARY KEY REFERENCES car_names (MakeId),
+                                 Horsepower INTEGER, Weight INTEGER);
+         INSERT INTO car_names VALUES (1, 'chevrolet', 'chevrolet chevelle'),
+                                      (2, 'buick', 'buick skylark'), (3, 'amc', 'amc rebel');
+         INSERT INTO cars_data VALUES (1, 130, 3504), (2, 65, 3693), (3, 150, 3436);",
+    );
+    let question = "What is the model of the car with the smallest amount of horsepower?";
+    // cars_data has no MakeId; the key that links the two tables is cars_data.Id.
+    let wrong_key = "SELECT T2.Model FROM cars_data AS T1 JOIN car_names AS T2 \
+                     ON T1.MakeId = T2.MakeId ORDER BY T1.Horsepower LIMIT 1";
+    let agent = agent(
+        &path,
+        &[
+            line(question, "write_sql", sql_reply(wrong_key)),
+            // Were the model asked, it would send the same join back.
+            line(question, "repair_sql", sql_reply(wrong_key)),
+            // The baseline's one attempt, below.
+            line(question, "write_sql", sql_reply(wrong_key)),
+        ],
+    )
+    .await;
+    let (result, recorder) = ask_recorded(&agent, question).await;
+    assert_eq!(result.decision, Decision::Answer, "{:?}", result.history);
+    assert_eq!(result.attempts, 1, "the rewrite asks no model");
+    assert!(repair_prompts(&recorder).is_empty());
+    assert_eq!(next_steps(&recorder), ["rewrite"]);
+    assert_eq!(result.history.len(), 1);
+    assert_eq!(
+        result.history[0].error_type,
+        FailureKind::Database(ErrorType::UnknownColumn)
+    );
+    let sql = result.sql.clone().expect("the answer's SQL");
+    assert!(sql.contains("ON T1.Id = T2.MakeId"), "{sql}");
+    assert_eq!(result.rows, vec![vec![serde_json::json!("buick")]]);
+
+    // In a one-attempt mode the rules write no fix either: the failure is the answer.
+    let options = AskOptions {
+        mode: Mode::Baseline,
+        ..AskOptions::default()
+    };
+    let baseline = agent.ask(question, &options).await.expect("a decision");
+    assert_eq!(baseline.decision, Decision::GiveUp, "{:?}", baseline.sql);
+    assert_eq!(baseline.history.len(), 1);
+}
+
+#[tokio::test]
 async fn an_in_list_built_from_the_outer_tables_column_is_repaired_by_naming_the_subquerys_table() {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = sqlite_file(
