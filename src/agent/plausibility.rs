@@ -666,8 +666,8 @@ fn sql_facts(
     Some(facts)
 }
 
-/// A suspect answer's SQL with the rules' own fix of every finding, and what the fix
-/// changed.
+/// SQL the rules wrote to mend a failure without the model (a suspect answer's
+/// findings here, a join on a column its table lacks in `repair`), and what it changed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RuleFix {
     pub sql: String,
