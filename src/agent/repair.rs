@@ -109,7 +109,7 @@ pub fn aliases(sql: &str, dialect: SqlDialect) -> BTreeMap<String, (String, Stri
 /// table joined to itself, an alias that names two tables, no key or more than one.
 ///
 /// The rules write this fix because a 1.5B model, told which columns the table has,
-/// sent the same ON condition back in most of the repairs it was asked for (decision
+/// sent the same ON condition back in each repair of two such Spider questions (decision
 /// 0009). The caller runs it through the gate like any other statement.
 pub fn join_on_foreign_key(
     sql: &str,
