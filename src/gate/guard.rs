@@ -30,6 +30,8 @@ use sqlparser::parser::Parser;
 
 mod allow_list;
 pub mod bounds;
+pub(crate) mod postgres_plan;
+pub(crate) mod resolution;
 mod runner;
 mod scope;
 
@@ -168,6 +170,11 @@ pub enum RefusalReason {
     TooLarge,
     /// The re-rendered text would not parse back to the checked tree.
     UnsafeRendering,
+    /// A checked query presented to a gate whose policy did not check it.
+    ForeignPolicy,
+    /// The database's own resolution of the statement (its plan, or what it reads as it
+    /// is prepared) could not be read, so it could not be verified.
+    UnreadableResolution,
 }
 
 impl RefusalReason {
@@ -189,6 +196,8 @@ impl RefusalReason {
             RefusalReason::DeniedType => "denied_type",
             RefusalReason::TooLarge => "too_large",
             RefusalReason::UnsafeRendering => "unsafe_rendering",
+            RefusalReason::ForeignPolicy => "foreign_policy",
+            RefusalReason::UnreadableResolution => "unreadable_resolution",
         }
     }
 }
@@ -216,6 +225,7 @@ impl Refusal {
                 | RefusalReason::UnknownColumn
                 | RefusalReason::TooLarge
                 | RefusalReason::UnsafeRendering
+                | RefusalReason::UnreadableResolution
         );
         Refusal {
             reason,
@@ -227,8 +237,16 @@ impl Refusal {
     /// A [`CheckedQuery`] presented to a gate whose policy did not check it.
     pub(crate) fn foreign_policy() -> Self {
         Refusal::new(
-            RefusalReason::NotAQuery,
+            RefusalReason::ForeignPolicy,
             "this query was checked for another database; check it again on this one",
+        )
+    }
+
+    /// The database compiled the statement but what it resolved to could not be read.
+    pub(crate) fn unreadable_resolution(why: &str) -> Self {
+        Refusal::new(
+            RefusalReason::UnreadableResolution,
+            format!("the database's plan of this statement could not be verified ({why}); write it more plainly"),
         )
     }
 
@@ -496,6 +514,41 @@ fn statement_kind(statement: &Statement) -> String {
     } else {
         format!("a {kind} statement")
     }
+}
+
+/// Words PostgreSQL reads, unquoted, as facts about the session (`SELECT current_role`)
+/// rather than as column names.
+const POSTGRES_SESSION_WORDS: &[&str] = &[
+    "current_role",
+    "current_user",
+    "session_user",
+    "user",
+    "current_schema",
+    "current_catalog",
+    "system_user",
+];
+
+/// PostgreSQL's system columns: no user column may take these names, so an unquoted one
+/// is always the system column (transaction ids, a row's location, a table's oid).
+const POSTGRES_SYSTEM_COLUMNS: &[&str] = &["xmin", "xmax", "cmin", "cmax", "ctid", "tableoid"];
+
+fn is_postgres_system_column(ident: &Ident, dialect: SqlDialect) -> bool {
+    dialect == SqlDialect::Postgres
+        && POSTGRES_SYSTEM_COLUMNS.contains(&ident_name(ident).as_str())
+}
+
+fn is_postgres_session_fact(ident: &Ident, dialect: SqlDialect) -> bool {
+    dialect == SqlDialect::Postgres
+        && (ident.quote_style.is_none()
+            && POSTGRES_SESSION_WORDS.contains(&ident_name(ident).as_str())
+            || is_postgres_system_column(ident, dialect))
+}
+
+fn session_fact_refusal(written: &str) -> Refusal {
+    Refusal::new(
+        RefusalReason::SystemCatalog,
+        format!("{written} is information about the database system or the session, not data; query only the tables and columns in the schema"),
+    )
 }
 
 fn fold(name: &str) -> String {
@@ -820,7 +873,9 @@ const DENIED_PREFIXES: &[&str] = &[
 ];
 
 /// `pg_*` functions that only describe a value and are safe to call.
-const ALLOWED_PG_FUNCTIONS: &[&str] = &["pg_size_pretty", "pg_typeof"];
+/// (`pg_typeof` is not: comparing its result with a string casts the string to a type
+/// name, and the error for a missing one tells which names exist.)
+const ALLOWED_PG_FUNCTIONS: &[&str] = &["pg_size_pretty"];
 
 fn is_denied_function(name: &str) -> bool {
     if ALLOWED_PG_FUNCTIONS.contains(&name) {
@@ -1521,6 +1576,17 @@ impl Visitor for TreeChecker<'_> {
                 }
             }
             Expr::TypedString(typed) => self.check_data_type(&typed.data_type),
+            Expr::Identifier(ident) if is_postgres_session_fact(ident, self.policy.dialect) => {
+                ControlFlow::Break(session_fact_refusal(&ident.value))
+            }
+            Expr::CompoundIdentifier(idents)
+                if idents
+                    .last()
+                    .is_some_and(|last| is_postgres_system_column(last, self.policy.dialect)) =>
+            {
+                let written: Vec<&str> = idents.iter().map(|ident| ident.value.as_str()).collect();
+                ControlFlow::Break(session_fact_refusal(&written.join(".")))
+            }
             Expr::Identifier(ident) => {
                 let name = ident_name(ident);
                 // Also when a derived table or CTE of another scope has the same name:

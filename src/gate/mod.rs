@@ -19,6 +19,7 @@
 
 pub mod guard;
 pub mod taxonomy;
+mod verdicts;
 
 mod executor;
 
@@ -41,6 +42,7 @@ pub use guard::{
     CheckedQuery, GuardPolicy, LimitAction, Refusal, RefusalReason, SqlDialect, RUNTIME_STACK_BYTES,
 };
 pub use taxonomy::ErrorType;
+pub use verdicts::{database_check_counts, DatabaseCheckCounts};
 
 /// The query-log table: always hidden, whatever the notes say.
 pub const QUERY_LOG_TABLE: &str = "askdb_query_log";
@@ -267,6 +269,8 @@ struct GateInner {
     tables: Vec<TableSchema>,
     notes: SchemaNotes,
     limits: ExecLimits,
+    /// Statements the database check accepted, so a repeat is not planned again.
+    verdicts: verdicts::Verdicts,
 }
 
 /// The gate to one database. Cheap to clone; clones share the connections.
@@ -446,6 +450,7 @@ impl Gate {
                 tables,
                 notes,
                 limits,
+                verdicts: verdicts::Verdicts::default(),
             }),
         }
     }
@@ -597,8 +602,18 @@ impl Gate {
             ));
         }
         let started = Instant::now();
-        match self.execute(checked.sql()).await {
-            Ok(raw) => QueryOutcome::Rows(QueryResult {
+        let policy = &self.inner.policy;
+        let verify = (!self.inner.verdicts.accepted_before(policy.id(), checked.sql()))
+            .then(|| Arc::clone(policy));
+        let verified = verify.is_some();
+        match self.execute_with(checked.sql(), verify).await {
+            Ok(raw) => {
+                if verified {
+                    self.inner
+                        .verdicts
+                        .remember_accepted(policy.id(), checked.sql());
+                }
+                QueryOutcome::Rows(QueryResult {
                 ok: true,
                 row_count: raw.rows.len(),
                 truncated: raw.truncated || reached_forced_cap(checked.limit(), raw.rows.len()),
@@ -608,20 +623,50 @@ impl Gate {
                 tables: checked.tables().to_vec(),
                 elapsed_ms: started.elapsed().as_millis() as u64,
                 sql: checked.sql().to_string(),
-            }),
+                })
+            }
+            Err(ExecFailure {
+                refusal: Some(refusal),
+                ..
+            }) => {
+                // The parser check accepted it; the database's own resolution did not.
+                self.inner.verdicts.count_disagreement();
+                QueryOutcome::Failed(QueryError::from_refusal(refusal, checked.sql()))
+            }
             Err(failure) => QueryOutcome::Failed(QueryError::from_failure(failure, checked.sql())),
         }
     }
 
-    /// Runs text on the executor. Private: the only callers are `run_query` (after
-    /// the guard) and the layer tests, which switch the guard off on purpose.
+    /// Runs text on the executor with no check of any kind. Private: the only callers
+    /// are the doors below and the layer tests, which switch the guard off on purpose.
     async fn execute(&self, sql: &str) -> Result<RawRows, ExecFailure> {
+        self.execute_with(sql, None).await
+    }
+
+    /// Runs text on the executor; with `verify`, the database first compiles it and the
+    /// guard judges what the database resolved against that policy, and nothing runs on
+    /// a refusal.
+    async fn execute_with(
+        &self,
+        sql: &str,
+        verify: Option<Arc<GuardPolicy>>,
+    ) -> Result<RawRows, ExecFailure> {
         let limits = self.inner.limits;
         match &self.inner.backend {
             Backend::Sqlite(executor) => {
                 let executor = Arc::clone(executor);
                 let sql = sql.to_string();
-                tokio::task::spawn_blocking(move || executor.execute(&sql, limits))
+                tokio::task::spawn_blocking(move || {
+                    if let Some(policy) = verify {
+                        let (resolution, not_compiled) = executor.resolve(&sql)?;
+                        guard::resolution::verdict(&resolution, &policy, "")
+                            .map_err(ExecFailure::refused)?;
+                        if let Some(failure) = not_compiled {
+                            return Err(failure);
+                        }
+                    }
+                    executor.execute(&sql, limits)
+                })
                     .await
                     .unwrap_or_else(|error| {
                         Err(ExecFailure::new(
@@ -630,7 +675,7 @@ impl Gate {
                         ))
                     })
             }
-            Backend::Postgres(executor) => executor.execute(sql, limits).await,
+            Backend::Postgres(executor) => executor.execute(sql, limits, verify.as_deref()).await,
         }
     }
 

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use serde_json::Value as JsonValue;
 
+use crate::gate::guard::Refusal;
 use crate::gate::taxonomy::ErrorType;
 
 /// Rows as the database returned them, before the gate wraps them.
@@ -32,6 +33,9 @@ pub(crate) struct ExecFailure {
     pub hint: Option<String>,
     /// 1-based character position in the statement, when the database gives one.
     pub position: Option<u32>,
+    /// Set when nothing ran because the guard's check of the database's own
+    /// resolution refused the statement.
+    pub refusal: Option<Refusal>,
 }
 
 impl ExecFailure {
@@ -42,7 +46,16 @@ impl ExecFailure {
             sqlstate: None,
             hint: None,
             position: None,
+            refusal: None,
         }
+    }
+
+    /// The statement was compiled by the database and its resolution refused by the
+    /// guard: nothing ran.
+    pub fn refused(refusal: Refusal) -> Self {
+        let mut failure = ExecFailure::new(ErrorType::Rejected, refusal.message.clone());
+        failure.refusal = Some(refusal);
+        failure
     }
 }
 

@@ -45,6 +45,7 @@ use tokio_postgres::types::{FromSql, Kind, ToSql, Type};
 use tokio_postgres::{Config, NoTls};
 
 use super::{value_bytes, ExecFailure, ExecLimits, RawRows};
+use crate::gate::guard::{postgres_plan, resolution, GuardPolicy, Refusal};
 use crate::gate::taxonomy::{self, ErrorType};
 use crate::schema::{ColumnSchema, ForeignKey, TableSchema};
 use crate::text::redact_password;
@@ -220,7 +221,17 @@ impl PostgresExecutor {
 
     /// Runs one statement in a READ ONLY transaction that is always rolled back, and
     /// returns at most `row_cap` rows (with `truncated` when the server had more).
-    pub async fn execute(&self, sql: &str, limits: ExecLimits) -> Result<RawRows, ExecFailure> {
+    ///
+    /// With `verify`, the statement is first compiled by the server inside the same
+    /// transaction (`EXPLAIN (VERBOSE, FORMAT JSON)`, sent in the same round trip as its
+    /// Parse) and the plan judged by the guard against that policy; a refusal ends it
+    /// before it is bound or executed.
+    pub async fn execute(
+        &self,
+        sql: &str,
+        limits: ExecLimits,
+        verify: Option<&GuardPolicy>,
+    ) -> Result<RawRows, ExecFailure> {
         let session = Session::new(self.checkout().await?);
         let deadline = limits.statement_timeout + CLIENT_GRACE;
         let backend_pid = Arc::new(AtomicI32::new(0));
@@ -232,6 +243,7 @@ impl PostgresExecutor {
                 limits,
                 self.read_only(),
                 &backend_pid,
+                verify,
             ),
         )
         .await;
@@ -468,6 +480,7 @@ async fn run_statement(
     limits: ExecLimits,
     read_only: bool,
     backend_pid: &AtomicI32,
+    verify: Option<&GuardPolicy>,
 ) -> Result<RawRows, ExecFailure> {
     let timeout_ms = limits
         .statement_timeout
@@ -492,12 +505,22 @@ async fn run_statement(
     // outrun the client's deadline. Being a query, it also takes the transaction's
     // snapshot before the statement runs, so a statement can no longer switch the
     // transaction to READ WRITE (`SET TRANSACTION READ WRITE`).
-    let (begun, statement_timeout_set, lock_timeout_set, pid, prepared) = tokio::join!(
+    // The plan, when the guard asks for it, follows the Parse: if the statement does
+    // not parse, its own error is the one reported.
+    let explain = verify.map(|_| format!("EXPLAIN (VERBOSE, FORMAT JSON) {sql}"));
+    let explained = async {
+        match &explain {
+            Some(explain) => Some(client.query_typed(explain.as_str(), &[]).await),
+            None => None,
+        }
+    };
+    let (begun, statement_timeout_set, lock_timeout_set, pid, prepared, explained) = tokio::join!(
         client.query_typed(begin, &[]),
         client.query_typed(statement_timeout.as_str(), &[]),
         client.query_typed(lock_timeout.as_str(), &[]),
         client.query_typed_one("SELECT pg_catalog.pg_backend_pid()", &[]),
-        client.prepare(sql)
+        client.prepare(sql),
+        explained
     );
     // The statement's own error first: when its Parse fails, the transaction is
     // aborted and nothing runs. Then the transaction's start and settings: the statement
@@ -509,6 +532,15 @@ async fn run_statement(
     lock_timeout_set.map_err(|error| failure_from(&error))?;
     if let Ok(pid) = pid.and_then(|row| row.try_get::<_, i32>(0)) {
         backend_pid.store(pid, Ordering::SeqCst);
+    }
+    if let (Some(policy), Some(explained)) = (verify, explained) {
+        let rows = explained.map_err(|error| failure_from(&error))?;
+        let plan = rows
+            .first()
+            .and_then(|row| row.try_get::<_, PgCell>(0).ok())
+            .map(|cell| cell.0)
+            .unwrap_or(JsonValue::Null);
+        judge_plan(&plan, policy)?;
     }
     let columns: Vec<String> = statement
         .columns()
@@ -552,6 +584,15 @@ async fn run_statement(
     })
 }
 
+/// The guard's verdict on the server's plan of the statement, as an execution failure
+/// carrying the refusal. A plan that cannot be read is refused, never taken on trust.
+fn judge_plan(plan: &JsonValue, policy: &GuardPolicy) -> Result<(), ExecFailure> {
+    let resolution = postgres_plan::resolve(plan, SCHEMA).map_err(|unreadable| {
+        ExecFailure::refused(Refusal::unreadable_resolution(&unreadable.0))
+    })?;
+    resolution::verdict(&resolution, policy, SCHEMA).map_err(ExecFailure::refused)
+}
+
 /// A database error with its SQLSTATE, message, hint and position; anything else is a
 /// lost connection or an unknown failure.
 fn failure_from(error: &tokio_postgres::Error) -> ExecFailure {
@@ -566,6 +607,7 @@ fn failure_from(error: &tokio_postgres::Error) -> ExecFailure {
                 Some(ErrorPosition::Original(position)) => Some(*position),
                 _ => None,
             },
+            refusal: None,
         };
     }
     let lost = error.is_closed()

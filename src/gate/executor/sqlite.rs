@@ -28,6 +28,7 @@ use rusqlite::{Connection, OpenFlags};
 use serde_json::Value as JsonValue;
 
 use super::{quote_ident, value_bytes, ExecFailure, ExecLimits, RawRows};
+use crate::gate::guard::resolution::{Resolution, SqliteAccess};
 use crate::gate::taxonomy::{self, ErrorType};
 use crate::schema::{ColumnSchema, ForeignKey, TableSchema};
 
@@ -43,6 +44,10 @@ const DENIED_SQLITE_FUNCTIONS: &[&str] = &[
     "fts3_tokenizer",
     "edit",
 ];
+
+/// Table-valued functions the allow-list admits, registered on the resolver connection
+/// before its first statement.
+const TABLE_VALUED_FUNCTIONS: &[&str] = &["json_each", "json_tree", "generate_series"];
 
 /// Idle connections kept for reuse. More can be open at once (one per statement in
 /// flight); past this many, a connection is closed when its statement ends, so memory
@@ -80,6 +85,16 @@ pub(crate) struct SqliteExecutor {
     path: PathBuf,
     lockdown: Arc<Lockdown>,
     idle: Mutex<Vec<LockedConnection>>,
+    /// The connection statements are prepared on for the guard's check of what SQLite
+    /// resolves them to: read-only, never stepped, its authorizer only recording.
+    resolver: Mutex<Option<Resolver>>,
+}
+
+/// A connection that records every authorizer call while a statement is prepared.
+struct Resolver {
+    connection: Connection,
+    record: Arc<Mutex<Vec<SqliteAccess>>>,
+    file: FileIdentity,
 }
 
 /// What the authorizer denies besides writes: restricted columns and hidden tables.
@@ -119,6 +134,26 @@ fn failure_from(error: rusqlite::Error) -> ExecFailure {
         ),
         rusqlite::Error::Empty => ExecFailure::new(ErrorType::SyntaxError, "empty statement"),
         other => ExecFailure::new(ErrorType::Unknown, other.to_string()),
+    }
+}
+
+/// One authorizer call as the guard's resolution reads it.
+fn access_of(context: &AuthContext<'_>) -> SqliteAccess {
+    match context.action {
+        AuthAction::Read {
+            table_name,
+            column_name,
+        } => SqliteAccess::Read {
+            table: table_name.to_string(),
+            column: column_name.to_string(),
+            database: context.database_name.map(str::to_string),
+        },
+        AuthAction::Function { function_name } => SqliteAccess::Function(function_name.into()),
+        AuthAction::Pragma { pragma_name, .. } => SqliteAccess::Pragma(pragma_name.into()),
+        AuthAction::Select | AuthAction::Recursive => SqliteAccess::Query {
+            cte: context.accessor.map(str::to_string),
+        },
+        other => SqliteAccess::Other(format!("{other:?}")),
     }
 }
 
@@ -175,6 +210,7 @@ impl SqliteExecutor {
             path: path.to_path_buf(),
             lockdown: Arc::new(Lockdown { restricted, hidden }),
             idle: Mutex::new(Vec::new()),
+            resolver: Mutex::new(None),
         };
         // Open one connection now so a bad file fails at startup, not at first query.
         let first = executor.open_locked()?;
@@ -289,6 +325,78 @@ impl SqliteExecutor {
                 idle.push(connection);
             }
         }
+    }
+
+    /// What SQLite resolves one statement to: it is prepared (compiled, never stepped)
+    /// on the resolver connection, whose authorizer records every table and column read
+    /// and every function called. Blocking: call from `spawn_blocking`.
+    ///
+    /// A statement SQLite cannot compile still made its reads on the way to the error
+    /// (`(1, 'x') IN hidden_table` fails on the hidden table's column count): that error
+    /// comes back beside the resolution, to be reported only if the resolution passes,
+    /// so it cannot tell anything about what the resolution refuses.
+    pub fn resolve(&self, sql: &str) -> Result<(Resolution, Option<ExecFailure>), ExecFailure> {
+        let current = self.current_file()?;
+        let mut slot = self.resolver.lock().map_err(|_| {
+            ExecFailure::new(ErrorType::Unknown, "the statement resolver is unavailable")
+        })?;
+        if slot.as_ref().is_none_or(|resolver| resolver.file != current) {
+            *slot = Some(self.open_resolver(current)?);
+        }
+        let Some(resolver) = slot.as_ref() else {
+            return Err(ExecFailure::new(
+                ErrorType::Unknown,
+                "the statement resolver could not be opened",
+            ));
+        };
+        if let Ok(mut record) = resolver.record.lock() {
+            record.clear();
+        }
+        let prepared = resolver.connection.prepare(sql).map(drop);
+        let accesses = resolver
+            .record
+            .lock()
+            .map(|mut record| std::mem::take(&mut *record))
+            .unwrap_or_default();
+        Ok((
+            Resolution::from_sqlite(&accesses),
+            prepared.err().map(failure_from),
+        ))
+    }
+
+    fn open_resolver(&self, file: FileIdentity) -> Result<Resolver, ExecFailure> {
+        let mut connection = Self::open_plain_read_only(&self.path)?;
+        let record: Arc<Mutex<Vec<SqliteAccess>>> = Arc::new(Mutex::new(Vec::new()));
+        let recording = Arc::clone(&record);
+        connection
+            .authorizer(Some(move |context: AuthContext<'_>| {
+                if let Ok(mut record) = recording.lock() {
+                    record.push(access_of(&context));
+                }
+                // Recording only: what is allowed is judged on the whole record, and
+                // nothing prepared here is ever stepped.
+                Authorization::Allow
+            }))
+            .map_err(|error| {
+                ExecFailure::new(
+                    ErrorType::ConnectionError,
+                    format!("cannot set up the statement resolver: {error}"),
+                )
+            })?;
+        // A table-valued function's first use on a connection registers it in the
+        // schema, which the authorizer sees as writes to sqlite_master: done here once,
+        // so the record of a statement shows only what the statement itself does.
+        for function in TABLE_VALUED_FUNCTIONS {
+            let _ = connection.prepare(&format!("SELECT * FROM {function}('[]')"));
+        }
+        if let Ok(mut record) = record.lock() {
+            record.clear();
+        }
+        Ok(Resolver {
+            connection,
+            record,
+            file,
+        })
     }
 
     /// Idle connections kept now (tests).

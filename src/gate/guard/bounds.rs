@@ -45,6 +45,9 @@ fn too_long(message: String) -> Refusal {
 }
 
 /// Tokenizes `sql` and applies the bounds; tokenizer errors are parse errors.
+/// The longest name PostgreSQL keeps (NAMEDATALEN - 1); it truncates longer ones.
+pub(crate) const POSTGRES_NAME_BYTES: usize = 63;
+
 pub(crate) fn scan(sql: &str, dialect: SqlDialect) -> Result<Scanned, Refusal> {
     let parser_dialect = dialect.parser_dialect();
     let tokens = Tokenizer::new(parser_dialect.as_ref(), sql)
@@ -89,6 +92,21 @@ pub(crate) fn scan(sql: &str, dialect: SqlDialect) -> Result<Scanned, Refusal> {
                 RefusalReason::ParseError,
                 "a postfix NOT NULL (x NOT NULL) is read differently by SQLite; write (x IS NOT NULL)",
             ));
+        }
+        if dialect == SqlDialect::Postgres {
+            if let Token::Word(word) = &token.token {
+                if word.value.len() > POSTGRES_NAME_BYTES {
+                    // PostgreSQL cuts a longer name to its first 63 bytes, so two names the
+                    // guard would tell apart can be one name to the database.
+                    return Err(Refusal::new(
+                        RefusalReason::TooLong,
+                        format!(
+                            "a name of {} bytes; PostgreSQL names are at most {POSTGRES_NAME_BYTES} bytes",
+                            word.value.len()
+                        ),
+                    ));
+                }
+            }
         }
         operand_before = Some(&token.token);
         counted += 1;

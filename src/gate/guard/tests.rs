@@ -252,7 +252,10 @@ fn benign_constructs_pass() {
         "SELECT now() - INTERVAL '30 days'",
         "SELECT * FROM generate_series(1, 10) AS g(n)",
         "SELECT * FROM (VALUES (1, 'a'), (2, 'b')) AS v(n, s)",
-        "SELECT pg_typeof(total_amt) FROM bills",
+        "SELECT timezone('Asia/Kolkata', now()) FROM bills",
+        "SELECT daterange(current_date, current_date + 7) FROM bills",
+        "SELECT bit_count(B'1011')",
+        "SELECT s FROM string_to_table('a,b', ',') AS t(s)",
     ] {
         accepted(PG, sql);
     }
