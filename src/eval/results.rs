@@ -1,7 +1,11 @@
-//! Committed results: the files evaluation commands write under `evals/results/` (each
-//! stamped with its date and settings) and the README blocks generated from them. The
-//! README's numbers are never typed by hand: `askdb eval guard --write` rewrites the block
-//! between its markers, and a test fails when the README and the file disagree.
+//! Committed results: the files evaluation commands and benches write under
+//! `evals/results/` and `benches/results/` (each stamped with its date and settings), and
+//! the documents generated from them: the README's results table and every block of
+//! `docs/measured.md`. Their numbers are never typed by hand: each block sits between
+//! `<!-- generated:NAME:begin -->` and `<!-- generated:NAME:end -->`, `askdb eval publish`
+//! and `askdb eval guard --write` rewrite them all, and a test fails when either document
+//! and the files disagree (`ASKDB_UPDATE_SNAPSHOTS=1` rewrites them after a bench or a
+//! script wrote a new file).
 
 use std::path::{Path, PathBuf};
 
@@ -13,14 +17,44 @@ use crate::eval::runner::{rate_text, EvalError, RunSummary};
 /// The guard-equivalence results file, relative to the repository's root.
 pub const GUARD_RESULTS: &str = "evals/results/guard_equivalence.json";
 
-const GUARD_BLOCK_BEGIN: &str = "<!-- generated:guard-equivalence:begin -->";
-const GUARD_BLOCK_END: &str = "<!-- generated:guard-equivalence:end -->";
-
-const RESULTS_BLOCK_BEGIN: &str = "<!-- generated:results:begin -->";
-const RESULTS_BLOCK_END: &str = "<!-- generated:results:end -->";
-
 /// Where published run summaries live, relative to the repository's root.
 pub const RESULTS_DIR: &str = "evals/results";
+
+/// The document of every measurement, relative to the repository's root.
+pub const MEASURED_DOC: &str = "docs/measured.md";
+
+/// Where the benches and their scripts write their figures, relative to the root.
+pub const BENCH_RESULTS_DIR: &str = "benches/results";
+
+/// The generated block names of the README.
+const README_BLOCKS: [&str; 1] = ["results"];
+
+/// The generated block names of `docs/measured.md`, in the order they appear.
+const MEASURED_BLOCKS: [&str; 15] = [
+    "results",
+    "failures",
+    "run-figures",
+    "ablation",
+    "selection",
+    "answer-checks-gold",
+    "first-question",
+    "guard-equivalence",
+    "guard-fuzz",
+    "corpora",
+    "load-demo",
+    "load-postgres",
+    "faults",
+    "peers",
+    "mcp-demo",
+];
+
+fn begin_marker(name: &str) -> String {
+    format!("<!-- generated:{name}:begin -->")
+}
+
+fn end_marker(name: &str) -> String {
+    format!("<!-- generated:{name}:end -->")
+}
 
 fn read(path: &Path) -> Result<String, EvalError> {
     std::fs::read_to_string(path).map_err(|error| EvalError::Read {
@@ -60,7 +94,7 @@ pub fn publish_run(run: &Path, repo: &Path) -> Result<PathBuf, EvalError> {
         let report = read(&report_path)?;
         write(&dir.join(format!("{}.report.md", summary.set)), &report)?;
     }
-    update_readme_results_block(&repo.join("README.md"), &published_summaries(&dir)?)?;
+    update_generated_documents(repo)?;
     Ok(target)
 }
 
@@ -171,16 +205,6 @@ pub fn results_block(summaries: &[RunSummary]) -> String {
     out
 }
 
-fn update_readme_results_block(readme: &Path, summaries: &[RunSummary]) -> Result<(), EvalError> {
-    let updated = replace_block(
-        &read(readme)?,
-        RESULTS_BLOCK_BEGIN,
-        RESULTS_BLOCK_END,
-        &results_block(summaries),
-    )?;
-    write(readme, &updated)
-}
-
 /// What `askdb eval guard` writes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GuardResults {
@@ -249,8 +273,8 @@ pub fn replace_block(
     ))
 }
 
-/// Writes `<repo>/evals/results/guard_equivalence.json` and rewrites the README's guard
-/// block from it. Returns the results file's path.
+/// Writes `<repo>/evals/results/guard_equivalence.json` and regenerates the documents
+/// (its table is in `docs/measured.md`). Returns the results file's path.
 pub fn write_guard_results(repo: &Path, results: &GuardResults) -> Result<PathBuf, EvalError> {
     let path = repo.join(GUARD_RESULTS);
     if let Some(parent) = path.parent() {
@@ -262,15 +286,563 @@ pub fn write_guard_results(repo: &Path, results: &GuardResults) -> Result<PathBu
     let text = serde_json::to_string_pretty(results)
         .map_err(|error| EvalError::Data(error.to_string()))?;
     write(&path, &(text + "\n"))?;
-    let readme = repo.join("README.md");
-    let updated = replace_block(
-        &read(&readme)?,
-        GUARD_BLOCK_BEGIN,
-        GUARD_BLOCK_END,
-        &guard_block(results),
-    )?;
-    write(&readme, &updated)?;
+    update_generated_documents(repo)?;
     Ok(path)
+}
+
+/// Replaces the text of every named block (`<!-- generated:NAME:begin -->` to its end
+/// marker) in `document`; errors when a block's markers are missing.
+pub fn replace_blocks(document: &str, blocks: &[(&str, String)]) -> Result<String, EvalError> {
+    let mut updated = document.to_string();
+    for (name, content) in blocks {
+        updated = replace_block(&updated, &begin_marker(name), &end_marker(name), content)?;
+    }
+    Ok(updated)
+}
+
+fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, EvalError> {
+    serde_json::from_str(&read(path)?)
+        .map_err(|error| EvalError::Data(format!("{} does not parse: {error}", path.display())))
+}
+
+/// The README's generated blocks, from the files under `repo`.
+pub fn readme_blocks(repo: &Path) -> Result<Vec<(&'static str, String)>, EvalError> {
+    let summaries = published_summaries(&repo.join(RESULTS_DIR))?;
+    Ok(vec![(README_BLOCKS[0], results_block(&summaries))])
+}
+
+/// Every generated block of `docs/measured.md`, from the files under `repo`.
+pub fn measured_blocks(repo: &Path) -> Result<Vec<(&'static str, String)>, EvalError> {
+    let results = repo.join(RESULTS_DIR);
+    let benches = repo.join(BENCH_RESULTS_DIR);
+    let mut blocks = Vec::new();
+    for name in MEASURED_BLOCKS {
+        let content = match name {
+            "results" => results_block(&published_summaries(&results)?),
+            "failures" => failures_block(&published_summaries(&results)?),
+            "run-figures" => run_figures_block(&results.join("run-figures"))?,
+            "ablation" => ablation_block(&read_json(&results.join("ablations.json"))?),
+            "selection" => selection_block(&read_json(&results.join("selection-spider.json"))?),
+            "answer-checks-gold" => {
+                gold_checks_block(&read_json(&results.join("answer_checks_gold.json"))?)
+            }
+            "first-question" => {
+                first_question_block(&read_json(&benches.join("first-question.json"))?)
+            }
+            "guard-equivalence" => guard_block(&read_json(&repo.join(GUARD_RESULTS))?),
+            "guard-fuzz" => guard_fuzz_block(&read_json(&benches.join("guard_fuzz.json"))?),
+            "mcp-demo" => mcp_demo_block(&read_json(&benches.join("mcp-demo.json"))?),
+            "corpora" => corpora_block(repo)?,
+            bench => bench_report_block(&benches, &format!("{bench}.md"))?,
+        };
+        blocks.push((name, content));
+    }
+    Ok(blocks)
+}
+
+/// Regenerates the README's results table and every block of `docs/measured.md` from
+/// the committed result files.
+pub fn update_generated_documents(repo: &Path) -> Result<(), EvalError> {
+    for (document, blocks) in [
+        (repo.join("README.md"), readme_blocks(repo)?),
+        (repo.join(MEASURED_DOC), measured_blocks(repo)?),
+    ] {
+        let updated = replace_blocks(&read(&document)?, &blocks)?;
+        write(&document, &updated)?;
+    }
+    Ok(())
+}
+
+/// The agent's failures in each published run, by the error type of their last attempt
+/// (`wrong_result`: the query ran and returned the wrong rows).
+pub fn failures_block(summaries: &[RunSummary]) -> String {
+    let mut out =
+        String::from("| set | run (UTC) | agent failures | by kind |\n|---|---|---:|---|\n");
+    for summary in summaries {
+        let total: u64 = summary.agent_failures_by_type.values().sum();
+        let kinds: Vec<String> = summary
+            .agent_failures_by_type
+            .iter()
+            .map(|(kind, count)| format!("{kind} {count}"))
+            .collect();
+        out.push_str(&format!(
+            "| {} | {} | {} | {} |\n",
+            summary.set,
+            summary.run,
+            total,
+            kinds.join(", ")
+        ));
+    }
+    out
+}
+
+/// One row of a figures file (`scripts/ablation-figures.py`): a mode of a named run,
+/// scored on the questions every run of the file asked.
+#[derive(Debug, Clone, Deserialize)]
+pub struct FigureRow {
+    pub name: String,
+    pub mode: String,
+    pub strategy: String,
+    pub set: String,
+    pub questions: u64,
+    pub correct: u64,
+    pub rate: Option<f64>,
+    pub wilson95: (f64, f64),
+    pub latency_p50_ms: Option<u64>,
+    pub latency_p95_ms: Option<u64>,
+    pub run: String,
+    pub run_candidates: u64,
+    pub run_candidates_at_token_limit: u64,
+}
+
+/// A figures file: `evals/results/ablations.json` and each of `run-figures/`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Figures {
+    pub questions_compared: u64,
+    pub rows: Vec<FigureRow>,
+}
+
+fn seconds_text(ms: Option<u64>) -> String {
+    format!("{:.1} s", ms.unwrap_or(0) as f64 / 1000.0)
+}
+
+fn token_limit_text(row: &FigureRow) -> String {
+    if row.run_candidates == 0 {
+        "-".to_string()
+    } else {
+        format!(
+            "{} of {}",
+            row.run_candidates_at_token_limit, row.run_candidates
+        )
+    }
+}
+
+/// The first-attempt ablation table (decision 0009), as `scripts/ablation-figures.py`
+/// writes it.
+pub fn ablation_block(figures: &Figures) -> String {
+    let mut out = format!(
+        "Scored on the {} questions every run below asked.\n\n",
+        figures.questions_compared
+    );
+    out.push_str("| run | mode | strategy | correct [Wilson 95%] | p50 / p95 | replies at the token limit (whole run) | run (UTC) |\n");
+    out.push_str("|---|---|---|---|---|---|---|\n");
+    for row in &figures.rows {
+        let strategy = if row.mode == "plain" {
+            "(reference prompt)".to_string()
+        } else {
+            format!("`{}`", row.strategy)
+        };
+        out.push_str(&format!(
+            "| {} | {} | {} | {:.1}% [{:.1}, {:.1}] ({}/{}) | {} / {} | {} | {} |\n",
+            row.name,
+            row.mode,
+            strategy,
+            100.0 * row.rate.unwrap_or(0.0),
+            100.0 * row.wilson95.0,
+            100.0 * row.wilson95.1,
+            row.correct,
+            row.questions,
+            seconds_text(row.latency_p50_ms),
+            seconds_text(row.latency_p95_ms),
+            token_limit_text(row),
+            row.run,
+        ));
+    }
+    out
+}
+
+/// Every run kept in `evals/results/run-figures/`, oldest first: one line per named run,
+/// its modes side by side.
+pub fn run_figures_block(dir: &Path) -> Result<String, EvalError> {
+    let entries = std::fs::read_dir(dir).map_err(|error| EvalError::Read {
+        path: dir.display().to_string(),
+        error,
+    })?;
+    let mut paths: Vec<PathBuf> = entries
+        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+        .filter(|path| path.extension().is_some_and(|ext| ext == "json"))
+        .collect();
+    paths.sort();
+    // (run, file, name) -> rows of that run, in the file's order.
+    let mut runs: Vec<(String, String, String, Vec<FigureRow>)> = Vec::new();
+    for path in paths {
+        let figures: Figures = read_json(&path)?;
+        let file = path
+            .file_name()
+            .map(|name| name.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        for row in figures.rows {
+            match runs
+                .iter_mut()
+                .find(|(run, f, name, _)| *run == row.run && *f == file && *name == row.name)
+            {
+                Some((_, _, _, rows)) => rows.push(row),
+                None => runs.push((row.run.clone(), file.clone(), row.name.clone(), vec![row])),
+            }
+        }
+    }
+    runs.sort_by(|a, b| (&a.0, &a.1, &a.2).cmp(&(&b.0, &b.1, &b.2)));
+    let mut out = String::from(
+        "| run (UTC) | file | name | set | agent | baseline | plain | agent p50 / p95 | replies at the token limit |\n|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for (run, file, name, rows) in &runs {
+        let mode = |mode: &str| {
+            rows.iter()
+                .find(|row| row.mode == mode)
+                .map(|row| {
+                    format!(
+                        "{:.1}% ({}/{})",
+                        100.0 * row.rate.unwrap_or(0.0),
+                        row.correct,
+                        row.questions
+                    )
+                })
+                .unwrap_or_else(|| "-".to_string())
+        };
+        let agent = rows.iter().find(|row| row.mode == "agent");
+        out.push_str(&format!(
+            "| {} | `{}` | {} | {} | {} | {} | {} | {} | {} |\n",
+            run,
+            file,
+            name,
+            rows.first().map(|row| row.set.as_str()).unwrap_or("-"),
+            mode("agent"),
+            mode("baseline"),
+            mode("plain"),
+            agent
+                .map(|row| format!(
+                    "{} / {}",
+                    seconds_text(row.latency_p50_ms),
+                    seconds_text(row.latency_p95_ms)
+                ))
+                .unwrap_or_else(|| "-".to_string()),
+            rows.first()
+                .map(token_limit_text)
+                .unwrap_or_else(|| "-".to_string()),
+        ));
+    }
+    Ok(out)
+}
+
+/// One way of choosing among a pool's candidates (`scripts/selection-figures.py`);
+/// percentages as the script rounded them.
+#[derive(Debug, Clone, Deserialize)]
+pub struct SelectionPolicy {
+    pub policy: String,
+    pub correct: u64,
+    pub questions: u64,
+    pub accuracy: f64,
+    pub wilson: (f64, f64),
+    pub minus_plain: f64,
+    pub minus_plain_bootstrap: (f64, f64),
+    pub minus_greedy: f64,
+    pub minus_greedy_bootstrap: (f64, f64),
+    pub sampled_share: f64,
+    pub mean_model_seconds: Option<f64>,
+}
+
+/// The pool a selection was scored on.
+#[derive(Debug, Clone, Deserialize)]
+pub struct SelectionPool {
+    pub pool: String,
+    pub started_at: String,
+}
+
+/// `evals/results/selection-spider.json` (decision 0010).
+#[derive(Debug, Clone, Deserialize)]
+pub struct Selection {
+    pub pools: Vec<SelectionPool>,
+    pub questions: u64,
+    pub policies: Vec<SelectionPolicy>,
+}
+
+/// The table of ways to choose among candidates, as `scripts/selection-figures.py`
+/// prints it.
+pub fn selection_block(selection: &Selection) -> String {
+    let pools: Vec<String> = selection
+        .pools
+        .iter()
+        .map(|pool| format!("{} ({} UTC)", pool.pool, pool.started_at))
+        .collect();
+    let mut out = format!(
+        "Scored on {} questions of pool {}.\n\n",
+        selection.questions,
+        pools.join(", ")
+    );
+    out.push_str("| policy | correct [Wilson 95%] | − plain [bootstrap 95%] | − greedy [bootstrap 95%] | sampled | model s / question |\n");
+    out.push_str("|---|---|---|---|---:|---:|\n");
+    for policy in &selection.policies {
+        out.push_str(&format!(
+            "| {} | {:.1}% [{:.1}, {:.1}] ({}/{}) | {:+.1} [{:+.1}, {:+.1}] | {:+.1} [{:+.1}, {:+.1}] | {:.1}% | {} |\n",
+            policy.policy,
+            policy.accuracy,
+            policy.wilson.0,
+            policy.wilson.1,
+            policy.correct,
+            policy.questions,
+            policy.minus_plain,
+            policy.minus_plain_bootstrap.0,
+            policy.minus_plain_bootstrap.1,
+            policy.minus_greedy,
+            policy.minus_greedy_bootstrap.0,
+            policy.minus_greedy_bootstrap.1,
+            policy.sampled_share,
+            policy
+                .mean_model_seconds
+                .map(|seconds| format!("{seconds:.1}"))
+                .unwrap_or_else(|| "-".to_string()),
+        ));
+    }
+    out
+}
+
+/// One set's gold answers through the answer checks.
+#[derive(Debug, Clone, Deserialize)]
+pub struct GoldCheckSet {
+    pub checked: u64,
+    pub flagged: u64,
+    pub not_run: u64,
+}
+
+/// `evals/results/answer_checks_gold.json` (`scripts/gold-flags.py`).
+#[derive(Debug, Clone, Deserialize)]
+pub struct GoldChecks {
+    pub sets: std::collections::BTreeMap<String, GoldCheckSet>,
+    pub generated: String,
+    pub checks: Vec<String>,
+}
+
+/// How many right answers the answer checks would flag, per set.
+pub fn gold_checks_block(checks: &GoldChecks) -> String {
+    let mut out = format!(
+        "Generated {}; checks: {}.\n\n| set | gold answers checked | flagged | not run |\n|---|---:|---:|---:|\n",
+        checks.generated,
+        checks
+            .checks
+            .iter()
+            .map(|check| format!("`{check}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let mut total = (0, 0, 0);
+    for (set, figures) in &checks.sets {
+        total = (
+            total.0 + figures.checked,
+            total.1 + figures.flagged,
+            total.2 + figures.not_run,
+        );
+        out.push_str(&format!(
+            "| {set} | {} | {} | {} |\n",
+            figures.checked, figures.flagged, figures.not_run
+        ));
+    }
+    out.push_str(&format!(
+        "| all | {} | {} | {} |\n",
+        total.0, total.1, total.2
+    ));
+    out
+}
+
+/// One start of `askdb serve` in `benches/results/first-question.json`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct FirstQuestionStart {
+    pub answer: FirstQuestionAnswer,
+    pub start_to_listening_s: f64,
+    pub first_answer_after_listening_s: f64,
+    pub warm_up_log: String,
+}
+
+/// The answer the first question got.
+#[derive(Debug, Clone, Deserialize)]
+pub struct FirstQuestionAnswer {
+    pub decision: String,
+    pub attempts: u64,
+    pub rows: serde_json::Value,
+}
+
+/// `benches/results/first-question.json` (`scripts/first-question.sh`).
+#[derive(Debug, Clone, Deserialize)]
+pub struct FirstQuestion {
+    pub measured_at: String,
+    pub model: String,
+    pub database: String,
+    pub question: String,
+    pub first_start: FirstQuestionStart,
+    pub later_start: FirstQuestionStart,
+    pub settings: String,
+}
+
+/// The wait for the first answer after `askdb serve` starts.
+pub fn first_question_block(figures: &FirstQuestion) -> String {
+    let mut out = format!(
+        "Measured {} with {} on the {} database, question \"{}\"; {}.\n\n",
+        figures.measured_at, figures.model, figures.database, figures.question, figures.settings
+    );
+    out.push_str("| start | start to listening | first answer after listening | answer | warm-up |\n|---|---:|---:|---|---|\n");
+    for (label, start) in [
+        ("first start ever", &figures.first_start),
+        ("a later start", &figures.later_start),
+    ] {
+        out.push_str(&format!(
+            "| {label} | {:.2} s | {:.2} s | {} {} in {} attempt(s) | {} |\n",
+            start.start_to_listening_s,
+            start.first_answer_after_listening_s,
+            start.answer.decision,
+            start.answer.rows,
+            start.answer.attempts,
+            start.warm_up_log,
+        ));
+    }
+    out
+}
+
+/// One dialect's fuzzing campaign in `benches/results/guard_fuzz.json`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct FuzzRun {
+    pub dialect: String,
+    pub build: String,
+    pub minutes: f64,
+    pub seed: u64,
+    pub executions: u64,
+    pub executions_per_second: f64,
+    pub accepted: u64,
+    pub refused: u64,
+    pub sqlite_rows_compared: u64,
+    pub crashes: u64,
+    pub findings: u64,
+    pub measured_at: String,
+    pub commit: String,
+    pub machine: String,
+}
+
+/// `benches/results/guard_fuzz.json` (`scripts/fuzz-guard.sh --write`).
+#[derive(Debug, Clone, Deserialize)]
+pub struct GuardFuzz {
+    pub generated_by: String,
+    pub runs: Vec<FuzzRun>,
+}
+
+/// The last differential fuzzing campaign of the guard.
+pub fn guard_fuzz_block(fuzz: &GuardFuzz) -> String {
+    let mut out = format!("Generated by {}.\n\n", fuzz.generated_by);
+    out.push_str("| dialect | build | minutes | seed | statements | per second | accepted | refused | SQLite row comparisons | crashes | findings | measured (UTC) | commit | machine |\n");
+    out.push_str("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|\n");
+    for run in &fuzz.runs {
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            run.dialect,
+            run.build,
+            run.minutes,
+            run.seed,
+            run.executions,
+            run.executions_per_second,
+            run.accepted,
+            run.refused,
+            run.sqlite_rows_compared,
+            run.crashes,
+            run.findings,
+            run.measured_at.trim_end_matches(" UTC"),
+            run.commit.chars().take(7).collect::<String>(),
+            run.machine,
+        ));
+    }
+    out
+}
+
+/// `benches/results/mcp-demo.json` (`cargo bench --bench mcp_latency`).
+#[derive(Debug, Clone, Deserialize)]
+pub struct McpLatency {
+    pub generated_by: String,
+    pub generated_at: String,
+    pub machine: String,
+    pub load_average: String,
+    pub server: String,
+    pub tool: String,
+    pub sql: String,
+    pub calls: u64,
+    pub errors: u64,
+    pub cold_start_ms: f64,
+    pub cold_starts: u64,
+    pub median_us: f64,
+    pub p95_us: f64,
+    pub p99_us: f64,
+    pub rss_initialized_kib: u64,
+    pub rss_end_kib: u64,
+    pub build: String,
+}
+
+/// `askdb mcp`'s round trips over stdio on the demo database.
+pub fn mcp_demo_block(figures: &McpLatency) -> String {
+    format!(
+        "Generated by `{}` on {} ({}; load average {}), {}, {}: `{}` of `{}`.\n\n\
+         | calls | errors | cold start (median of {}) | median | p95 | p99 | VmRSS initialized / at the end |\n\
+         |---:|---:|---:|---:|---:|---:|---|\n\
+         | {} | {} | {} ms | {} us | {} us | {} us | {} / {} KiB |\n",
+        figures.generated_by,
+        figures.generated_at,
+        figures.machine,
+        figures.load_average,
+        figures.build,
+        figures.server,
+        figures.tool,
+        figures.sql,
+        figures.cold_starts,
+        figures.calls,
+        figures.errors,
+        figures.cold_start_ms,
+        figures.median_us,
+        figures.p95_us,
+        figures.p99_us,
+        figures.rss_initialized_kib,
+        figures.rss_end_kib,
+    )
+}
+
+/// The statement corpora every guard change is tested against, counted from their files.
+pub fn corpora_block(repo: &Path) -> Result<String, EvalError> {
+    let mut out = String::from(
+        "| corpus | statements | either dialect | PostgreSQL only | SQLite only | refusal reasons asserted |\n|---|---:|---:|---:|---:|---:|\n",
+    );
+    for file in ["evals/hostile_sql.jsonl", "evals/benign_sql.jsonl"] {
+        let text = read(&repo.join(file))?;
+        let mut counts = std::collections::BTreeMap::<String, u64>::new();
+        let mut reasons = std::collections::BTreeSet::new();
+        let mut total = 0;
+        for line in text.lines().filter(|line| !line.trim().is_empty()) {
+            let value: serde_json::Value = serde_json::from_str(line)
+                .map_err(|error| EvalError::Data(format!("{file}: {error}")))?;
+            total += 1;
+            let dialect = value["dialect"].as_str().unwrap_or("any").to_string();
+            *counts.entry(dialect).or_default() += 1;
+            if let Some(reason) = value["reason"].as_str() {
+                reasons.insert(reason.to_string());
+            }
+        }
+        let count = |dialect: &str| counts.get(dialect).copied().unwrap_or(0);
+        out.push_str(&format!(
+            "| `{file}` | {total} | {} | {} | {} | {} |\n",
+            count("any"),
+            count("postgres"),
+            count("sqlite"),
+            reasons.len()
+        ));
+    }
+    Ok(out)
+}
+
+/// A bench's own Markdown report, as it was written, its headings moved two levels down
+/// to sit under the document's.
+pub fn bench_report_block(dir: &Path, file: &str) -> Result<String, EvalError> {
+    let text = read(&dir.join(file))?;
+    let mut out = format!("From `{BENCH_RESULTS_DIR}/{file}`:\n\n");
+    for line in text.lines() {
+        if line.starts_with('#') {
+            out.push_str("##");
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    Ok(out)
 }
 
 /// The summaries published in this repository when the binary was built, so an
@@ -299,28 +871,59 @@ pub const EMBEDDED_SUMMARIES: [(&str, &str); 4] = [
 mod tests {
     use super::*;
 
+    /// Compares a document with its blocks regenerated from the committed files;
+    /// `ASKDB_UPDATE_SNAPSHOTS=1` rewrites it instead (after a bench, a script or a change
+    /// of layout wrote new figures).
+    fn assert_generated(document: &str, blocks: &[(&str, String)], how: &str) {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(document);
+        let text = std::fs::read_to_string(&path).expect("document readable");
+        let expected = replace_blocks(&text, blocks).expect("document has every block's markers");
+        if std::env::var("ASKDB_UPDATE_SNAPSHOTS").is_ok_and(|value| value == "1") {
+            std::fs::write(&path, &expected).expect("document written");
+            return;
+        }
+        assert!(
+            text == expected,
+            "{document} differs from the committed results: {how}"
+        );
+    }
+
     #[test]
     fn the_readme_results_table_is_generated_from_the_published_summaries() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let readme = std::fs::read_to_string(root.join("README.md")).expect("README.md");
-        let summaries =
-            published_summaries(&root.join(RESULTS_DIR)).expect("published summaries parse");
-        let expected = replace_block(
-            &readme,
-            RESULTS_BLOCK_BEGIN,
-            RESULTS_BLOCK_END,
-            &results_block(&summaries),
-        )
-        .expect("README has the results block markers");
-        // `ASKDB_UPDATE_SNAPSHOTS=1` rewrites the table after a change in its layout.
-        if std::env::var("ASKDB_UPDATE_SNAPSHOTS").is_ok_and(|value| value == "1") {
-            std::fs::write(root.join("README.md"), &expected).expect("README written");
-            return;
-        }
-        assert_eq!(
-            readme, expected,
-            "README's results table differs from evals/results/: run `askdb eval publish RUN`"
+        assert_generated(
+            "README.md",
+            &readme_blocks(root).expect("published summaries parse"),
+            "run `askdb eval publish RUN`",
         );
+    }
+
+    #[test]
+    fn the_measured_document_is_generated_from_the_committed_results() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        assert_generated(
+            MEASURED_DOC,
+            &measured_blocks(root).expect("every result file parses"),
+            "run `askdb eval publish RUN` or `askdb eval guard --write`, or after a bench \
+             wrote benches/results/, `ASKDB_UPDATE_SNAPSHOTS=1 cargo test --lib eval::results`",
+        );
+    }
+
+    #[test]
+    fn every_run_figures_file_is_in_the_measured_document() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let table = run_figures_block(&root.join(RESULTS_DIR).join("run-figures"))
+            .expect("run figures parse");
+        for entry in std::fs::read_dir(root.join(RESULTS_DIR).join("run-figures"))
+            .expect("run-figures exists")
+            .filter_map(|entry| entry.ok())
+        {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            assert!(
+                table.contains(&format!("`{name}`")),
+                "{name} is in the table"
+            );
+        }
     }
 
     #[test]
@@ -353,23 +956,10 @@ mod tests {
     }
 
     #[test]
-    fn the_readme_guard_table_is_generated_from_the_committed_results() {
+    fn the_committed_guard_results_have_no_discrepancy() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let text = std::fs::read_to_string(root.join(GUARD_RESULTS))
-            .expect("evals/results/guard_equivalence.json is committed");
-        let results: GuardResults = serde_json::from_str(&text).expect("results parse");
-        let readme = std::fs::read_to_string(root.join("README.md")).expect("README.md");
-        let expected = replace_block(
-            &readme,
-            GUARD_BLOCK_BEGIN,
-            GUARD_BLOCK_END,
-            &guard_block(&results),
-        )
-        .expect("README has the guard block markers");
-        assert_eq!(
-            readme, expected,
-            "README's guard table differs from {GUARD_RESULTS}: run `askdb eval guard --write`"
-        );
+        let results: GuardResults =
+            read_json(&root.join(GUARD_RESULTS)).expect("guard results parse");
         for report in &results.reports {
             assert!(
                 report.discrepancies.is_empty(),
@@ -377,5 +967,18 @@ mod tests {
                 report.set
             );
         }
+    }
+
+    #[test]
+    fn bench_reports_sit_under_the_document_headings() {
+        let dir = std::env::temp_dir().join(format!("askdb-bench-block-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        std::fs::write(dir.join("x.md"), "# Title\n\ntext\n## Part\n").expect("written");
+        let block = bench_report_block(&dir, "x.md").expect("block");
+        assert_eq!(
+            block,
+            "From `benches/results/x.md`:\n\n### Title\n\ntext\n#### Part\n"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
