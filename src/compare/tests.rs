@@ -283,11 +283,9 @@ fn a_gold_column_missing_from_the_prediction_fails_on_its_values() {
         .is_some_and(|reason| reason.contains("total")));
 }
 
-#[test]
-fn the_mapping_search_backtracks() {
-    // Gold column a = [1, 2] has three candidates with the same values; only the last,
-    // p2, agrees with gold column b row for row. The search first tries p0, fails on b,
-    // and comes back.
+/// Gold column a = [1, 2] has three candidates with the same values; only the last, p2,
+/// agrees with gold column b row for row.
+fn backtracking_case() -> (ResultSet, ResultSet) {
     let gold = set(
         &["a", "b"],
         vec![vec![json!(1), json!("x")], vec![json!(2), json!("y")]],
@@ -299,6 +297,13 @@ fn the_mapping_search_backtracks() {
             vec![json!(1), json!(1), json!(2), json!("y")],
         ],
     );
+    (gold, predicted)
+}
+
+#[test]
+fn the_mapping_search_backtracks() {
+    // The search first tries p0, fails on b, and comes back.
+    let (gold, predicted) = backtracking_case();
     assert!(results_match(&gold, &predicted, &unordered()).is_match());
     // Two gold columns with the same values need two distinct predicted columns: each
     // has a candidate, but no injective assignment exists.
@@ -328,17 +333,7 @@ fn the_mapping_search_backtracks() {
 fn the_mapping_search_stops_at_its_cap() {
     // The backtracking case above takes three steps: b to p3, a to p0 (rejected), a to
     // p2 (p1 is p0's twin and is skipped).
-    let gold = set(
-        &["a", "b"],
-        vec![vec![json!(1), json!("x")], vec![json!(2), json!("y")]],
-    );
-    let predicted = set(
-        &["p0", "p1", "p2", "p3"],
-        vec![
-            vec![json!(2), json!(2), json!(1), json!("x")],
-            vec![json!(1), json!(1), json!(2), json!("y")],
-        ],
-    );
+    let (gold, predicted) = backtracking_case();
     assert_eq!(
         compare_with_cap(&gold, &predicted, &unordered(), 2).rule(),
         Some(Rule::SearchCap)
