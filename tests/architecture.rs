@@ -7,9 +7,14 @@
 //! - a module uses only modules of lower layers (and itself);
 //! - a database crate (rusqlite, tokio-postgres, deadpool-postgres) is used only in the
 //!   gate, the administration module, the demo writer and the query log's writer;
-//! - no `unwrap()` or `expect()`;
+//! - no `unwrap()` or `expect()`, and no `panic!`, `unreachable!`, `todo!` or
+//!   `unimplemented!`;
+//! - a model's messages (`Message`, `ModelRequest`) are built only in
+//!   `src/agent/prompts.rs`, and a provider in `src/llm/` sends only the request's own
+//!   text, framed in its API's JSON;
 //! - an executor never commits and never uses PostgreSQL's simple query protocol;
 //! - the two doors below the guard are called only from their one caller each;
+//! - a file is at most 1,000 lines (data tables aside);
 //!
 //! and for every Rust file of src/, tests/ and benches/: it starts with a `//!` line.
 //! Each rule is proved by feeding the checker a small bad example.
@@ -17,6 +22,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use syn::buffer::{Cursor, TokenBuffer};
+use syn::punctuated::Punctuated;
 use syn::visit::Visit;
 
 /// Module -> layer, from ARCHITECTURE.md's layering table.
@@ -35,6 +42,53 @@ const TELEMETRY_CRATES: [&str; 3] = ["opentelemetry", "opentelemetry_sdk", "open
 const GUARDED_DOORS: [(&str, &str); 2] = [
     ("run_benchmark_gold_as_written", "src/eval/guard_check.rs"),
     ("probe_read_only", "src/server/health.rs"),
+];
+
+/// Macros that end the process on a path the code did not expect: input must never
+/// reach one in library code.
+const PANICKING_MACROS: [&str; 4] = ["panic", "unreachable", "todo", "unimplemented"];
+
+/// Known panicking macros in library code, each to be removed by its module's owner:
+/// (folder or file, macro, words of its message). Matched by folder and message, not by
+/// line, so moving the code does not hide a new one.
+const PANICS_ALLOWED: [(&str, &str, &str); 1] = [
+    // The PostgreSQL session's client is an Option only so Drop can take it; the gate's
+    // rework of the executor's session is to make that state unrepresentable.
+    (
+        "src/gate/executor/",
+        "unreachable",
+        "a session's client is taken only when it ends",
+    ),
+];
+
+/// Where the text sent to a model may be assembled: prompts.rs, and src/llm/mod.rs,
+/// whose `Message` and `ModelRequest` constructors name their own types.
+const PROMPT_FILES: [&str; 2] = ["src/agent/prompts.rs", "src/llm/mod.rs"];
+
+/// `Message`'s constructors: each one makes a turn of text the model reads.
+const MESSAGE_CONSTRUCTORS: [&str; 4] = ["system", "stable_system", "user", "assistant"];
+
+/// The fields of a provider's request body that the model reads as text.
+const TEXT_FIELDS: [&str; 2] = ["text", "content"];
+
+/// Text a provider adds to a request that does not come from the request's messages:
+/// (file, the function that makes it, why it is not prompts.rs's). Anthropic's Messages
+/// API has no `response_format`, so its adapter states the request's JSON schema in one
+/// fixed sentence: the provider's stand-in for OpenAI's schema parameter, the same for
+/// every request that carries a schema. `llm` sits below `agent` and cannot take the
+/// sentence from prompts.rs; moving it there means prompts.rs passes it with the schema.
+const PROVIDER_TEXT_ALLOWED: [(&str, &str); 1] = [("src/llm/anthropic.rs", "json_instruction")];
+
+/// The longest a library file may be: past it, a file holds more than one concern.
+const MAX_LINES: usize = 1_000;
+
+/// Library files allowed past [`MAX_LINES`]: data tables, whose length is their content,
+/// and files whose split is under way (each to leave this list when it lands).
+const LONG_FILES_ALLOWED: [&str; 4] = [
+    "src/agent/mod.rs",
+    "src/agent/plausibility.rs",
+    "src/gate/guard.rs",
+    "src/gate/executor/postgres.rs",
 ];
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -162,6 +216,122 @@ impl Scan<'_> {
     fn in_executor(&self) -> bool {
         self.path.starts_with("src/gate/executor/")
     }
+
+    fn builds_prompts(&self) -> bool {
+        PROMPT_FILES.contains(&self.path)
+    }
+
+    fn panicking_macro(&mut self, name: &str, words: &str) {
+        if !PANICKING_MACROS.contains(&name) {
+            return;
+        }
+        let allowed = PANICS_ALLOWED.iter().any(|(place, allowed, message)| {
+            self.path.starts_with(place) && name == *allowed && words.contains(message)
+        });
+        if !allowed {
+            self.flag(
+                "no panic!, unreachable!, todo! or unimplemented! outside tests",
+                format!("{name}! in {}", self.path),
+            );
+        }
+    }
+
+    /// Nested macro calls are only tokens to syn: `name ! (...)` is found by hand.
+    fn nested_macros(&mut self, cursor: Cursor) {
+        let tokens = tokens_of(cursor);
+        for (index, token) in tokens.iter().enumerate() {
+            match (token, tokens.get(index + 1), tokens.get(index + 2)) {
+                (Token::Ident(name), Some(Token::Punct('!')), Some(Token::Group(inner))) => {
+                    self.panicking_macro(name, &words_of(*inner));
+                }
+                (Token::Group(inner), _, _) => self.nested_macros(*inner),
+                _ => {}
+            }
+        }
+    }
+
+    /// In a provider's JSON body, a text field's value must be the request's own text (a
+    /// variable or a field of one, possibly trimmed): a literal, a call or a macro there
+    /// writes words of its own for the model.
+    fn provider_text(&mut self, cursor: Cursor) {
+        let tokens = tokens_of(cursor);
+        for (index, token) in tokens.iter().enumerate() {
+            let key = match token {
+                Token::Group(inner) => {
+                    self.provider_text(*inner);
+                    continue;
+                }
+                Token::Literal(key) => key,
+                _ => continue,
+            };
+            let is_text_field = TEXT_FIELDS
+                .iter()
+                .any(|field| *key == format!("\"{field}\""));
+            if !is_text_field || tokens.get(index + 1) != Some(&Token::Punct(':')) {
+                continue;
+            }
+            let made_here = match (tokens.get(index + 2), tokens.get(index + 3)) {
+                (Some(Token::Literal(literal)), _) => literal.clone(),
+                (Some(Token::Ident(function)), Some(Token::Group(_) | Token::Punct('!'))) => {
+                    function.clone()
+                }
+                _ => continue,
+            };
+            let allowed = PROVIDER_TEXT_ALLOWED
+                .iter()
+                .any(|(file, function)| self.path == *file && made_here == *function);
+            if !allowed {
+                self.flag(
+                    "model messages are built only in src/agent/prompts.rs",
+                    format!(
+                        "a provider writes its own {key} for the model ({made_here}) in {}",
+                        self.path
+                    ),
+                );
+            }
+        }
+    }
+}
+
+/// One token of a macro's input, as far as the rules need it.
+#[derive(PartialEq)]
+enum Token<'a> {
+    Ident(String),
+    Punct(char),
+    Literal(String),
+    Group(Cursor<'a>),
+    Other,
+}
+
+/// The tokens at one level of nesting; a group's contents stay behind its cursor.
+fn tokens_of(mut cursor: Cursor) -> Vec<Token> {
+    let mut tokens = Vec::new();
+    while !cursor.eof() {
+        if let Some((inner, _, _, next)) = cursor.any_group() {
+            tokens.push(Token::Group(inner));
+            cursor = next;
+        } else if let Some((ident, next)) = cursor.ident() {
+            tokens.push(Token::Ident(ident.to_string()));
+            cursor = next;
+        } else if let Some((punct, next)) = cursor.punct() {
+            tokens.push(Token::Punct(punct.as_char()));
+            cursor = next;
+        } else if let Some((literal, next)) = cursor.literal() {
+            tokens.push(Token::Literal(literal.to_string()));
+            cursor = next;
+        } else if let Some((_, next)) = cursor.token_tree() {
+            tokens.push(Token::Other);
+            cursor = next;
+        } else {
+            break;
+        }
+    }
+    tokens
+}
+
+/// The text of the tokens behind a cursor, to match a macro's message.
+fn words_of(cursor: Cursor) -> String {
+    cursor.token_stream().to_string()
 }
 
 fn use_tree_root(tree: &syn::UseTree) -> Vec<(String, Option<String>)> {
@@ -233,6 +403,74 @@ impl<'ast> Visit<'ast> for Scan<'_> {
         syn::visit::visit_path(self, path);
     }
 
+    fn visit_macro(&mut self, mac: &'ast syn::Macro) {
+        if let Some(name) = mac.path.segments.last() {
+            let name = name.ident.to_string();
+            self.panicking_macro(&name, &mac.tokens.to_string());
+            let buffer = TokenBuffer::new2(mac.tokens.clone());
+            if name == "json" && self.path.starts_with("src/llm/") {
+                self.provider_text(buffer.begin());
+            }
+            // Most macros (vec!, format!, assert!) take expressions: those are checked
+            // like any other code. The rest are only tokens, searched for macro calls.
+            match mac.parse_body_with(Punctuated::<syn::Expr, syn::Token![,]>::parse_terminated) {
+                Ok(arguments) => {
+                    for argument in &arguments {
+                        self.visit_expr(argument);
+                    }
+                }
+                Err(_) => self.nested_macros(buffer.begin()),
+            }
+        }
+        syn::visit::visit_macro(self, mac);
+    }
+
+    fn visit_expr_call(&mut self, call: &'ast syn::ExprCall) {
+        if let syn::Expr::Path(function) = call.func.as_ref() {
+            let names: Vec<String> = function
+                .path
+                .segments
+                .iter()
+                .map(|segment| segment.ident.to_string())
+                .collect();
+            let built = match names.as_slice() {
+                [.., ty, constructor]
+                    if ty == "Message" && MESSAGE_CONSTRUCTORS.contains(&constructor.as_str()) =>
+                {
+                    Some(format!("Message::{constructor}"))
+                }
+                [.., ty, constructor] if ty == "ModelRequest" && constructor == "new" => {
+                    Some("ModelRequest::new".to_string())
+                }
+                _ => None,
+            };
+            if let (Some(built), false) = (built, self.builds_prompts()) {
+                self.flag(
+                    "model messages are built only in src/agent/prompts.rs",
+                    format!("{built} in {}", self.path),
+                );
+            }
+        }
+        syn::visit::visit_expr_call(self, call);
+    }
+
+    fn visit_expr_struct(&mut self, literal: &'ast syn::ExprStruct) {
+        let ty = literal
+            .path
+            .segments
+            .last()
+            .map(|segment| segment.ident.to_string());
+        if let (Some(ty), false) = (ty, self.builds_prompts()) {
+            if ty == "Message" || ty == "ModelRequest" {
+                self.flag(
+                    "model messages are built only in src/agent/prompts.rs",
+                    format!("a {ty} literal in {}", self.path),
+                );
+            }
+        }
+        syn::visit::visit_expr_struct(self, literal);
+    }
+
     fn visit_expr_method_call(&mut self, call: &'ast syn::ExprMethodCall) {
         let method = call.method.to_string();
         if method == "unwrap" || method == "expect" {
@@ -295,6 +533,14 @@ fn check_file(path: &str, source: &str, layers: &Layers) -> Vec<Violation> {
     }
     if is_test_file(path) {
         return found;
+    }
+    let lines = source.lines().count();
+    if lines > MAX_LINES && !LONG_FILES_ALLOWED.contains(&path) {
+        found.push(Violation {
+            file: path.to_string(),
+            rule: "a library file is at most 1,000 lines",
+            detail: format!("{lines} lines: split it along its seams"),
+        });
     }
     let Some(module) = module_of(path) else {
         return found;
@@ -463,6 +709,11 @@ fn unwrap_and_expect_outside_tests_are_caught() {
             "no unwrap or expect outside tests"
         ]
     );
+    let in_a_macro = "//! agent\nfn f(x: Option<u8>) -> String { format!(\"{}\", x.unwrap()) }\n";
+    assert_eq!(
+        rules_broken("src/agent/mod.rs", in_a_macro),
+        vec!["no unwrap or expect outside tests"]
+    );
     let fine = "//! agent\nfn f(x: Option<u8>) -> u8 { x.unwrap_or(0) }\n#[cfg(test)]\nmod tests { fn t() { Some(1).unwrap(); } }\n";
     assert!(rules_broken("src/agent/mod.rs", fine).is_empty());
     assert!(rules_broken(
@@ -513,4 +764,103 @@ fn a_file_without_its_module_doc_is_caught() {
         rules_broken("tests/cli.rs", "use std::io;\n"),
         vec!["every file starts with a //! line"]
     );
+}
+
+const PANIC_RULE: &str = "no panic!, unreachable!, todo! or unimplemented! outside tests";
+const PROMPTS_RULE: &str = "model messages are built only in src/agent/prompts.rs";
+
+#[test]
+fn a_panicking_macro_outside_tests_is_caught() {
+    for name in PANICKING_MACROS {
+        let bad = format!("//! agent\nfn f() {{ {name}!(\"no\") }}\n");
+        assert_eq!(
+            rules_broken("src/agent/mod.rs", &bad),
+            vec![PANIC_RULE],
+            "{name}"
+        );
+    }
+    // In a closure, and inside another macro's input.
+    let nested = "//! agent\nfn f(x: Option<u8>) -> u8 { x.unwrap_or_else(|| unreachable!()) }\nfn g() -> String { format!(\"{}\", todo!()) }\n";
+    assert_eq!(
+        rules_broken("src/agent/mod.rs", nested),
+        vec![PANIC_RULE, PANIC_RULE]
+    );
+    let fine = "//! agent\nfn f() -> u8 { 0 }\n#[cfg(test)]\nmod tests { fn t() { panic!(\"a test may\"); } }\n";
+    assert!(rules_broken("src/agent/mod.rs", fine).is_empty());
+    assert!(rules_broken("src/agent/tests.rs", "//! t\nfn t() { todo!() }\n").is_empty());
+    // An allowance covers its own message in its own folder, nothing else.
+    let known =
+        "//! e\nfn f() { unreachable!(\"a session's client is taken only when it ends\") }\n";
+    assert!(rules_broken("src/gate/executor/postgres.rs", known).is_empty());
+    assert_eq!(rules_broken("src/agent/mod.rs", known), vec![PANIC_RULE]);
+    let other = "//! e\nfn f() { unreachable!(\"another\") }\n";
+    assert_eq!(
+        rules_broken("src/gate/executor/postgres.rs", other),
+        vec![PANIC_RULE]
+    );
+}
+
+#[test]
+fn a_model_message_built_outside_prompts_is_caught() {
+    let ping = "//! server\nfn f() -> ModelRequest { ModelRequest::new(Purpose::Check, \"check\", vec![Message::system(\"Reply with ok\"), Message::user(\"ping\")]) }\n";
+    assert_eq!(
+        rules_broken("src/server/health.rs", ping),
+        vec![PROMPTS_RULE, PROMPTS_RULE, PROMPTS_RULE]
+    );
+    let in_a_macro = "//! cli\nfn f() -> Vec<Message> { vec![Message::user(\"ping\")] }\n";
+    assert_eq!(
+        rules_broken("src/cli/mod.rs", in_a_macro),
+        vec![PROMPTS_RULE]
+    );
+    let literal = "//! agent\nfn f(text: String) -> Message { Message { role: Role::User, content: text, stable: false } }\n";
+    assert_eq!(
+        rules_broken("src/agent/mod.rs", literal),
+        vec![PROMPTS_RULE]
+    );
+    assert!(rules_broken("src/agent/prompts.rs", ping).is_empty());
+    assert!(rules_broken("src/agent/prompts.rs", literal).is_empty());
+    // Reading a request's messages is not building them.
+    let reading = "//! agent\nfn f(r: &ModelRequest) -> usize { r.messages.len() }\n";
+    assert!(rules_broken("src/agent/mod.rs", reading).is_empty());
+}
+
+#[test]
+fn a_provider_writing_its_own_words_is_caught() {
+    let call = "//! llm\nfn f(m: &Message) -> Value { json!({\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": words(m)}]}) }\n";
+    assert_eq!(rules_broken("src/llm/openai.rs", call), vec![PROMPTS_RULE]);
+    let literal =
+        "//! llm\nfn f() -> Value { json!({\"role\": \"user\", \"content\": \"ping\"}) }\n";
+    assert_eq!(
+        rules_broken("src/llm/openai.rs", literal),
+        vec![PROMPTS_RULE]
+    );
+    let formatted = "//! llm\nfn f(q: &str) -> Value { json!({\"text\": format!(\"Q: {q}\")}) }\n";
+    assert_eq!(
+        rules_broken("src/llm/anthropic.rs", formatted),
+        vec![PROMPTS_RULE]
+    );
+    // The request's own text, framed in the API's JSON.
+    let framing = "//! llm\nfn f(message: &Message, prefill: &str, block: Value) -> Vec<Value> { vec![json!({\"role\": role, \"content\": message.content}), json!({\"type\": \"text\", \"text\": prefill.trim_end()}), json!({\"role\": \"user\", \"content\": [block]})] }\n";
+    assert!(rules_broken("src/llm/openai.rs", framing).is_empty());
+    // The one allowance holds in its own file only.
+    let schema = "//! llm\nfn f(schema: &Value) -> Value { json!({\"type\": \"text\", \"text\": json_instruction(schema)}) }\n";
+    assert!(rules_broken("src/llm/anthropic.rs", schema).is_empty());
+    assert_eq!(
+        rules_broken("src/llm/openai.rs", schema),
+        vec![PROMPTS_RULE]
+    );
+}
+
+#[test]
+fn a_library_file_over_a_thousand_lines_is_caught() {
+    let long = format!("//! events\n{}", "fn f() {}\n".repeat(MAX_LINES));
+    assert_eq!(
+        rules_broken("src/agent/events.rs", &long),
+        vec!["a library file is at most 1,000 lines"]
+    );
+    let at_the_limit = format!("//! events\n{}", "fn f() {}\n".repeat(MAX_LINES - 1));
+    assert!(rules_broken("src/agent/events.rs", &at_the_limit).is_empty());
+    // Tests may be long, and so may the files named on purpose.
+    assert!(rules_broken("src/agent/tests.rs", &long).is_empty());
+    assert!(rules_broken(LONG_FILES_ALLOWED[0], &long).is_empty());
 }

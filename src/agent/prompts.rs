@@ -551,6 +551,21 @@ pub fn absent_columns_reason(columns: &[String]) -> String {
     format!("no table has {}", columns.join(", "))
 }
 
+/// The model check's one tiny request, shared by `GET /api/health` and `askdb model
+/// check` so both ask the same thing. `label` names the caller in logs and the ledger; it
+/// is not sent.
+pub fn model_check_request(label: &str) -> ModelRequest {
+    ModelRequest::new(
+        Purpose::Check,
+        label,
+        vec![
+            Message::system("Reply with the single word: ok"),
+            Message::user("ping"),
+        ],
+    )
+    .with_max_tokens(8)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,6 +15,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::agent::events::{AgentEvent, Observer};
+use crate::agent::prompts;
 use crate::agent::strategy::Strategy;
 use crate::agent::{Agent, AgentError, AskOptions, Decision, Mode};
 use crate::database::DatabaseError;
@@ -22,7 +23,7 @@ use crate::eval::runner::{self, EvalError};
 use crate::gate::{Gate, GateError};
 use crate::linking::cards::build_cards;
 use crate::linking::SchemaIndex;
-use crate::llm::{CallLog, LlmError, Message, ModelClient, ModelRequest, ProviderConfig, Purpose};
+use crate::llm::{CallLog, LlmError, ModelClient, ProviderConfig};
 use args::{
     Cli, Command, DbCommand, DemoCommand, EvalCommand, LogCommand, ModelCommand, SchemaCommand,
     SqlCommand,
@@ -463,15 +464,7 @@ async fn db_setup(admin_url: String, database: String) -> Result<Output, CliErro
 async fn model_check() -> Result<Output, CliError> {
     let config = ProviderConfig::from_env()?;
     let client = ModelClient::from_config(&config)?;
-    let request = ModelRequest::new(
-        Purpose::Check,
-        "model check",
-        vec![
-            Message::system("Reply with the single word: ok"),
-            Message::user("ping"),
-        ],
-    )
-    .with_max_tokens(8);
+    let request = prompts::model_check_request("model check");
     let outcome = client.call(&request, &CallLog::default()).await;
     let report = ModelCheckReport::of(&config, &client, &outcome);
     let text = report.text();

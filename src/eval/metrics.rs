@@ -65,31 +65,18 @@
 //!
 //! A ratio with a zero denominator is `None` (null in JSON), never NaN.
 //!
-//! **Wilson 95% interval** ([`wilson_interval`]) of k successes in n trials, p = k/n,
-//! z = 1.959964: centre = (p + z²/2n) / (1 + z²/n), half-width =
-//! z·√(p(1−p)/n + z²/4n²) / (1 + z²/n); the interval is centre ± half-width, clamped to
-//! [0, 1], the lower bound being exactly 0 when k = 0 and the upper exactly 1 when k = n.
-//! None when n = 0.
-//!
-//! **Paired difference** ([`paired_difference`]): agent and baseline outcomes are joined on
-//! `id` (the first outcome of an id in each list counts; later duplicates are counted in
-//! `duplicate_ids` and ignored). An id present in only one list counts in `unpaired`; a
-//! pair where either side is an infrastructure failure counts in `excluded_infrastructure`;
-//! every other pair is *paired*. For the n pairs, sorted by id, d = success(agent) −
-//! success(baseline) ∈ {−1, 0, 1}; `mean_difference` = Σd / n = (agent_only_wins −
-//! baseline_only_wins) / n. The bootstrap draws `resamples` samples of n pairs with
-//! replacement, the pair index being ⌊u·n / 2^64⌋ for u the next output of splitmix64
-//! seeded with `seed` (indices drawn sample by sample, pair by pair), and takes each
-//! sample's mean; the 95% interval is the nearest-rank 2.5th and 97.5th percentiles of
-//! those means (1-based ranks ⌈0.025·B⌉ and ⌈0.975·B⌉ of the B sorted means). Same inputs
-//! and seed, same interval, on every machine.
+//! The Wilson 95% interval and the percentiles are defined in [`intervals`], the paired
+//! difference and its bootstrap in [`paired`].
 
-use std::collections::{BTreeMap, BTreeSet};
+mod intervals;
+mod paired;
+
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-/// z for a two-sided 95% interval.
-pub const Z_95: f64 = 1.959964;
+pub use intervals::{percentile_nearest_rank, wilson_interval, Interval, Z_95};
+pub use paired::{paired_difference, PairedDifference};
 
 /// What the question called for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -163,13 +150,6 @@ pub fn is_success(outcome: &QuestionOutcome) -> bool {
         (Expected::RefuseOrClarify, Decision::Decline | Decision::Clarify) => true,
         _ => false,
     }
-}
-
-/// A closed interval.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Interval {
-    pub lower: f64,
-    pub upper: f64,
 }
 
 /// k successes out of n, with the rate and its Wilson 95% interval (None when n = 0).
@@ -380,176 +360,6 @@ fn ratio(numerator: u64, denominator: u64) -> Option<f64> {
     (denominator > 0).then(|| numerator as f64 / denominator as f64)
 }
 
-/// The Wilson score 95% interval of `successes` out of `total` (formula in the module
-/// doc); None when `total` is 0 or `successes` exceeds it.
-pub fn wilson_interval(successes: u64, total: u64) -> Option<Interval> {
-    if total == 0 || successes > total {
-        return None;
-    }
-    let n = total as f64;
-    let p = successes as f64 / n;
-    let z2 = Z_95 * Z_95;
-    let denominator = 1.0 + z2 / n;
-    let centre = (p + z2 / (2.0 * n)) / denominator;
-    let half = Z_95 * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt() / denominator;
-    // At k = 0 and k = n the bounds are exactly 0 and 1 in exact arithmetic; set them so
-    // rounding error cannot report 0.9999999999999999.
-    let lower = if successes == 0 {
-        0.0
-    } else {
-        (centre - half).clamp(0.0, 1.0)
-    };
-    let upper = if successes == total {
-        1.0
-    } else {
-        (centre + half).clamp(0.0, 1.0)
-    };
-    Some(Interval { lower, upper })
-}
-
-/// The 0-based index of the nearest-rank `per_mille`/1000 quantile of n sorted values:
-/// rank ⌈per_mille·n/1000⌉, at least 1 and at most n. Integer arithmetic, so 95% of 20 is
-/// exactly rank 19.
-fn nearest_rank_index(n: usize, per_mille: u64) -> Option<usize> {
-    if n == 0 {
-        return None;
-    }
-    let rank = (per_mille.saturating_mul(n as u64)).div_ceil(1000);
-    Some((rank.clamp(1, n as u64) - 1) as usize)
-}
-
-/// The nearest-rank `percent`-th percentile: the value at 1-based rank ⌈percent·n/100⌉ (at
-/// least 1, at most n) of the values sorted ascending; None for no values.
-pub fn percentile_nearest_rank(values: &[u64], percent: u32) -> Option<u64> {
-    let mut sorted = values.to_vec();
-    sorted.sort_unstable();
-    let index = nearest_rank_index(sorted.len(), u64::from(percent) * 10)?;
-    sorted.get(index).copied()
-}
-
-/// The paired agent-vs-baseline comparison on the same questions (definitions in the
-/// module doc).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PairedDifference {
-    pub paired: u64,
-    /// Ids present in only one of the two lists.
-    pub unpaired: u64,
-    /// Pairs left out because either side failed on infrastructure.
-    pub excluded_infrastructure: u64,
-    /// Outcomes ignored because their id had already appeared in the same list.
-    pub duplicate_ids: u64,
-    pub agent_successes: u64,
-    pub baseline_successes: u64,
-    pub agent_only_wins: u64,
-    pub baseline_only_wins: u64,
-    pub both_succeeded: u64,
-    pub neither_succeeded: u64,
-    pub agent_accuracy: Option<f64>,
-    pub baseline_accuracy: Option<f64>,
-    /// Mean of success(agent) − success(baseline) over the pairs.
-    pub mean_difference: Option<f64>,
-    /// Bootstrap percentile interval of the mean difference; None without pairs or
-    /// resamples.
-    pub bootstrap95: Option<Interval>,
-    pub resamples: u32,
-    pub seed: u64,
-}
-
-fn by_id(outcomes: &[QuestionOutcome]) -> (BTreeMap<&str, &QuestionOutcome>, u64) {
-    let mut map = BTreeMap::new();
-    let mut duplicates = 0u64;
-    for outcome in outcomes {
-        if map.contains_key(outcome.id.as_str()) {
-            duplicates += 1;
-        } else {
-            map.insert(outcome.id.as_str(), outcome);
-        }
-    }
-    (map, duplicates)
-}
-
-/// Joins agent and baseline outcomes by id and compares their successes, with a seeded
-/// bootstrap interval of the mean difference.
-pub fn paired_difference(
-    agent: &[QuestionOutcome],
-    baseline: &[QuestionOutcome],
-    resamples: u32,
-    seed: u64,
-) -> PairedDifference {
-    let (agent_by_id, agent_duplicates) = by_id(agent);
-    let (baseline_by_id, baseline_duplicates) = by_id(baseline);
-    let agent_ids: BTreeSet<&str> = agent_by_id.keys().copied().collect();
-    let baseline_ids: BTreeSet<&str> = baseline_by_id.keys().copied().collect();
-    let unpaired = agent_ids.symmetric_difference(&baseline_ids).count() as u64;
-
-    let mut excluded_infrastructure = 0u64;
-    let mut counts = [[0u64; 2]; 2];
-    // In id order (BTreeMap), so the bootstrap does not depend on the input order.
-    let mut differences: Vec<i64> = Vec::new();
-    for (id, agent_outcome) in &agent_by_id {
-        let Some(baseline_outcome) = baseline_by_id.get(id) else {
-            continue;
-        };
-        if !is_scored(agent_outcome) || !is_scored(baseline_outcome) {
-            excluded_infrastructure += 1;
-            continue;
-        }
-        let agent_success = is_success(agent_outcome);
-        let baseline_success = is_success(baseline_outcome);
-        counts[usize::from(agent_success)][usize::from(baseline_success)] += 1;
-        differences.push(i64::from(agent_success) - i64::from(baseline_success));
-    }
-
-    let paired = differences.len() as u64;
-    let agent_only_wins = counts[1][0];
-    let baseline_only_wins = counts[0][1];
-    let both_succeeded = counts[1][1];
-    let neither_succeeded = counts[0][0];
-    let agent_successes = both_succeeded + agent_only_wins;
-    let baseline_successes = both_succeeded + baseline_only_wins;
-    let mean_difference =
-        (paired > 0).then(|| (agent_only_wins as f64 - baseline_only_wins as f64) / paired as f64);
-
-    PairedDifference {
-        paired,
-        unpaired,
-        excluded_infrastructure,
-        duplicate_ids: agent_duplicates + baseline_duplicates,
-        agent_successes,
-        baseline_successes,
-        agent_only_wins,
-        baseline_only_wins,
-        both_succeeded,
-        neither_succeeded,
-        agent_accuracy: ratio(agent_successes, paired),
-        baseline_accuracy: ratio(baseline_successes, paired),
-        mean_difference,
-        bootstrap95: bootstrap_interval(&differences, resamples, seed),
-        resamples,
-        seed,
-    }
-}
-
-fn bootstrap_interval(differences: &[i64], resamples: u32, seed: u64) -> Option<Interval> {
-    let n = differences.len();
-    if n == 0 || resamples == 0 {
-        return None;
-    }
-    let mut rng = crate::rng::SplitMix64::new(seed);
-    // Sample sums are integers: sorting them is exact, and dividing by n afterwards gives
-    // the sample means.
-    let mut sums: Vec<i64> = (0..resamples)
-        .map(|_| (0..n).map(|_| differences[rng.index(n)]).sum())
-        .collect();
-    sums.sort_unstable();
-    let lower = sums[nearest_rank_index(sums.len(), 25)?];
-    let upper = sums[nearest_rank_index(sums.len(), 975)?];
-    Some(Interval {
-        lower: lower as f64 / n as f64,
-        upper: upper as f64 / n as f64,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -599,54 +409,9 @@ mod tests {
         )
     }
 
-    fn round4(value: f64) -> f64 {
-        (value * 10_000.0).round() / 10_000.0
-    }
-
     fn assert_close(actual: Option<f64>, expected: f64) {
         let actual = actual.expect("a value");
         assert!((actual - expected).abs() < 1e-12, "{actual} != {expected}");
-    }
-
-    #[test]
-    fn wilson_matches_known_values() {
-        let eight = wilson_interval(8, 10).expect("interval");
-        assert_eq!((round4(eight.lower), round4(eight.upper)), (0.4902, 0.9433));
-        let five_of_eleven = wilson_interval(5, 11).expect("interval");
-        assert_eq!(
-            (round4(five_of_eleven.lower), round4(five_of_eleven.upper)),
-            (0.2127, 0.7199)
-        );
-    }
-
-    #[test]
-    fn wilson_edge_cases() {
-        let none = wilson_interval(0, 10).expect("interval");
-        assert_eq!(none.lower, 0.0);
-        assert_eq!(round4(none.upper), 0.2775);
-        let all = wilson_interval(10, 10).expect("interval");
-        assert_eq!(round4(all.lower), 0.7225);
-        assert_eq!(all.upper, 1.0);
-        assert_eq!(wilson_interval(0, 0), None);
-        assert_eq!(wilson_interval(3, 2), None);
-    }
-
-    #[test]
-    fn nearest_rank_percentiles() {
-        // The worked example of the nearest-rank method.
-        let values = [35, 20, 15, 50, 40];
-        assert_eq!(percentile_nearest_rank(&values, 5), Some(15));
-        assert_eq!(percentile_nearest_rank(&values, 30), Some(20));
-        assert_eq!(percentile_nearest_rank(&values, 40), Some(20));
-        assert_eq!(percentile_nearest_rank(&values, 50), Some(35));
-        assert_eq!(percentile_nearest_rank(&values, 100), Some(50));
-        assert_eq!(percentile_nearest_rank(&values, 0), Some(15));
-        assert_eq!(percentile_nearest_rank(&values, 250), Some(50));
-        assert_eq!(percentile_nearest_rank(&[], 50), None);
-        // 95% of 20 values is rank 19 exactly, no floating-point drift to 20.
-        let twenty: Vec<u64> = (1..=20).collect();
-        assert_eq!(percentile_nearest_rank(&twenty, 95), Some(19));
-        assert_eq!(percentile_nearest_rank(&twenty, 50), Some(10));
     }
 
     /// Twelve outcomes; the comment on each says what it counts for.

@@ -111,19 +111,7 @@ mod tests {
     }
 
     fn completion() -> Completion {
-        Completion {
-            text: "{\"sql\": \"SELECT 1\"}".into(),
-            input_tokens: 12,
-            output_tokens: 7,
-            cache_read_tokens: 0,
-            cache_write_tokens: 0,
-            tokens_estimated: false,
-            truncated: false,
-            model: "m".into(),
-            attempts: 1,
-            alternatives: Vec::new(),
-            confidence: None,
-        }
+        crate::llm::tests::completion("{\"sql\": \"SELECT 1\"}", "m", (12, 7))
     }
 
     #[test]

@@ -343,19 +343,7 @@ mod tests {
     use super::*;
 
     fn completion() -> Completion {
-        Completion {
-            text: "ok".into(),
-            input_tokens: 10,
-            output_tokens: 2,
-            cache_read_tokens: 0,
-            cache_write_tokens: 0,
-            tokens_estimated: false,
-            truncated: false,
-            model: "m".into(),
-            attempts: 1,
-            alternatives: Vec::new(),
-            confidence: None,
-        }
+        crate::llm::tests::completion("ok", "m", (10, 2))
     }
 
     #[test]

@@ -50,20 +50,29 @@ impl Provider for FixedProvider {
                     timed_out: false,
                 });
             }
-            Ok(Completion {
-                text: "```json\n{\"sql\": \"SELECT 1\"}\n```".into(),
-                input_tokens: 1_000,
-                output_tokens: 100,
-                cache_read_tokens: 0,
-                cache_write_tokens: 0,
-                tokens_estimated: false,
-                truncated: false,
-                model: "claude-sonnet-4-5-20250929".into(),
-                attempts: 1,
-                alternatives: Vec::new(),
-                confidence: None,
-            })
+            Ok(completion(
+                "```json\n{\"sql\": \"SELECT 1\"}\n```",
+                "claude-sonnet-4-5-20250929",
+                (1_000, 100),
+            ))
         })
+    }
+}
+
+/// A completion of one attempt, nothing cached, for the tests of the llm module.
+pub(super) fn completion(text: &str, model: &str, (input, output): (u64, u64)) -> Completion {
+    Completion {
+        text: text.into(),
+        input_tokens: input,
+        output_tokens: output,
+        cache_read_tokens: 0,
+        cache_write_tokens: 0,
+        tokens_estimated: false,
+        truncated: false,
+        model: model.into(),
+        attempts: 1,
+        alternatives: Vec::new(),
+        confidence: None,
     }
 }
 

@@ -9,8 +9,9 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use crate::agent::prompts;
 use crate::gate::{Gate, QueryOutcome};
-use crate::llm::{CallLog, Message, ModelClient, ModelRequest, Purpose};
+use crate::llm::{CallLog, ModelClient};
 use crate::querylog::QueryLog;
 
 /// The query log's part of health.
@@ -133,15 +134,7 @@ pub struct ModelCheck {
 
 /// The model check: one tiny call through the recording client.
 pub async fn check_model(client: &ModelClient) -> ModelCheck {
-    let request = ModelRequest::new(
-        Purpose::Check,
-        "health check",
-        vec![
-            Message::system("Reply with the single word: ok"),
-            Message::user("ping"),
-        ],
-    )
-    .with_max_tokens(8);
+    let request = prompts::model_check_request("health check");
     let started = Instant::now();
     let outcome = tokio::time::timeout(
         MODEL_CHECK_TIMEOUT,
