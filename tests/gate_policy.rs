@@ -2,7 +2,7 @@
 //! checked under another gate's policy and never runs it, even when both gates read the
 //! very same file (ARCHITECTURE.md, "what runs is what the guard checked").
 
-use askdb::gate::{Database, ErrorType, Gate, GateOptions, QueryOutcome};
+use askdb::gate::{Database, ErrorType, Gate, GateOptions, QueryOutcome, RefusalReason};
 
 #[tokio::test]
 async fn a_query_checked_by_another_gate_is_refused_and_never_run() {
@@ -28,7 +28,11 @@ async fn a_query_checked_by_another_gate_is_refused_and_never_run() {
         QueryOutcome::Rows(rows) => panic!("ran under a policy that never checked it: {rows:?}"),
         QueryOutcome::Failed(error) => {
             assert_eq!(error.error_type, ErrorType::Rejected, "{error:?}");
-            assert!(error.reason.is_some(), "{error:?}");
+            assert_eq!(
+                error.reason,
+                Some(RefusalReason::ForeignPolicy),
+                "{error:?}"
+            );
             // A model cannot fix a query presented to the wrong database.
             assert!(!error.repairable, "{error:?}");
             assert!(

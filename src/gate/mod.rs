@@ -603,8 +603,11 @@ impl Gate {
         }
         let started = Instant::now();
         let policy = &self.inner.policy;
-        let verify = (!self.inner.verdicts.accepted_before(policy.id(), checked.sql()))
-            .then(|| Arc::clone(policy));
+        let verify = (!self
+            .inner
+            .verdicts
+            .accepted_before(policy.id(), checked.sql()))
+        .then(|| Arc::clone(policy));
         let verified = verify.is_some();
         match self.execute_with(checked.sql(), verify).await {
             Ok(raw) => {
@@ -614,15 +617,15 @@ impl Gate {
                         .remember_accepted(policy.id(), checked.sql());
                 }
                 QueryOutcome::Rows(QueryResult {
-                ok: true,
-                row_count: raw.rows.len(),
-                truncated: raw.truncated || reached_forced_cap(checked.limit(), raw.rows.len()),
-                columns: raw.columns,
-                rows: raw.rows,
-                limit: checked.limit(),
-                tables: checked.tables().to_vec(),
-                elapsed_ms: started.elapsed().as_millis() as u64,
-                sql: checked.sql().to_string(),
+                    ok: true,
+                    row_count: raw.rows.len(),
+                    truncated: raw.truncated || reached_forced_cap(checked.limit(), raw.rows.len()),
+                    columns: raw.columns,
+                    rows: raw.rows,
+                    limit: checked.limit(),
+                    tables: checked.tables().to_vec(),
+                    elapsed_ms: started.elapsed().as_millis() as u64,
+                    sql: checked.sql().to_string(),
                 })
             }
             Err(ExecFailure {
@@ -667,13 +670,13 @@ impl Gate {
                     }
                     executor.execute(&sql, limits)
                 })
-                    .await
-                    .unwrap_or_else(|error| {
-                        Err(ExecFailure::new(
-                            ErrorType::Unknown,
-                            format!("the query task failed: {error}"),
-                        ))
-                    })
+                .await
+                .unwrap_or_else(|error| {
+                    Err(ExecFailure::new(
+                        ErrorType::Unknown,
+                        format!("the query task failed: {error}"),
+                    ))
+                })
             }
             Backend::Postgres(executor) => executor.execute(sql, limits, verify.as_deref()).await,
         }

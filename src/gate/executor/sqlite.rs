@@ -340,7 +340,10 @@ impl SqliteExecutor {
         let mut slot = self.resolver.lock().map_err(|_| {
             ExecFailure::new(ErrorType::Unknown, "the statement resolver is unavailable")
         })?;
-        if slot.as_ref().is_none_or(|resolver| resolver.file != current) {
+        if slot
+            .as_ref()
+            .is_none_or(|resolver| resolver.file != current)
+        {
             *slot = Some(self.open_resolver(current)?);
         }
         let Some(resolver) = slot.as_ref() else {

@@ -77,7 +77,10 @@ enum AliasTarget {
 
 /// Reads one `EXPLAIN (VERBOSE, FORMAT JSON)` result. Tables of `data_schema` are named
 /// bare, tables of any other schema `schema.table`, as the gate's policy names them.
-pub(crate) fn resolve(explain: &JsonValue, data_schema: &str) -> Result<Resolution, UnreadablePlan> {
+pub(crate) fn resolve(
+    explain: &JsonValue,
+    data_schema: &str,
+) -> Result<Resolution, UnreadablePlan> {
     let root = explain
         .as_array()
         .and_then(|items| items.first())
@@ -146,7 +149,9 @@ pub(crate) fn resolve(explain: &JsonValue, data_schema: &str) -> Result<Resoluti
                 read_expression(expression, &context, &mut calls_only)?;
                 resolution.functions.extend(calls_only.functions);
                 resolution.session_facts.extend(calls_only.session_facts);
-                resolution.foreign_objects.extend(calls_only.foreign_objects);
+                resolution
+                    .foreign_objects
+                    .extend(calls_only.foreign_objects);
             }
         }
         for key in CONDITION_KEYS {
@@ -372,9 +377,7 @@ fn read_expression(
                     _ => {}
                 }
                 if tokens.get(at + 1) == Some(&Token::Open) {
-                    resolution
-                        .functions
-                        .insert((String::new(), first.clone()));
+                    resolution.functions.insert((String::new(), first.clone()));
                 } else if let Some(relation) = context.only_relation {
                     // Where several relations are in play VERBOSE qualifies every
                     // column, so a bare name there is no column of a table.
@@ -522,7 +525,9 @@ mod tests {
         }));
         let resolution = resolve(&explained, "public").expect("readable");
         assert!(resolution.columns.is_empty(), "{resolution:?}");
-        assert!(resolution.functions.contains(&(String::new(), "count".into())));
+        assert!(resolution
+            .functions
+            .contains(&(String::new(), "count".into())));
     }
 
     #[test]
@@ -548,7 +553,10 @@ mod tests {
             column("bills", "customer_id"),
             column("customers", "id"),
         ] {
-            assert!(resolution.columns.contains(&read), "{read:?} in {resolution:?}");
+            assert!(
+                resolution.columns.contains(&read),
+                "{read:?} in {resolution:?}"
+            );
         }
     }
 
@@ -559,7 +567,9 @@ mod tests {
             "Alias": "m", "Output": ["m.name"]
         }));
         let resolution = resolve(&explained, "public").expect("readable");
-        assert!(resolution.columns.contains(&column("consumer_div.merchants", "name")));
+        assert!(resolution
+            .columns
+            .contains(&column("consumer_div.merchants", "name")));
     }
 
     #[test]
@@ -580,11 +590,18 @@ mod tests {
             table: "customers".into()
         }));
         assert!(resolution.columns.contains(&column("customers", "created")));
-        assert!(resolution.functions.contains(&(String::new(), "left".into())));
-        assert!(resolution.functions.contains(&("public".into(), "lower".into())));
+        assert!(resolution
+            .functions
+            .contains(&(String::new(), "left".into())));
+        assert!(resolution
+            .functions
+            .contains(&("public".into(), "lower".into())));
         assert!(resolution.session_facts.contains("CURRENT_ROLE"));
         assert!(resolution.session_facts.contains("system column xmin"));
-        assert!(!resolution.functions.iter().any(|(_, name)| name == "timestamp"));
+        assert!(!resolution
+            .functions
+            .iter()
+            .any(|(_, name)| name == "timestamp"));
         assert_eq!(resolution.foreign_objects.len(), 2, "{resolution:?}");
     }
 

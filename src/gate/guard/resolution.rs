@@ -11,9 +11,7 @@
 
 use std::collections::BTreeSet;
 
-use super::{
-    restricted_refusal, unlisted_function_refusal, GuardPolicy, Refusal, RefusalReason,
-};
+use super::{restricted_refusal, unlisted_function_refusal, GuardPolicy, Refusal, RefusalReason};
 
 /// One column the statement reads, as the database resolved it.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -70,7 +68,9 @@ pub(crate) enum SqliteAccess {
     Pragma(String),
     /// A SELECT or a recursive CTE starting: no read in itself. SQLite names the CTE
     /// it belongs to as its accessor.
-    Query { cte: Option<String> },
+    Query {
+        cte: Option<String>,
+    },
     /// Anything else, by the authorizer's name for it.
     Other(String),
 }
@@ -253,9 +253,7 @@ mod tests {
 
     fn reading(table: &str, column: &str) -> Resolution {
         let mut resolution = Resolution::default();
-        resolution
-            .relations
-            .insert(("public".into(), table.into()));
+        resolution.relations.insert(("public".into(), table.into()));
         resolution.columns.insert(ColumnRead::Column {
             table: table.into(),
             column: column.into(),
@@ -266,10 +264,19 @@ mod tests {
     #[test]
     fn a_visible_column_passes_and_each_violation_is_refused_with_its_reason() {
         let policy = policy();
-        assert_eq!(verdict(&reading("bills", "total"), &policy, "public"), Ok(()));
+        assert_eq!(
+            verdict(&reading("bills", "total"), &policy, "public"),
+            Ok(())
+        );
         let cases = [
-            (reading("customers", "phone"), RefusalReason::RestrictedColumn),
-            (reading("askdb_query_log", "id"), RefusalReason::UnknownTable),
+            (
+                reading("customers", "phone"),
+                RefusalReason::RestrictedColumn,
+            ),
+            (
+                reading("askdb_query_log", "id"),
+                RefusalReason::UnknownTable,
+            ),
             (reading("customers", "xmin"), RefusalReason::SystemCatalog),
         ];
         for (resolution, reason) in cases {
@@ -370,7 +377,9 @@ mod tests {
         call.functions.insert(("pg_catalog".into(), "sum".into()));
         assert_eq!(verdict(&call, &policy, "public"), Ok(()));
         let mut shadowing = call.clone();
-        shadowing.functions.insert(("public".into(), "lower".into()));
+        shadowing
+            .functions
+            .insert(("public".into(), "lower".into()));
         assert_eq!(
             verdict(&shadowing, &policy, "public").map_err(|r| r.reason),
             Err(RefusalReason::DeniedFunction)
