@@ -665,7 +665,12 @@ impl Gate {
                         guard::resolution::verdict(&resolution, &policy, "")
                             .map_err(ExecFailure::refused)?;
                         if let Some(failure) = not_compiled {
-                            return Err(failure);
+                            return Err(match sqlite_missing_table(&failure) {
+                                Some(name) => {
+                                    ExecFailure::refused(Refusal::missing_table(name, &policy))
+                                }
+                                None => failure,
+                            });
                         }
                     }
                     executor.execute(&sql, limits)
@@ -729,6 +734,15 @@ impl Gate {
             },
         }
     }
+}
+
+/// The table SQLite's "no such table: main.x" names, without its database.
+fn sqlite_missing_table(failure: &ExecFailure) -> Option<&str> {
+    if failure.error_type != ErrorType::UnknownTable {
+        return None;
+    }
+    let name = failure.message.strip_prefix("no such table: ")?;
+    Some(name.strip_prefix("main.").unwrap_or(name))
 }
 
 /// Whether a result stopped at a LIMIT the guard imposed, so more rows may exist.

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value as JsonValue};
 
-use super::tests::load_corpus;
+use super::tests::{load_corpus, CheckStage};
 use super::*;
 use crate::admin::{self, Password, RoleSpec, SetupError, SetupOptions, SetupReport};
 
@@ -348,6 +348,68 @@ const ROLE_REFUSES: &[&str] = &[
     "SELECT count(*) FROM askdb_query_log",
     "INSERT INTO askdb_query_log (question) VALUES ('planted')",
 ];
+
+/// The guard alone: a superuser connection with the READ ONLY transaction switched off,
+/// so neither the role nor the transaction stands behind it. Every line written for the
+/// database check is refused with its reason; those the parser check accepts are refused
+/// by the database check (its disagreements counted), and the benign rows still come.
+#[tokio::test]
+async fn pg_layer1_guard_alone_refuses_every_database_checked_line_as_superuser() {
+    let Some((scratch, _report)) = Scratch::with_demo(
+        "pg_layer1_guard_alone_refuses_every_database_checked_line_as_superuser",
+    )
+    .await
+    else {
+        return;
+    };
+    let gate = open_gate(&scratch.superuser_url(), GateOptions::default()).await;
+    postgres_executor(&gate).set_read_only_for_tests(false);
+    let lines: Vec<_> = load_corpus("hostile_sql.jsonl")
+        .into_iter()
+        .filter(|entry| entry.checked_by.is_some() && entry.applies_to(SqlDialect::Postgres))
+        .collect();
+    assert!(lines.len() >= 10, "{} lines", lines.len());
+    let mut wrong = Vec::new();
+    let before = database_check_counts().disagreements;
+    let mut database_only = 0;
+    for entry in &lines {
+        if entry.checked_by == Some(CheckStage::Database) {
+            database_only += 1;
+            assert!(
+                gate.check(&entry.sql).is_ok(),
+                "{}: the parser check now refuses it; mark it parser",
+                entry.id
+            );
+        }
+        match gate.run_query(&entry.sql).await {
+            QueryOutcome::Rows(rows) => wrong.push(format!("{} ran: {:?}", entry.id, rows.rows)),
+            QueryOutcome::Failed(error) if error.reason != entry.reason => wrong.push(format!(
+                "{} refused as {:?}, expected {:?}: {}",
+                entry.id, error.reason, entry.reason, error.message
+            )),
+            QueryOutcome::Failed(_) => {}
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    let disagreements = database_check_counts().disagreements - before;
+    assert!(
+        disagreements >= database_only,
+        "{disagreements} of {database_only}"
+    );
+    // What the plan shows of an ordinary question passes: a join, a grouping, a
+    // subquery, a CTE and a window, each reading no restricted column.
+    for sql in [
+        "SELECT c.cust_name, count(*) FROM customers c JOIN bills b ON b.cust_id = c.cust_id GROUP BY c.cust_name",
+        "SELECT count(*) FROM customers",
+        "WITH t AS (SELECT cust_id, total_amt FROM bills) SELECT cust_id, sum(total_amt) FROM t GROUP BY cust_id",
+        "SELECT cust_name, (SELECT max(total_amt) FROM bills b WHERE b.cust_id = c.cust_id) FROM customers c",
+        "SELECT cust_name, rank() OVER (ORDER BY credit_limit DESC) FROM customers",
+        "SELECT status FROM bills UNION SELECT cust_name FROM customers",
+    ] {
+        let outcome = gate.run_query(sql).await;
+        assert!(outcome.is_ok(), "{sql}: {outcome:?}");
+    }
+}
 
 #[tokio::test]
 async fn pg_layer3_role_alone_refuses_writes_with_42501() {

@@ -19,6 +19,17 @@ pub(crate) struct CorpusEntry {
     pub reason: Option<RefusalReason>,
     #[serde(default)]
     pub writes: bool,
+    /// Which of the guard's two checks refuses it, for the lines written for the
+    /// database check: the parser check alone, or only the database's own resolution.
+    #[serde(default)]
+    pub checked_by: Option<CheckStage>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum CheckStage {
+    Parser,
+    Database,
 }
 
 impl CorpusEntry {
@@ -88,7 +99,10 @@ async fn hostile_corpus_is_refused_with_its_reason_in_both_dialects() {
     let mut wrong = Vec::new();
     for dialect in [SqlDialect::Postgres, SqlDialect::Sqlite] {
         let policy = policy_for(&gate, dialect);
-        for entry in corpus.iter().filter(|entry| entry.applies_to(dialect)) {
+        let parser_checked = corpus.iter().filter(|entry| {
+            entry.applies_to(dialect) && entry.checked_by != Some(CheckStage::Database)
+        });
+        for entry in parser_checked {
             checked += 1;
             let expected = entry.reason.expect("hostile entries name their reason");
             match guard::check(&entry.sql, &policy) {
@@ -438,6 +452,62 @@ async fn hidden_tables_are_never_listed_described_or_read() {
     };
     assert_eq!(error.reason, Some(RefusalReason::UnknownTable));
     assert!(!error.repairable);
+}
+
+/// The lines written for the database check, through the whole guard on a copy whose
+/// hidden log table exists and holds a row: each is refused with its reason, and by the
+/// guard (a refusal reason), never left to the read-only connection's authorizer.
+#[tokio::test]
+async fn the_guard_refuses_every_database_checked_line_on_sqlite() {
+    let demo = demo_copy();
+    {
+        let connection = rusqlite::Connection::open(&demo.path).expect("writable copy");
+        connection
+            .execute_batch(
+                "CREATE TABLE askdb_query_log (id INTEGER PRIMARY KEY, question TEXT);
+                 INSERT INTO askdb_query_log (question) VALUES ('x');",
+            )
+            .expect("log table created");
+    }
+    let gate = open(&demo.path, GateOptions::default()).await;
+    let lines: Vec<CorpusEntry> = load_corpus("hostile_sql.jsonl")
+        .into_iter()
+        .filter(|entry| entry.checked_by.is_some() && entry.applies_to(SqlDialect::Sqlite))
+        .collect();
+    assert!(lines.len() >= 5, "{} lines", lines.len());
+    let mut wrong = Vec::new();
+    for entry in &lines {
+        match gate.run_query(&entry.sql).await {
+            QueryOutcome::Rows(rows) => {
+                wrong.push(format!("{} ran: {:?}", entry.id, rows.rows));
+            }
+            QueryOutcome::Failed(error) if error.reason != entry.reason => wrong.push(format!(
+                "{} refused as {:?}, expected {:?}: {}",
+                entry.id, error.reason, entry.reason, error.message
+            )),
+            QueryOutcome::Failed(_) => {}
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    let counts = database_check_counts();
+    assert!(counts.disagreements >= 1, "{counts:?}");
+}
+
+/// A table SQLite does not know, named where the parser check does not look
+/// (`x IN table`), is refused in the words of any unknown table, not with SQLite's own
+/// error, so a hidden table and a missing one read the same.
+#[tokio::test]
+async fn an_unknown_table_after_in_is_refused_like_any_unknown_table() {
+    let demo = demo_copy();
+    let gate = open(&demo.path, GateOptions::default()).await;
+    let QueryOutcome::Failed(error) = gate.run_query("SELECT 1 IN no_such_table").await else {
+        panic!("ran");
+    };
+    assert_eq!(error.reason, Some(RefusalReason::UnknownTable), "{error:?}");
+    assert!(
+        error.message.contains("\"no_such_table\" does not exist"),
+        "{error:?}"
+    );
 }
 
 #[tokio::test]

@@ -107,6 +107,12 @@ impl TreeChecker<'_> {
     fn check_function_name(&self, name: &ObjectName) -> ControlFlow<Refusal> {
         let parts = object_name_parts(name);
         if let Some(last) = parts.last() {
+            if self.policy.dialect == SqlDialect::Postgres
+                && POSTGRES_SESSION_WORDS.contains(&last.as_str())
+            {
+                // `SELECT session_user` parses as a call without arguments.
+                return ControlFlow::Break(session_fact_refusal(last));
+            }
             if is_denied_function(last) {
                 return ControlFlow::Break(denied_function_refusal(last));
             }

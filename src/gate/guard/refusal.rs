@@ -108,6 +108,18 @@ impl Refusal {
         )
     }
 
+    /// A table the database does not know, named where the parser check does not look:
+    /// the words of any unknown table; never repaired when the policy hides it.
+    pub(crate) fn missing_table(name: &str, policy: &GuardPolicy) -> Self {
+        if policy.is_hidden(name) {
+            return Refusal::hidden_table(name);
+        }
+        Refusal::new(
+            RefusalReason::UnknownTable,
+            format!("table \"{name}\" does not exist; use only the tables in the schema"),
+        )
+    }
+
     pub(super) fn hidden_table(name: &str) -> Self {
         // Same words as any unknown table, so the refusal does not reveal that the
         // table exists; only the repair decision differs.

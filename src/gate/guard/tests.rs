@@ -445,11 +445,18 @@ fn functions_are_allowed_by_list() {
         "SELECT pg_advisory_lock(1)",
         "SELECT pg_terminate_backend(1)",
         "SELECT json_populate_record(NULL::bills, '{}')",
-        "SELECT current_user",
         "SELECT my_udf(1)",
         "SELECT public.lower('A')",
     ] {
         refused(PG, sql, RefusalReason::DeniedFunction);
+    }
+    // Facts about the session, whether they parse as a name or a call.
+    for sql in [
+        "SELECT current_user",
+        "SELECT session_user",
+        "SELECT t.xmin FROM bills t",
+    ] {
+        refused(PG, sql, RefusalReason::SystemCatalog);
     }
     for sql in [
         "SELECT sqlite_version()",
