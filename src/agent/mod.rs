@@ -50,10 +50,12 @@ use crate::gate::{
 };
 use crate::linking::cards::{schema_block, TableCard};
 use crate::linking::{SchemaIndex, SelectOptions, Selection};
-use crate::llm::{CallLog, Confidence, LlmError, ModelClient, ModelReply, ModelRequest, Warmed};
+use crate::llm::{
+    CallLog, Confidence, LlmError, ModelClient, ModelReply, ModelRequest, Purpose, Warmed,
+};
 use answer::ChartSpec;
-use events::{AgentEvent, ChosenTable, NoObserver, Observer};
-use failure::{Failure, FailureKind, NextStep, Progress};
+use events::{AgentEvent, ChosenTable, NoObserver, Observer, RulesOutcome, SchemaMode};
+use failure::{Failure, FailureKind, NextKind, NextStep, Outcome, Progress, Spent};
 use prompts::RepairTurn;
 use reply::{normalise_sql, Reply};
 use strategy::{CardFormat, SampleWhen, SchemaScope, Strategy};
@@ -86,6 +88,8 @@ pub enum Mode {
 }
 
 impl Mode {
+    pub const ALL: [Mode; 3] = [Mode::Agent, Mode::Baseline, Mode::Plain];
+
     /// Modes that make exactly one attempt.
     pub fn is_single_attempt(self) -> bool {
         matches!(self, Mode::Baseline | Mode::Plain)
@@ -140,6 +144,43 @@ pub enum Decision {
     GiveUp,
 }
 
+impl Decision {
+    pub const ALL: [Decision; 4] = [
+        Decision::Answer,
+        Decision::Clarify,
+        Decision::Decline,
+        Decision::GiveUp,
+    ];
+
+    /// The decision's name, as results, the query log and traces carry it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Answer => "answer",
+            Decision::Clarify => "clarify",
+            Decision::Decline => "decline",
+            Decision::GiveUp => "give_up",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Decision> {
+        Decision::ALL
+            .into_iter()
+            .find(|decision| decision.as_str() == text)
+    }
+}
+
+impl std::fmt::Display for Decision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// One failed attempt, as the history shows it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FailedAttempt {
@@ -177,7 +218,7 @@ pub struct TraceStep {
 /// Tokens, cost and latency of one model call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModelStep {
-    pub purpose: String,
+    pub purpose: Purpose,
     pub input_tokens: u64,
     pub output_tokens: u64,
     pub cost_usd: f64,
@@ -223,8 +264,9 @@ pub struct AgentResult {
     pub clarify: Option<ClarifyRequest>,
     /// Why the question was declined or given up.
     pub reason: Option<String>,
-    /// Whether the schema went whole or linked, and which tables.
-    pub schema_mode: String,
+    /// Whether the schema went whole or linked (or plain, or none when the rules ended
+    /// the question first), and which tables.
+    pub schema_mode: SchemaMode,
     pub schema_tables: Vec<String>,
     /// The strategy the question was asked with (`reply=sql,...`).
     #[serde(default)]
@@ -326,21 +368,12 @@ struct State<'o> {
     /// The conversation of failed attempts the next round continues.
     repairs: Vec<RepairTurn>,
     failed_sql: Vec<String>,
-    repeated: bool,
-    cut_off: bool,
     absent_columns: Vec<String>,
-    diagnostic_used: bool,
-    /// The one suspect repair has been asked for.
-    suspect_used: bool,
+    /// What the question has spent of the things it gets once.
+    spent: Spent,
     /// The latest answer the rule checks found suspect, with what they found: answered
     /// with warnings when its repair is spent or cannot finish.
     suspect: Option<(QueryResult, Vec<plausibility::Finding>)>,
-    /// The rules' own fix of the latest failure, when they wrote one: of a suspect
-    /// answer (the rule checks), or of a join on a column its table lacks.
-    rewrite: Option<plausibility::RuleFix>,
-    /// A join has been rewritten on its foreign key once: a second unknown column is
-    /// the model's to repair.
-    rejoined: bool,
     /// The warnings the answer is shown with.
     warnings: Vec<plausibility::Finding>,
     /// An answer the round kept while it sampled a second opinion (an empty result or a
@@ -348,8 +381,6 @@ struct State<'o> {
     kept: Option<QueryResult>,
     /// The confidence of the question's first greedy reply, when it was asked for.
     first_confidence: Option<Confidence>,
-    /// The first reply's confidence has been judged (it is judged once).
-    confidence_judged: bool,
     first_attempt_ok: Option<bool>,
     first_sql: Option<String>,
     trace: Vec<TraceStep>,
@@ -378,12 +409,17 @@ impl State<'_> {
         Progress {
             attempts: self.attempts,
             max_attempts: MAX_ATTEMPTS,
-            repeated_before: self.repeated,
-            cut_off_before: self.cut_off,
+            spent: self.spent,
             absent_columns: self.absent_columns.len(),
+            last_absent_column: self.absent_columns.last().cloned(),
             single_attempt: self.mode.is_single_attempt(),
-            suspect_before: self.suspect_used,
-            rewrite_ready: self.rewrite.is_some(),
+            suspect_held: self.suspect.is_some(),
+            linked_schema: self
+                .selection
+                .as_ref()
+                .is_some_and(|selection| selection.mode != crate::linking::SelectionMode::Whole),
+            samples_on_doubt: self.strategy.samples()
+                && self.strategy.sample_when == SampleWhen::Doubt,
             out_of_time: self.out_of_time(),
         }
     }
@@ -397,12 +433,6 @@ impl State<'_> {
         let now = self.ms();
         let last_round = now.saturating_sub(self.round_started_ms);
         now.saturating_add(last_round) > u64::from(budget_s) * 1000
-    }
-
-    /// Whether a further model round may start: an attempt is left and it would end
-    /// within the time budget.
-    fn may_start_round(&self) -> bool {
-        self.attempts < MAX_ATTEMPTS && !self.out_of_time()
     }
 
     fn first_round(&mut self, ok: bool, sql: &str) {
@@ -494,18 +524,12 @@ impl Agent {
             history: Vec::new(),
             repairs: Vec::new(),
             failed_sql: Vec::new(),
-            repeated: false,
-            cut_off: false,
             absent_columns: Vec::new(),
-            diagnostic_used: false,
-            suspect_used: false,
-            rejoined: false,
+            spent: Spent::default(),
             suspect: None,
-            rewrite: None,
             warnings: Vec::new(),
             kept: None,
             first_confidence: None,
-            confidence_judged: false,
             first_attempt_ok: None,
             first_sql: None,
             trace: Vec::new(),
@@ -649,7 +673,7 @@ impl Agent {
             .records()
             .iter()
             .map(|record| ModelStep {
-                purpose: record.purpose.as_str().to_string(),
+                purpose: record.purpose,
                 input_tokens: record.input_tokens,
                 output_tokens: record.output_tokens,
                 cost_usd: record.cost_usd,
@@ -685,16 +709,16 @@ impl Agent {
             .assumptions
             .extend(decision.assumptions.iter().cloned());
         let outcome = if decision.restricted_column.is_some() || decision.write_request.is_some() {
-            "decline"
+            RulesOutcome::Decline
         } else if decision.clarify.is_some() {
-            "clarify"
+            RulesOutcome::Clarify
         } else {
-            "continue"
+            RulesOutcome::Continue
         };
         state.emit(AgentEvent::Rules {
             started_ms,
             elapsed_ms: state.ms() - started_ms,
-            outcome: outcome.to_string(),
+            outcome,
             assumptions: state.assumptions.clone(),
         });
         if let Some(column) = decision.restricted_column {
@@ -734,7 +758,7 @@ impl Agent {
             state.emit(AgentEvent::SchemaSelected {
                 started_ms,
                 elapsed_ms: 0,
-                mode: "plain".to_string(),
+                mode: SchemaMode::Plain,
                 tables: self
                     .cards
                     .iter()
@@ -773,7 +797,7 @@ impl Agent {
         state.emit(AgentEvent::SchemaSelected {
             started_ms,
             elapsed_ms: state.ms() - started_ms,
-            mode: selection.mode.as_str().to_string(),
+            mode: selection.mode.into(),
             tables: selection
                 .tables
                 .iter()
@@ -863,7 +887,7 @@ impl Agent {
         state.emit(AgentEvent::ModelCall {
             started_ms,
             elapsed_ms: state.ms() - started_ms,
-            purpose: request.purpose.as_str().to_string(),
+            purpose: request.purpose,
             model: reply.model.clone(),
             input_tokens: reply.input_tokens,
             output_tokens: reply.output_tokens,
@@ -989,6 +1013,7 @@ impl Agent {
                 message,
                 sql: text,
                 repairable: true,
+                fix: None,
             },
             None,
         ))
@@ -1045,7 +1070,7 @@ impl Agent {
             }
             if round == Round::Sampled {
                 // A vote already took a second look: its answer is not doubted again.
-                state.diagnostic_used |= kept.is_some();
+                state.spent.diagnostic |= kept.is_some();
             }
             return Node::Inspect(chosen);
         }
@@ -1058,15 +1083,27 @@ impl Agent {
                     message: "no candidate to run".to_string(),
                     sql: String::new(),
                     repairable: true,
+                    fix: None,
                 },
                 None,
             );
         };
-        let Err(failure) = first.outcome else {
+        let Err(mut failure) = first.outcome else {
             return Node::Done;
         };
         state.first_round(false, &first.sql);
         let facts = self.repair_facts(state, &failure);
+        if failure.kind == FailureKind::Database(ErrorType::UnknownColumn) {
+            // A join on a column one of its tables lacks, where one foreign key links the
+            // two: the rules write the join on that key; next_step decides if it runs.
+            failure.fix =
+                repair::join_on_foreign_key(&failure.sql, self.gate.dialect(), self.gate.schema())
+                    .map(|sql| plausibility::RuleFix {
+                        sql,
+                        change: "with the join on the foreign key that links its tables"
+                            .to_string(),
+                    });
+        }
         Node::Failed(failure, facts)
     }
 
@@ -1102,7 +1139,7 @@ impl Agent {
             QueryOutcome::Rows(rows) => (Some(rows.row_count), None, None, None, None),
             QueryOutcome::Failed(error) => (
                 None,
-                Some(error.error_type.as_str().to_string()),
+                Some(error.error_type),
                 Some(error.message.clone()),
                 error.sqlstate.clone(),
                 error.hint.clone(),
@@ -1164,29 +1201,34 @@ impl Agent {
                 // Repeated rows and years read as dates have a fix the rules write
                 // themselves; any other finding needs the model's repair, which is told
                 // every fact at once.
-                let rewrite = plausibility::rule_fix(&answer, &findings);
-                state.rewrite = rewrite;
-                return self.suspect(state, result, findings);
+                let fix = plausibility::rule_fix(&answer, &findings);
+                return self.suspect(state, result, findings, fix);
             }
         }
-        if !empty && self.hesitant(state) {
-            // Rows, but the model hesitated while writing them: one sampled second look,
-            // in which this answer votes too.
-            state.note(
-                "inspect",
-                "the reply's least likely token is under the confidence floor; sampling a second look",
-            );
-            state.kept = Some(result);
-            return Node::Generate(Round::Sampled);
+        if !empty {
+            let hesitant = self.hesitant(state)
+                && failure::next_step(&Outcome::Hesitant, &state.progress()).step
+                    == NextStep::Resample;
+            state.spent.confidence_judged = true;
+            if hesitant {
+                // Rows, but the model hesitated while writing them: one sampled second
+                // look, in which this answer votes too.
+                state.note(
+                    "inspect",
+                    "the reply's least likely token is under the confidence floor; sampling a second look",
+                );
+                state.kept = Some(result);
+                return Node::Generate(Round::Sampled);
+            }
         }
-        if !empty || state.mode.is_single_attempt() || state.diagnostic_used {
+        if !empty || state.mode.is_single_attempt() || state.spent.diagnostic {
             state.note(
                 "inspect",
                 if empty { "empty: answered as is" } else { "ok" },
             );
             return Node::Answer(result);
         }
-        state.diagnostic_used = true;
+        state.spent.diagnostic = true;
         let started_ms = state.ms();
         let (diagnosis, probe_sql) = empty::diagnose(&self.gate, &result).await;
         let finding = match &diagnosis {
@@ -1213,6 +1255,7 @@ impl Agent {
                             .to_string(),
                         sql: result.sql.clone(),
                         repairable: true,
+                        fix: None,
                     },
                     Some(prompts::case_mismatch_facts(&findings)),
                 )
@@ -1222,9 +1265,8 @@ impl Agent {
                 Node::Answer(result)
             }
             empty::Diagnosis::Stands(why) => {
-                let doubt = self.strategy.samples()
-                    && self.strategy.sample_when == SampleWhen::Doubt
-                    && state.may_start_round();
+                let doubt = failure::next_step(&Outcome::EmptyStands, &state.progress()).step
+                    == NextStep::Resample;
                 if doubt {
                     // An empty answer is doubtful: one sampled second look, in which the
                     // empty answer votes too.
@@ -1238,19 +1280,12 @@ impl Agent {
         }
     }
 
-    /// Whether the first greedy reply, judged once, was written with a token less likely
-    /// than the strategy's confidence floor, with an attempt left to sample a second look.
-    fn hesitant(&self, state: &mut State<'_>) -> bool {
-        // Only the result of the question's first round, a greedy one, is judged.
-        if state.confidence_judged || state.mode.is_single_attempt() || state.attempts != 1 {
-            return false;
-        }
-        state.confidence_judged = true;
-        let doubting = self.strategy.samples()
-            && self.strategy.sample_when == SampleWhen::Doubt
-            && state.may_start_round();
+    /// Whether the question's first greedy reply was written with a token less likely
+    /// than the strategy's confidence floor (whether that earns a second look is
+    /// [`failure::next_step`]'s to say).
+    fn hesitant(&self, state: &State<'_>) -> bool {
         match (self.strategy.confidence_floor, state.first_confidence) {
-            (Some(floor), Some(confidence)) => doubting && confidence.min_logprob < floor,
+            (Some(floor), Some(confidence)) => confidence.min_logprob < floor,
             _ => false,
         }
     }
@@ -1262,6 +1297,7 @@ impl Agent {
         state: &mut State<'_>,
         result: QueryResult,
         findings: Vec<plausibility::Finding>,
+        fix: Option<plausibility::RuleFix>,
     ) -> Node {
         let message = findings
             .iter()
@@ -1285,6 +1321,7 @@ impl Agent {
             message,
             sql: result.sql.clone(),
             repairable: true,
+            fix,
         };
         let checks: Vec<plausibility::Check> =
             findings.iter().map(|finding| finding.check).collect();
@@ -1353,37 +1390,13 @@ impl Agent {
         mut failure: Failure,
         facts: Option<String>,
     ) -> Node {
-        // An unknown column no table has is data the database lacks.
-        if failure.kind == FailureKind::Database(ErrorType::UnknownColumn)
-            && state
-                .absent_columns
-                .last()
-                .is_some_and(|column| failure.message.contains(column.as_str()))
-        {
-            failure.kind = FailureKind::AbsentColumn;
-        }
-        // A rewrite belongs to the failure it mends: only a suspect answer's is written
-        // before this point (in inspect).
-        if failure.kind != FailureKind::Suspect {
-            state.rewrite = None;
-        }
-        // A join on a column one of its tables lacks, where one foreign key links the
-        // two, is mended by the rules once, before any model repair.
-        if failure.kind == FailureKind::Database(ErrorType::UnknownColumn)
-            && !state.rejoined
-            && !state.mode.is_single_attempt()
-        {
-            state.rewrite =
-                repair::join_on_foreign_key(&failure.sql, self.gate.dialect(), self.gate.schema())
-                    .map(|sql| plausibility::RuleFix {
-                        sql,
-                        change: "the join on the foreign key that links its tables".to_string(),
-                    });
-            state.rejoined = state.rewrite.is_some();
-        }
-        let step = failure::next_step(&failure, &state.progress());
-        if let Some(node) = self.answer_suspect(state, &failure, &step) {
-            return node;
+        let next = failure::next_step(&Outcome::Failed(&failure), &state.progress());
+        failure.kind = next.kind.unwrap_or(failure.kind);
+        let step = next.step;
+        if step == NextStep::AnswerWithWarnings {
+            if let Some(node) = self.answer_suspect(state, &failure) {
+                return node;
+            }
         }
         state.history.push(FailedAttempt {
             sql: failure.sql.clone(),
@@ -1395,25 +1408,16 @@ impl Agent {
         {
             state.failed_sql.push(normalise_sql(&failure.sql));
         }
-        match failure.kind {
-            FailureKind::IdenticalToFailed => state.repeated = true,
-            FailureKind::Suspect => state.suspect_used = true,
-            FailureKind::CutOff => state.cut_off = true,
-            _ => {}
-        }
+        state.spent.record(failure.kind, &step);
         state.emit(AgentEvent::Failed {
             started_ms: state.ms(),
             kind: failure.kind,
             message: failure.message.clone(),
-            next: match &step {
-                NextStep::Repair => "repair",
-                NextStep::Resample => "resample",
-                NextStep::Decline(_) => "decline",
-                NextStep::GiveUp(_) => "give_up",
-                NextStep::AnswerWithWarnings => "answer_with_warnings",
-                NextStep::Rewrite => "rewrite",
-            }
-            .to_string(),
+            next: step.kind(),
+            rewrite: match &step {
+                NextStep::Rewrite(fix) => Some(fix.change.clone()),
+                _ => None,
+            },
         });
         state.note(
             "failed",
@@ -1427,17 +1431,13 @@ impl Agent {
             }
             NextStep::Repair => self.repair_round(),
             NextStep::Resample => Round::Sampled,
-            NextStep::Rewrite => match state.rewrite.take() {
-                Some(fix) => {
-                    state.note("rewrite", format!("{}: {}", fix.change, fix.sql));
-                    return Node::Try(vec![fix.sql], Round::Greedy);
-                }
-                // next_step offers a rewrite only when one was written; were it not, the
-                // model's repair is the suspect answer's one repair.
-                None => self.repair_round(),
-            },
-            // Taken by answer_suspect before the failure was recorded.
-            NextStep::AnswerWithWarnings => return Node::Done,
+            NextStep::Rewrite(fix) => {
+                state.note("rewrite", format!("{}: {}", fix.change, fix.sql));
+                return Node::Try(vec![fix.sql], Round::Greedy);
+            }
+            // Only held suspect rows are answered with warnings (answer_suspect), and a
+            // failure is never answered as is: no decision, which the caller reports.
+            NextStep::AnswerWithWarnings | NextStep::Answer => return Node::Done,
         };
         // A repeat is not shown again: the conversation already holds the attempt.
         if failure.kind != FailureKind::IdenticalToFailed {
@@ -1450,40 +1450,16 @@ impl Agent {
                 ),
             });
         }
-        let widens = matches!(
-            failure.kind,
-            FailureKind::Database(ErrorType::UnknownColumn | ErrorType::UnknownTable)
-                | FailureKind::AbsentColumn
-        );
-        if widens
-            && state
-                .selection
-                .as_ref()
-                .is_some_and(|selection| selection.mode != crate::linking::SelectionMode::Whole)
-        {
+        if next.reselect_schema {
             return Node::SelectSchema;
         }
         Node::Generate(round)
     }
 
-    /// The answer with warnings that ends a suspect answer instead of its failure: the
-    /// suspect rows when their one repair is spent or no attempt is left, and the rows
-    /// of the earlier suspect answer when its repair ends in a give-up (rows with a
-    /// warning say more than no answer). None: the failure takes its ordinary course.
-    fn answer_suspect(
-        &self,
-        state: &mut State<'_>,
-        failure: &Failure,
-        step: &NextStep,
-    ) -> Option<Node> {
-        let answers = match step {
-            NextStep::AnswerWithWarnings => true,
-            NextStep::GiveUp(_) => state.suspect.is_some(),
-            _ => false,
-        };
-        if !answers {
-            return None;
-        }
+    /// The held suspect rows, answered with warnings instead of the failure: when their
+    /// one repair is spent or no attempt is left, or when their repair ended in a
+    /// give-up. None when no suspect answer is held.
+    fn answer_suspect(&self, state: &mut State<'_>, failure: &Failure) -> Option<Node> {
         let (result, findings) = state.suspect.take()?;
         if failure.kind != FailureKind::Suspect {
             // The repair failed: the failure is history, the earlier rows the answer.
@@ -1498,7 +1474,8 @@ impl Agent {
             started_ms: state.ms(),
             kind: failure.kind,
             message: failure.message.clone(),
-            next: "answer_with_warnings".to_string(),
+            next: NextKind::AnswerWithWarnings,
+            rewrite: None,
         });
         state.note(
             "failed",
@@ -1577,18 +1554,18 @@ impl Agent {
     fn base_result(&self, state: &State, decision: Decision) -> AgentResult {
         let (schema_mode, schema_tables) = match (&state.selection, state.mode) {
             (_, Mode::Plain) => (
-                "plain".to_string(),
+                SchemaMode::Plain,
                 self.cards.iter().map(|card| card.table.clone()).collect(),
             ),
             (Some(selection), _) => (
-                selection.mode.as_str().to_string(),
+                selection.mode.into(),
                 selection
                     .tables
                     .iter()
                     .map(|table| table.table.clone())
                     .collect(),
             ),
-            (None, _) => ("none".to_string(), Vec::new()),
+            (None, _) => (SchemaMode::None, Vec::new()),
         };
         AgentResult {
             question: state.question.clone(),
@@ -1667,6 +1644,7 @@ fn failure_of(error: &QueryError) -> Failure {
         message: error.message.clone(),
         sql: error.sql.clone(),
         repairable: error.repairable,
+        fix: None,
     }
 }
 

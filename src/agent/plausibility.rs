@@ -85,6 +85,21 @@ pub enum Check {
 }
 
 impl Check {
+    pub const ALL: [Check; 12] = [
+        Check::PeriodFilter,
+        Check::PeriodRows,
+        Check::PeriodUnfiltered,
+        Check::TablePeriod,
+        Check::Grouping,
+        Check::RepeatedRows,
+        Check::NumberAsDate,
+        Check::SpanAsNumber,
+        Check::OuterColumn,
+        Check::Currency,
+        Check::ExplanationPeriod,
+        Check::ExplanationCurrency,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Check::PeriodFilter => "period_filter",

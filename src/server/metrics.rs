@@ -10,6 +10,7 @@ use std::fmt::Write as _;
 use std::sync::Mutex;
 
 use crate::agent::events::{AgentEvent, Observer};
+use crate::agent::failure::NextKind;
 use crate::agent::AgentResult;
 
 /// The content type Prometheus expects for the text format.
@@ -202,7 +203,9 @@ impl Observer for Metrics {
                 purpose,
                 ..
             } => self.with(|c| {
-                *c.model_calls.entry(purpose.clone()).or_default() += 1;
+                *c.model_calls
+                    .entry(purpose.as_str().to_string())
+                    .or_default() += 1;
                 c.model_latency_seconds_sum += *elapsed_ms as f64 / 1000.0;
                 c.model_latency_count += 1;
             }),
@@ -217,8 +220,16 @@ impl Observer for Metrics {
             AgentEvent::Executed {
                 error_type: Some(error_type),
                 ..
-            } => self.with(|c| *c.database_errors.entry(error_type.clone()).or_default() += 1),
-            AgentEvent::Failed { kind, next, .. } if next == "repair" => {
+            } => self.with(|c| {
+                *c.database_errors
+                    .entry(error_type.as_str().to_string())
+                    .or_default() += 1
+            }),
+            AgentEvent::Failed {
+                kind,
+                next: NextKind::Repair,
+                ..
+            } => {
                 let kind = kind.as_str().to_string();
                 self.with(|c| *c.repairs.entry(kind).or_default() += 1);
             }
