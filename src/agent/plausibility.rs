@@ -64,7 +64,7 @@ use crate::schema::{SchemaNotes, TableSchema};
 
 mod dates;
 mod joins;
-mod scopes;
+mod outer_columns;
 
 /// Which rule found something.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -406,7 +406,7 @@ struct SqlFacts {
     /// SQLite only: `+`/`-` with a span of time written as text (`- '30 days'`).
     spans_as_numbers: Vec<String>,
     /// IN-subqueries that select a column their own tables lack.
-    outer_columns: Vec<scopes::OuterColumn>,
+    outer_columns: Vec<outer_columns::OuterColumn>,
     /// A select item holds a subquery (a per-row count written as a correlated
     /// subquery breaks rows down without a GROUP BY).
     projection_subquery: bool,
@@ -677,7 +677,7 @@ fn sql_facts(
     if dialect == SqlDialect::Sqlite {
         facts.spans_as_numbers = dates::spans_as_numbers(statement);
     }
-    facts.outer_columns = scopes::outer_columns(statement, schema);
+    facts.outer_columns = outer_columns::outer_columns(statement, schema);
     Some(facts)
 }
 

@@ -8,9 +8,11 @@ use std::sync::Arc;
 
 use serde_json::json;
 
+use super::attempt::failure_of;
 use super::*;
-use crate::gate::GateOptions;
+use crate::gate::{GateOptions, QueryError, RefusalReason};
 use crate::llm::scripted::ScriptedProvider;
+use crate::llm::Purpose;
 use crate::llm::{PriceTable, SpendLedger};
 
 struct Fixture {
