@@ -11,7 +11,7 @@ use std::sync::Mutex;
 
 use crate::agent::events::{AgentEvent, Observer};
 use crate::agent::failure::NextKind;
-use crate::agent::AgentResult;
+use crate::agent::{AgentResult, Decision};
 
 /// The content type Prometheus expects for the text format.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -80,10 +80,7 @@ impl Metrics {
 
     /// One answered question: its decision, attempts, tokens and cost.
     pub fn question(&self, result: &AgentResult) {
-        let decision = serde_json::to_value(result.decision)
-            .ok()
-            .and_then(|value| value.as_str().map(str::to_string))
-            .unwrap_or_else(|| "unknown".to_string());
+        let decision = result.decision.as_str().to_string();
         self.with(|c| {
             *c.questions.entry(decision).or_default() += 1;
             c.attempts_sum += u64::from(result.attempts);
@@ -113,7 +110,7 @@ impl Metrics {
             "Questions answered through POST /api/ask, by decision.",
             "decision",
             &c.questions,
-            &["answer", "clarify", "decline", "give_up"],
+            &Decision::ALL.map(Decision::as_str),
         );
         summary(
             &mut out,
