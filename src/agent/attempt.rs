@@ -169,16 +169,14 @@ impl Agent {
         let (kind, message, text) = if repeats > 0 {
             (
                 FailureKind::IdenticalToFailed,
-                "the same query that already failed".to_string(),
+                prompts::REPEATED_QUERY.to_string(),
                 reply.text.clone(),
             )
         } else {
-            let (kind, detail) = unreadable.unwrap_or((
-                FailureKind::MalformedReply,
-                "the reply holds no SQL".to_string(),
-            ));
+            let (kind, detail) =
+                unreadable.unwrap_or((FailureKind::MalformedReply, prompts::NO_SQL.to_string()));
             let message = if kind == FailureKind::CutOff {
-                "the reply was cut off at the token limit".to_string()
+                prompts::CUT_OFF.to_string()
             } else {
                 detail
             };
@@ -264,7 +262,7 @@ impl Agent {
                 Failure {
                     kind: FailureKind::MalformedReply,
                     refusal: None,
-                    message: "no candidate to run".to_string(),
+                    message: prompts::NO_CANDIDATE.to_string(),
                     sql: String::new(),
                     repairable: true,
                     fix: None,
@@ -436,9 +434,7 @@ impl Agent {
                     Failure {
                         kind: FailureKind::CaseMismatch,
                         refusal: None,
-                        message: "no rows; the text filters match only when case and spaces \
-                                  are ignored"
-                            .to_string(),
+                        message: prompts::CASE_MISMATCH.to_string(),
                         sql: result.sql.clone(),
                         repairable: true,
                         fix: None,
@@ -485,11 +481,7 @@ impl Agent {
         findings: Vec<plausibility::Finding>,
         fix: Option<plausibility::RuleFix>,
     ) -> Node {
-        let message = findings
-            .iter()
-            .map(|finding| format!("{} ({})", finding.message, finding.check))
-            .collect::<Vec<_>>()
-            .join("; ");
+        let message = prompts::suspect_message(&findings);
         state.note("inspect", format!("suspect: {message}"));
         let periods: Vec<(String, Option<String>, Option<String>)> = self
             .gate

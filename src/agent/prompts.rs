@@ -530,6 +530,30 @@ fn table_periods_fact(periods: &[(String, Option<String>, Option<String>)]) -> O
     Some(format!("By their notes, {}.", spans.join("; ")))
 }
 
+// The agent's own failures in the words the repair quotes them in (and the history
+// shows them in).
+
+/// A reply that repeats a query that already failed.
+pub const REPEATED_QUERY: &str = "the same query that already failed";
+/// A reply with no SQL in it.
+pub const NO_SQL: &str = "the reply holds no SQL";
+/// A reply that stopped at the token limit.
+pub const CUT_OFF: &str = "the reply was cut off at the token limit";
+/// A round whose replies gave nothing to run.
+pub const NO_CANDIDATE: &str = "no candidate to run";
+/// An empty result whose text filters match only when case and spaces are ignored.
+pub const CASE_MISMATCH: &str =
+    "no rows; the text filters match only when case and spaces are ignored";
+
+/// What the rule checks found of a suspect answer, each fact with its check's id.
+pub fn suspect_message(findings: &[super::plausibility::Finding]) -> String {
+    findings
+        .iter()
+        .map(|finding| format!("{} ({})", finding.message, finding.check))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 /// Every table's name, told to the repair of a table that does not exist.
 pub fn table_names_fact(names: &[&str]) -> String {
     format!("The tables are: {}.", names.join(", "))
