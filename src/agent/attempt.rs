@@ -285,7 +285,7 @@ impl Agent {
             )
             .map(|sql| plausibility::RuleFix {
                 sql,
-                change: "with the join on the foreign key that links its tables".to_string(),
+                change: "the join on the foreign key that links its tables".to_string(),
             });
         }
         Node::Failed(failure, facts)

@@ -589,7 +589,11 @@ impl Agent {
         });
         state.note(
             "failed",
-            format!("{}: {} -> {step:?}", failure.kind, failure.message),
+            match &step {
+                // The trace names a rewrite; its fix is noted when it runs.
+                NextStep::Rewrite(_) => format!("{}: {} -> Rewrite", failure.kind, failure.message),
+                _ => format!("{}: {} -> {step:?}", failure.kind, failure.message),
+            },
         );
         let round = match step {
             NextStep::Decline(reason) => return self.decline(state, reason),

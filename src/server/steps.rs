@@ -171,8 +171,8 @@ pub fn summary(event: &AgentEvent) -> String {
                 // The rewrite says what it changes: a join taken out, a column of years
                 // compared as the year, a join put on its foreign key.
                 NextKind::Rewrite => match rewrite {
-                    Some(change) => format!("running it again {change}"),
-                    None => "running the rules' own rewrite".to_string(),
+                    Some(change) => format!("running the rules' rewrite ({change})"),
+                    None => "running the rules' rewrite".to_string(),
                 },
                 NextKind::Answer => "answering as it is".to_string(),
             };
@@ -347,16 +347,16 @@ mod tests {
         };
         assert_eq!(
             summary(&rewrite(FailureKind::Suspect, "without the repeating join")),
-            "The rows do not fit the question (suspect): m; running it again without the \
-             repeating join"
+            "The rows do not fit the question (suspect): m; running the rules' rewrite \
+             (without the repeating join)"
         );
         assert_eq!(
             summary(&rewrite(
                 FailureKind::Database(ErrorType::UnknownColumn),
-                "with the join on the foreign key that links its tables"
+                "the join on the foreign key that links its tables"
             )),
-            "Attempt failed (unknown_column): m; running it again with the join on the \
-             foreign key that links its tables"
+            "Attempt failed (unknown_column): m; running the rules' rewrite (the join on \
+             the foreign key that links its tables)"
         );
         // Every next step has its own words.
         let mut words: Vec<String> = NextKind::ALL
