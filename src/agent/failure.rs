@@ -1,6 +1,9 @@
 //! Why an attempt failed, as a type, and the one function that decides what happens
-//! next ([`next_step`]). Every failure the agent can meet has a kind here; a kind without
-//! a next step does not compile, and a test walks every kind.
+//! after any attempt ([`next_step`]): of a failure (repair, resample, the rules' rewrite,
+//! decline, give up, answer with warnings, and whether the schema is selected again), and
+//! of rows the agent doubts (a sampled second look, or the answer). What a question gets
+//! once is one [`Spent`] record. Every failure the agent can meet has a kind here; a kind
+//! without a next step does not compile, and a test walks every kind.
 //!
 //! Kinds serialize as the stable snake_case names the run records and the API have always
 //! used: a database error by its taxonomy name (`unknown_column`), a guard refusal as
