@@ -405,7 +405,9 @@ impl Agent {
                 return Node::Generate(Round::Sampled);
             }
         }
-        if !empty || state.mode.is_single_attempt() || state.spent.diagnostic {
+        let diagnose = empty
+            && failure::next_step(&Outcome::Empty, &state.progress()).step == NextStep::Diagnose;
+        if !diagnose {
             state.note(
                 "inspect",
                 if empty { "empty: answered as is" } else { "ok" },

@@ -178,8 +178,8 @@ pub enum AgentEvent {
         started_ms: u64,
         kind: FailureKind,
         message: String,
-        /// What follows: one of [`NextKind::ALL`] but `answer`, which follows only rows
-        /// the agent doubted, never a failure.
+        /// What follows: one of [`NextKind::ALL`] but `diagnose` and `answer`, which
+        /// follow only rows, never a failure.
         next: NextKind,
         /// What the rules' own rewrite changes ("without the repeating join"), when the
         /// next step is a rewrite.

@@ -142,6 +142,8 @@ pub enum Outcome<'a> {
     /// Rows from the question's first greedy reply, written with a token less likely than
     /// the strategy's confidence floor.
     Hesitant,
+    /// No rows (or only NULLs), before any diagnostic.
+    Empty,
     /// No rows, and the one diagnostic found nothing that explains or mends them.
     EmptyStands,
 }
@@ -167,6 +169,9 @@ pub enum NextStep {
     /// suspect repair; of a join on a column its table lacks, the join on the foreign
     /// key. It costs no model call.
     Rewrite(RuleFix),
+    /// Run the one empty-result diagnostic (a probe of the text filters) on rows that
+    /// look empty.
+    Diagnose,
     /// Answer with the rows as they are: a doubt with no round left to settle it.
     Answer,
 }
@@ -181,6 +186,7 @@ impl NextStep {
             NextStep::GiveUp(_) => NextKind::GiveUp,
             NextStep::AnswerWithWarnings => NextKind::AnswerWithWarnings,
             NextStep::Rewrite(_) => NextKind::Rewrite,
+            NextStep::Diagnose => NextKind::Diagnose,
             NextStep::Answer => NextKind::Answer,
         }
     }
@@ -196,17 +202,19 @@ pub enum NextKind {
     GiveUp,
     AnswerWithWarnings,
     Rewrite,
+    Diagnose,
     Answer,
 }
 
 impl NextKind {
-    pub const ALL: [NextKind; 7] = [
+    pub const ALL: [NextKind; 8] = [
         NextKind::Repair,
         NextKind::Resample,
         NextKind::Decline,
         NextKind::GiveUp,
         NextKind::AnswerWithWarnings,
         NextKind::Rewrite,
+        NextKind::Diagnose,
         NextKind::Answer,
     ];
 
@@ -218,6 +226,7 @@ impl NextKind {
             NextKind::GiveUp => "give_up",
             NextKind::AnswerWithWarnings => "answer_with_warnings",
             NextKind::Rewrite => "rewrite",
+            NextKind::Diagnose => "diagnose",
             NextKind::Answer => "answer",
         }
     }
@@ -315,7 +324,7 @@ pub const ABSENT_COLUMNS_TO_DECLINE: usize = 2;
 pub fn next_step(outcome: &Outcome<'_>, progress: &Progress) -> Next {
     let failure = match outcome {
         Outcome::Failed(failure) => failure,
-        Outcome::Hesitant | Outcome::EmptyStands => {
+        Outcome::Hesitant | Outcome::Empty | Outcome::EmptyStands => {
             return Next {
                 kind: None,
                 step: after_doubt(outcome, progress),
@@ -360,11 +369,21 @@ fn recorded_kind(failure: &Failure, progress: &Progress) -> FailureKind {
 }
 
 /// Doubted rows get one sampled second look, in which they vote too, while a round may
-/// start; the first reply's confidence is judged once, in the first round only.
+/// start; the first reply's confidence is judged once, in the first round only. Rows
+/// that look empty get the one diagnostic first.
 fn after_doubt(outcome: &Outcome<'_>, progress: &Progress) -> NextStep {
     let doubting =
         !progress.single_attempt && progress.samples_on_doubt && progress.may_start_round();
     let second_look = match outcome {
+        // An empty result is looked into once (the diagnostic, or the vote of a second
+        // look that already took it); one-attempt modes answer it as it is.
+        Outcome::Empty => {
+            return if progress.single_attempt || progress.spent.diagnostic {
+                NextStep::Answer
+            } else {
+                NextStep::Diagnose
+            };
+        }
         Outcome::Hesitant => {
             doubting && !progress.spent.confidence_judged && progress.attempts == 1
         }
@@ -579,7 +598,9 @@ mod tests {
                     assert!(!repairable, "{kind} ends a fresh question: {reason}");
                     assert!(!reason.is_empty());
                 }
-                NextStep::Answer => panic!("{kind}: a failure is never answered as is"),
+                NextStep::Answer | NextStep::Diagnose => {
+                    panic!("{kind}: a failure is never answered as is nor diagnosed")
+                }
             }
             // A fix the rules wrote is taken only for the two failures they write one
             // for; any other kind goes its ordinary way.
@@ -885,6 +906,29 @@ mod tests {
                     "{outcome:?} {settled:?}"
                 );
             }
+        }
+        // An empty result gets the one diagnostic, never twice, never in one attempt.
+        assert_eq!(
+            super::next_step(&Outcome::Empty, &fresh()).step,
+            NextStep::Diagnose
+        );
+        for spent in [
+            Progress {
+                spent: Spent {
+                    diagnostic: true,
+                    ..Spent::default()
+                },
+                ..fresh()
+            },
+            Progress {
+                single_attempt: true,
+                ..fresh()
+            },
+        ] {
+            assert_eq!(
+                super::next_step(&Outcome::Empty, &spent).step,
+                NextStep::Answer
+            );
         }
         // The first reply's confidence is judged once, in the first round.
         for judged in [

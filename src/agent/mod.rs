@@ -608,8 +608,11 @@ impl Agent {
                 return Node::Try(vec![fix.sql], Round::Greedy);
             }
             // Only held suspect rows are answered with warnings (answer_suspect), and a
-            // failure is never answered as is: no decision, which the caller reports.
-            NextStep::AnswerWithWarnings | NextStep::Answer => return Node::Done,
+            // failure is never answered as is nor diagnosed: no decision, which the
+            // caller reports.
+            NextStep::AnswerWithWarnings | NextStep::Answer | NextStep::Diagnose => {
+                return Node::Done
+            }
         };
         // A repeat is not shown again: the conversation already holds the attempt.
         if failure.kind != FailureKind::IdenticalToFailed {

@@ -174,6 +174,7 @@ pub fn summary(event: &AgentEvent) -> String {
                     Some(change) => format!("running the rules' rewrite ({change})"),
                     None => "running the rules' rewrite".to_string(),
                 },
+                NextKind::Diagnose => "checking why there are no rows".to_string(),
                 NextKind::Answer => "answering as it is".to_string(),
             };
             let what = if *kind == FailureKind::Suspect {
