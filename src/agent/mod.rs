@@ -6,7 +6,7 @@
 //!   inspect: rows -> the rule checks -> answer, or suspect (a failure)
 //!            | hesitant rows or an empty result that stands -> next_step:
 //!              a sampled second look, or the answer as it is
-//!            | empty -> the one diagnostic -> answer or a failure
+//!            | empty -> next_step: the one diagnostic -> answer or a failure
 //!   failure -> failure::next_step: repair | resample | decline | give up
 //!              | answer with warnings (a suspect answer whose one repair is spent)
 //!              | rewrite (the rules' own fix, carried by the step) -> try
