@@ -64,7 +64,7 @@ fn bad_body_responses() -> Value {
 pub fn document() -> Value {
     let mut ask_responses = json!({
         "200": {
-            "description": "The agent's full result: the decision (answer, clarify, decline, give_up), the SQL that ran, the rows, every failed attempt with its error type, assumptions, the chart, tokens, cost and latency.",
+            "description": format!("The agent's full result: the decision ({}), the SQL that ran, the rows, every failed attempt with its error type, assumptions, the chart, tokens, cost and latency.", Decision::ALL.map(Decision::as_str).join(", ")),
             "content": {"application/json": {"schema": {"$ref": "#/components/schemas/AgentResult"}}}
         },
         "429": with_retry_after(error_response("This client asked too often (per-address token bucket).", "rate_limited", "too many questions from this address; try again in 3 s")),
