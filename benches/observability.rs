@@ -12,11 +12,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use askdb::agent::events::{AgentEvent, Observer};
+use askdb::agent::events::{AgentEvent, Observer, SchemaMode};
 use askdb::database::{open_gate, DatabaseUrl};
-use askdb::gate::GateOptions;
+use askdb::gate::{ErrorType, GateOptions};
 use askdb::llm::scripted::ScriptedProvider;
-use askdb::llm::{ModelClient, PriceTable, SpendLedger};
+use askdb::llm::{ModelClient, PriceTable, Purpose, SpendLedger};
 use askdb::querylog::{LogRecord, LogTarget, QueryLog};
 use askdb::server::metrics::Metrics;
 use askdb::server::monitor::QueryLogSetting;
@@ -82,10 +82,10 @@ fn record() -> LogRecord {
 /// A repaired question's step events, as the agent emits them.
 fn repaired_question_events() -> Vec<AgentEvent> {
     use askdb::agent::events::ChosenTable;
-    let generation = |purpose: &str| AgentEvent::ModelCall {
+    let generation = |purpose: Purpose| AgentEvent::ModelCall {
         started_ms: 1,
         elapsed_ms: 12,
-        purpose: purpose.to_string(),
+        purpose,
         model: "scripted".to_string(),
         input_tokens: 3400,
         output_tokens: 40,
@@ -109,7 +109,7 @@ fn repaired_question_events() -> Vec<AgentEvent> {
         candidate: 0,
         sql: "SELECT count(*) FROM customers LIMIT 200".to_string(),
         rows: (!failed).then_some(1),
-        error_type: failed.then(|| "unknown_column".to_string()),
+        error_type: failed.then_some(ErrorType::UnknownColumn),
         error: failed.then(|| "no such column: c.customer_name".to_string()),
         sqlstate: None,
         hint: None,
@@ -118,7 +118,7 @@ fn repaired_question_events() -> Vec<AgentEvent> {
         AgentEvent::SchemaSelected {
             started_ms: 0,
             elapsed_ms: 0,
-            mode: "whole".to_string(),
+            mode: SchemaMode::Whole,
             tables: (0..15)
                 .map(|index| ChosenTable {
                     table: format!("table_{index}"),
@@ -127,13 +127,13 @@ fn repaired_question_events() -> Vec<AgentEvent> {
                 .collect(),
             prompt_tokens: 2176,
         },
-        generation("write_sql"),
+        generation(Purpose::WriteSql),
         guard.clone(),
         executed(true),
-        generation("repair_sql"),
+        generation(Purpose::RepairSql),
         guard,
         executed(false),
-        generation("write_answer"),
+        generation(Purpose::WriteAnswer),
     ]
 }
 
@@ -326,7 +326,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let event = AgentEvent::ModelCall {
             started_ms: 0,
             elapsed_ms: 12,
-            purpose: "write_sql".to_string(),
+            purpose: Purpose::WriteSql,
             model: "scripted".to_string(),
             input_tokens: 900,
             output_tokens: 12,

@@ -237,10 +237,10 @@ pub fn check(question: &str, notes: &SchemaNotes, schema: &BTreeSet<String>) -> 
         terms: Vec::new(),
         assumptions: Vec::new(),
         clarify: None,
-        restricted_column: super::scope::restricted_column_named(question, notes),
-        write_request: super::scope::write_request(question),
+        restricted_column: super::question_rules::restricted_column_named(question, notes),
+        write_request: super::question_rules::write_request(question),
     };
-    if let Some(period) = super::scope::named_period_assumption(question) {
+    if let Some(period) = super::question_rules::named_period_assumption(question) {
         decision.assumptions.push(period);
     }
     for rule in RULES {

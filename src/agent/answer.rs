@@ -5,11 +5,45 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value as JsonValue;
 
+/// The kind of chart the page draws.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChartKind {
+    Bar,
+    Line,
+    Scatter,
+    /// No chart: the table says it better.
+    None,
+}
+
+impl ChartKind {
+    pub const ALL: [ChartKind; 4] = [
+        ChartKind::Bar,
+        ChartKind::Line,
+        ChartKind::Scatter,
+        ChartKind::None,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChartKind::Bar => "bar",
+            ChartKind::Line => "line",
+            ChartKind::Scatter => "scatter",
+            ChartKind::None => "none",
+        }
+    }
+}
+
+impl std::fmt::Display for ChartKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A chart the page can draw from the rows.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChartSpec {
-    /// `bar`, `line`, `scatter` or `none`.
-    pub kind: String,
+    pub kind: ChartKind,
     /// The column on the x axis (categories or time), when there is a chart.
     pub x: Option<String>,
     /// The numeric columns plotted.
@@ -21,7 +55,7 @@ pub struct ChartSpec {
 impl ChartSpec {
     fn none(reason: &str) -> Self {
         ChartSpec {
-            kind: "none".to_string(),
+            kind: ChartKind::None,
             x: None,
             y: Vec::new(),
             reason: reason.to_string(),
@@ -121,7 +155,7 @@ pub fn choose_chart(columns: &[String], rows: &[Vec<JsonValue>]) -> ChartSpec {
     if let Some(time) = first_of(ColumnKind::Time) {
         if others == 1 && rows.len() >= 2 {
             return ChartSpec {
-                kind: "line".to_string(),
+                kind: ChartKind::Line,
                 x: Some(time),
                 y: numbers,
                 reason: "time and numbers".to_string(),
@@ -131,7 +165,7 @@ pub fn choose_chart(columns: &[String], rows: &[Vec<JsonValue>]) -> ChartSpec {
     if let Some(category) = first_of(ColumnKind::Text) {
         if others == 1 && rows.len() <= MAX_BAR_CATEGORIES {
             return ChartSpec {
-                kind: "bar".to_string(),
+                kind: ChartKind::Bar,
                 x: Some(category),
                 y: numbers,
                 reason: "one category and numbers".to_string(),
@@ -143,7 +177,7 @@ pub fn choose_chart(columns: &[String], rows: &[Vec<JsonValue>]) -> ChartSpec {
     }
     if others == 0 && numbers.len() == 2 && rows.len() >= 3 {
         return ChartSpec {
-            kind: "scatter".to_string(),
+            kind: ChartKind::Scatter,
             x: Some(numbers[0].clone()),
             y: vec![numbers[1].clone()],
             reason: "two numbers".to_string(),
@@ -246,7 +280,7 @@ mod tests {
     #[test]
     fn charts_follow_the_shape_of_the_result() {
         let single = choose_chart(&cols(&["n"]), &[vec![json!(1400)]]);
-        assert_eq!(single.kind, "none");
+        assert_eq!(single.kind, ChartKind::None);
         let bar = choose_chart(
             &cols(&["status", "bills"]),
             &[
@@ -255,8 +289,8 @@ mod tests {
             ],
         );
         assert_eq!(
-            (bar.kind.as_str(), bar.x.as_deref()),
-            ("bar", Some("status"))
+            (bar.kind, bar.x.as_deref()),
+            (ChartKind::Bar, Some("status"))
         );
         let line = choose_chart(
             &cols(&["month", "revenue"]),
@@ -265,12 +299,12 @@ mod tests {
                 vec![json!("2025-02"), json!(12)],
             ],
         );
-        assert_eq!(line.kind, "line");
+        assert_eq!(line.kind, ChartKind::Line);
         let years = choose_chart(
             &cols(&["year", "revenue"]),
             &[vec![json!(2025), json!(10.5)], vec![json!(2026), json!(12)]],
         );
-        assert_eq!(years.kind, "line");
+        assert_eq!(years.kind, ChartKind::Line);
         let scatter = choose_chart(
             &cols(&["price", "qty"]),
             &[
@@ -279,10 +313,10 @@ mod tests {
                 vec![json!(3), json!(5)],
             ],
         );
-        assert_eq!(scatter.kind, "scatter");
+        assert_eq!(scatter.kind, ChartKind::Scatter);
         let text_only = choose_chart(&cols(&["name"]), &[vec![json!("a")], vec![json!("b")]]);
-        assert_eq!(text_only.kind, "none");
-        assert_eq!(choose_chart(&cols(&["n"]), &[]).kind, "none");
+        assert_eq!(text_only.kind, ChartKind::None);
+        assert_eq!(choose_chart(&cols(&["n"]), &[]).kind, ChartKind::None);
     }
 
     #[test]

@@ -6,10 +6,87 @@
 //!
 //! Observers must not block: they are called on the agent's task, between steps.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use super::failure::FailureKind;
+use super::failure::{FailureKind, NextKind};
 use super::Decision;
+use crate::gate::ErrorType;
+use crate::llm::Purpose;
+
+/// What the rules before any model call decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RulesOutcome {
+    /// No rule stops the question.
+    Continue,
+    /// A restricted column or a write: the question is declined.
+    Decline,
+    /// A vague word the notes do not resolve: the user is asked.
+    Clarify,
+}
+
+impl RulesOutcome {
+    pub const ALL: [RulesOutcome; 3] = [
+        RulesOutcome::Continue,
+        RulesOutcome::Decline,
+        RulesOutcome::Clarify,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RulesOutcome::Continue => "continue",
+            RulesOutcome::Decline => "decline",
+            RulesOutcome::Clarify => "clarify",
+        }
+    }
+}
+
+/// How the schema the model reads was chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SchemaMode {
+    /// Every card fits the budget: the schema went whole.
+    Whole,
+    /// Tables were linked to the question.
+    Linked,
+    /// The plain reference prompt: every table with three sample rows.
+    Plain,
+    /// No schema was chosen: the rules ended the question first (results only).
+    None,
+}
+
+impl SchemaMode {
+    pub const ALL: [SchemaMode; 4] = [
+        SchemaMode::Whole,
+        SchemaMode::Linked,
+        SchemaMode::Plain,
+        SchemaMode::None,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SchemaMode::Whole => "whole",
+            SchemaMode::Linked => "linked",
+            SchemaMode::Plain => "plain",
+            SchemaMode::None => "none",
+        }
+    }
+}
+
+impl From<crate::linking::SelectionMode> for SchemaMode {
+    fn from(mode: crate::linking::SelectionMode) -> SchemaMode {
+        match mode {
+            crate::linking::SelectionMode::Whole => SchemaMode::Whole,
+            crate::linking::SelectionMode::Linked => SchemaMode::Linked,
+        }
+    }
+}
+
+impl std::fmt::Display for SchemaMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// One table the schema selection chose, with its score.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -26,16 +103,15 @@ pub enum AgentEvent {
     Rules {
         started_ms: u64,
         elapsed_ms: u64,
-        /// What the rules decided: `continue`, `decline` or `clarify`.
-        outcome: String,
+        /// What the rules decided.
+        outcome: RulesOutcome,
         assumptions: Vec<String>,
     },
     /// Which tables the model will read.
     SchemaSelected {
         started_ms: u64,
         elapsed_ms: u64,
-        /// `whole`, `linked` or `plain`.
-        mode: String,
+        mode: SchemaMode,
         tables: Vec<ChosenTable>,
         prompt_tokens: usize,
     },
@@ -43,8 +119,8 @@ pub enum AgentEvent {
     ModelCall {
         started_ms: u64,
         elapsed_ms: u64,
-        /// `write_sql`, `repair_sql`, `write_answer`.
-        purpose: String,
+        /// Why the model was asked.
+        purpose: Purpose,
         model: String,
         input_tokens: u64,
         output_tokens: u64,
@@ -74,7 +150,7 @@ pub enum AgentEvent {
         candidate: usize,
         sql: String,
         rows: Option<usize>,
-        error_type: Option<String>,
+        error_type: Option<ErrorType>,
         error: Option<String>,
         /// The database's SQLSTATE and hint, when it gave them.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -102,8 +178,13 @@ pub enum AgentEvent {
         started_ms: u64,
         kind: FailureKind,
         message: String,
-        /// `repair`, `resample`, `decline` or `give_up`.
-        next: String,
+        /// What follows: one of [`NextKind::ALL`] but `diagnose` and `answer`, which
+        /// follow only rows, never a failure.
+        next: NextKind,
+        /// What the rules' own rewrite changes ("without the repeating join"), when the
+        /// next step is a rewrite.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rewrite: Option<String>,
     },
     /// How the question ended.
     Finished {

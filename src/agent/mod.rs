@@ -1,43 +1,54 @@
 //! The agent: a question in, an answer out, with the SQL behind it and every attempt that
-//! failed. This module is the state machine and nothing else:
+//! failed. This module is the state machine's entry and its nodes outside a round:
 //!
 //! ```text
 //! rules -> select_schema -> generate -> try (guard, execute, vote) -> inspect
 //!   inspect: rows -> the rule checks -> answer, or suspect (a failure)
-//!            | empty -> the one diagnostic -> answer or a failure
+//!            | hesitant rows or an empty result that stands -> next_step:
+//!              a sampled second look, or the answer as it is
+//!            | empty -> next_step: the one diagnostic -> answer or a failure
 //!   failure -> failure::next_step: repair | resample | decline | give up
 //!              | answer with warnings (a suspect answer whose one repair is spent)
-//!              | rewrite (the rules' own fix of a suspect answer) -> try
-//!   repair / resample -> (select_schema when retrieval widens) -> generate
+//!              | rewrite (the rules' own fix, carried by the step) -> try
+//!   repair / resample -> (select_schema when next_step widens it) -> generate
 //! ```
 //!
 //! Each step's logic has its own home: the rules before any model call in
-//! [`ambiguity`] and [`scope`]; every word sent to the model in [`prompts`]; reading the
+//! [`ambiguity`] and [`question_rules`]; every word sent to the model in [`prompts`];
+//! one generation round (the request, the replies read, the candidates run and voted
+//! on, the rows inspected) in `attempt`; the question's state in `state`; reading the
 //! reply in [`reply`]; the vote among candidates in [`candidates`]; the empty-result
 //! diagnostic in [`empty`]; the rule checks of an answer in [`plausibility`]; the schema
-//! facts of a repair in [`repair`]; what follows a
-//! failure in [`failure::next_step`]; the knobs in [`strategy`]. Every database access
-//! goes through the gate; every model call through [`ModelClient::call`]; every step is
-//! reported to the caller's [`events::Observer`].
+//! facts of a repair in [`repair_facts`]; what follows an attempt in
+//! [`failure::next_step`]; the knobs in [`strategy`]; what a question returns in
+//! `result`. Every database access goes through the gate; every model call through
+//! [`ModelClient::call`]; every step is reported to the caller's [`events::Observer`].
 //!
 //! Baseline mode is the first attempt alone (same prompt, same candidates, no repair, no
 //! diagnostic); plain mode is the reference prompt ([`prompts::plain_request`]).
 
 pub mod ambiguity;
 pub mod answer;
+mod attempt;
 pub mod candidates;
 pub mod empty;
 pub mod events;
 pub mod failure;
 pub mod plausibility;
 pub mod prompts;
+pub mod question_rules;
 mod render;
-pub mod repair;
+pub mod repair_facts;
 pub mod reply;
-pub mod scope;
+mod result;
+mod state;
 pub mod strategy;
 
 pub use render::{render_plan, render_text};
+pub use result::{
+    AgentResult, ClarifyRequest, Decision, FailedAttempt, FirstRound, ModelStep, Plan, Tokens,
+    TraceStep,
+};
 
 use std::collections::BTreeSet;
 use std::time::Instant;
@@ -45,17 +56,15 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 use serde_json::Value as JsonValue;
 
-use crate::gate::{
-    ErrorType, Gate, GateError, QueryError, QueryOutcome, QueryResult, RefusalReason,
-};
-use crate::linking::cards::{schema_block, TableCard};
+use crate::gate::{ErrorType, Gate, GateError, QueryResult};
+use crate::linking::cards::TableCard;
 use crate::linking::{SchemaIndex, SelectOptions, Selection};
-use crate::llm::{CallLog, Confidence, LlmError, ModelClient, ModelReply, ModelRequest, Warmed};
-use answer::ChartSpec;
-use events::{AgentEvent, ChosenTable, NoObserver, Observer};
-use failure::{Failure, FailureKind, NextStep, Progress};
-use prompts::RepairTurn;
-use reply::{normalise_sql, Reply};
+use crate::llm::{CallLog, LlmError, ModelClient, ModelRequest, Warmed};
+use events::{AgentEvent, ChosenTable, NoObserver, Observer, RulesOutcome, SchemaMode};
+use failure::{Failure, FailureKind, NextKind, NextStep, Outcome, Spent};
+use prompts::{system_prompt_for, RepairTurn};
+use reply::normalise_sql;
+use state::{Node, Round, State};
 use strategy::{CardFormat, SampleWhen, SchemaScope, Strategy};
 
 /// The most generation rounds (model calls for SQL) one question gets. The one place
@@ -86,6 +95,8 @@ pub enum Mode {
 }
 
 impl Mode {
+    pub const ALL: [Mode; 3] = [Mode::Agent, Mode::Baseline, Mode::Plain];
+
     /// Modes that make exactly one attempt.
     pub fn is_single_attempt(self) -> bool {
         matches!(self, Mode::Baseline | Mode::Plain)
@@ -114,6 +125,12 @@ impl std::str::FromStr for Mode {
     }
 }
 
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Settings of one question.
 #[derive(Debug, Clone, Default)]
 pub struct AskOptions {
@@ -130,121 +147,6 @@ pub struct AskOptions {
 /// Tables a compact prompt ([`AskOptions::compact_prompt`]) keeps by score.
 pub const COMPACT_PROMPT_TABLES: usize = 3;
 
-/// How the question ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Decision {
-    Answer,
-    Clarify,
-    Decline,
-    GiveUp,
-}
-
-/// One failed attempt, as the history shows it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct FailedAttempt {
-    pub sql: String,
-    pub error_type: FailureKind,
-    pub message: String,
-    /// Why the guard refused, when it did.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<RefusalReason>,
-}
-
-impl FailedAttempt {
-    /// Whether this statement reached the database: not refused by the guard (even a
-    /// refusal worded as a database error), and of a kind that runs.
-    pub fn was_executed(&self) -> bool {
-        self.reason.is_none() && self.error_type.can_have_run()
-    }
-}
-
-/// A clarification question with its options.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ClarifyRequest {
-    pub question: String,
-    pub options: Vec<String>,
-}
-
-/// One step the state machine took.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TraceStep {
-    pub node: String,
-    pub note: String,
-    pub elapsed_ms: u64,
-}
-
-/// Tokens, cost and latency of one model call.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ModelStep {
-    pub purpose: String,
-    pub input_tokens: u64,
-    pub output_tokens: u64,
-    pub cost_usd: f64,
-    pub latency_ms: u64,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Tokens {
-    pub input: u64,
-    pub output: u64,
-}
-
-/// Everything the agent returns for one question.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct AgentResult {
-    pub question: String,
-    pub mode: Mode,
-    pub decision: Decision,
-    /// The SQL that produced the answer (as it ran, LIMIT included).
-    pub sql: Option<String>,
-    pub columns: Vec<String>,
-    pub rows: Vec<Vec<JsonValue>>,
-    pub row_count: usize,
-    pub truncated: bool,
-    /// Generation rounds made (each may try several candidates).
-    pub attempts: u32,
-    /// Candidate statements run or refused, over every round.
-    #[serde(default)]
-    pub candidates_tried: u32,
-    /// Every failed attempt, in order.
-    pub history: Vec<FailedAttempt>,
-    pub tables_used: Vec<String>,
-    pub assumptions: Vec<String>,
-    pub explanation: Option<String>,
-    /// Numbers in the explanation that are not in the rows: shown flagged, not as fact.
-    pub unverified_numbers: Vec<String>,
-    /// The rule checks the answer still fails (after its one suspect repair, or with no
-    /// attempt left), each with its check id and the fact: shown as a warning, never as
-    /// a plain answer. Empty for an answer that passed them.
-    #[serde(default)]
-    pub warnings: Vec<plausibility::Finding>,
-    pub chart: ChartSpec,
-    pub clarify: Option<ClarifyRequest>,
-    /// Why the question was declined or given up.
-    pub reason: Option<String>,
-    /// Whether the schema went whole or linked, and which tables.
-    pub schema_mode: String,
-    pub schema_tables: Vec<String>,
-    /// The strategy the question was asked with (`reply=sql,...`).
-    #[serde(default)]
-    pub strategy: String,
-    pub tokens: Tokens,
-    pub cost_usd: f64,
-    pub latency_ms: u64,
-    pub model_calls: Vec<ModelStep>,
-    pub trace: Vec<TraceStep>,
-    /// The OpenTelemetry trace of this question (32 hex digits), when the caller traced
-    /// it and traces are exported; the agent itself leaves it empty.
-    #[serde(default)]
-    pub trace_id: Option<String>,
-    /// Whether the first round's answer returned rows without error.
-    pub first_attempt_ok: Option<bool>,
-    /// The SQL of the first round's answer (or its first failure), for rescue/broken
-    /// accounting.
-    pub first_sql: Option<String>,
-}
-
 #[derive(Debug, thiserror::Error)]
 pub enum AgentError {
     #[error("the question is empty")]
@@ -256,161 +158,6 @@ pub enum AgentError {
     Model(#[from] LlmError),
     #[error("database: {0}")]
     Gate(#[from] GateError),
-}
-
-/// What `plan` shows before any model call.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Plan {
-    pub question: String,
-    pub ambiguity: ambiguity::AmbiguityDecision,
-    pub selection: Selection,
-    /// Estimated prompt tokens of the generation call.
-    pub prompt_tokens: usize,
-}
-
-/// The requests of a question's first round ([`Agent::first_round_requests`]).
-#[derive(Debug, Clone)]
-pub struct FirstRound {
-    /// The one reply at temperature 0.
-    pub greedy: ModelRequest,
-    /// The strategy's candidates at its temperature.
-    pub sampled: ModelRequest,
-    /// The plain reference prompt.
-    pub plain: ModelRequest,
-}
-
-/// How a generation round asks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Round {
-    /// One reply at temperature 0.
-    Greedy,
-    /// The strategy's number of candidates at its temperature.
-    Sampled,
-}
-
-/// One candidate of a round after the gate.
-struct Tried {
-    sql: String,
-    outcome: Result<QueryResult, Failure>,
-}
-
-enum Node {
-    Rules,
-    SelectSchema,
-    Generate(Round),
-    Try(Vec<String>, Round),
-    Inspect(QueryResult),
-    Failed(Failure, Option<String>),
-    Answer(QueryResult),
-    Done,
-}
-
-struct State<'o> {
-    question: String,
-    mode: Mode,
-    strategy: Strategy,
-    started: Instant,
-    /// When the latest generation round began (ms since `started`): the round's length
-    /// estimates the next one's against the time budget.
-    round_started_ms: u64,
-    /// The question is asked with a compact prompt ([`AskOptions::compact_prompt`]).
-    compact: bool,
-    observer: &'o dyn Observer,
-    selection: Option<Selection>,
-    widen: usize,
-    forced_tables: BTreeSet<String>,
-    assumptions: Vec<String>,
-    attempts: u32,
-    candidates_tried: u32,
-    history: Vec<FailedAttempt>,
-    /// The conversation of failed attempts the next round continues.
-    repairs: Vec<RepairTurn>,
-    failed_sql: Vec<String>,
-    repeated: bool,
-    cut_off: bool,
-    absent_columns: Vec<String>,
-    diagnostic_used: bool,
-    /// The one suspect repair has been asked for.
-    suspect_used: bool,
-    /// The latest answer the rule checks found suspect, with what they found: answered
-    /// with warnings when its repair is spent or cannot finish.
-    suspect: Option<(QueryResult, Vec<plausibility::Finding>)>,
-    /// The rules' own fix of the latest failure, when they wrote one: of a suspect
-    /// answer (the rule checks), or of a join on a column its table lacks.
-    rewrite: Option<plausibility::RuleFix>,
-    /// A join has been rewritten on its foreign key once: a second unknown column is
-    /// the model's to repair.
-    rejoined: bool,
-    /// The warnings the answer is shown with.
-    warnings: Vec<plausibility::Finding>,
-    /// An answer the round kept while it sampled a second opinion (an empty result or a
-    /// hesitant reply under doubt): it votes with the samples.
-    kept: Option<QueryResult>,
-    /// The confidence of the question's first greedy reply, when it was asked for.
-    first_confidence: Option<Confidence>,
-    /// The first reply's confidence has been judged (it is judged once).
-    confidence_judged: bool,
-    first_attempt_ok: Option<bool>,
-    first_sql: Option<String>,
-    trace: Vec<TraceStep>,
-    result: Option<AgentResult>,
-}
-
-impl State<'_> {
-    fn ms(&self) -> u64 {
-        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
-    }
-
-    fn note(&mut self, node: &str, note: impl Into<String>) {
-        let elapsed_ms = self.ms();
-        self.trace.push(TraceStep {
-            node: node.to_string(),
-            note: note.into(),
-            elapsed_ms,
-        });
-    }
-
-    fn emit(&self, event: AgentEvent) {
-        self.observer.observe(&event);
-    }
-
-    fn progress(&self) -> Progress {
-        Progress {
-            attempts: self.attempts,
-            max_attempts: MAX_ATTEMPTS,
-            repeated_before: self.repeated,
-            cut_off_before: self.cut_off,
-            absent_columns: self.absent_columns.len(),
-            single_attempt: self.mode.is_single_attempt(),
-            suspect_before: self.suspect_used,
-            rewrite_ready: self.rewrite.is_some(),
-            out_of_time: self.out_of_time(),
-        }
-    }
-
-    /// Whether another round, as long as the latest one, would end past the strategy's
-    /// time budget.
-    fn out_of_time(&self) -> bool {
-        let Some(budget_s) = self.strategy.time_budget_s else {
-            return false;
-        };
-        let now = self.ms();
-        let last_round = now.saturating_sub(self.round_started_ms);
-        now.saturating_add(last_round) > u64::from(budget_s) * 1000
-    }
-
-    /// Whether a further model round may start: an attempt is left and it would end
-    /// within the time budget.
-    fn may_start_round(&self) -> bool {
-        self.attempts < MAX_ATTEMPTS && !self.out_of_time()
-    }
-
-    fn first_round(&mut self, ok: bool, sql: &str) {
-        if self.first_attempt_ok.is_none() {
-            self.first_attempt_ok = Some(ok);
-            self.first_sql = Some(sql.to_string());
-        }
-    }
 }
 
 /// The agent over one database and one model.
@@ -494,18 +241,12 @@ impl Agent {
             history: Vec::new(),
             repairs: Vec::new(),
             failed_sql: Vec::new(),
-            repeated: false,
-            cut_off: false,
             absent_columns: Vec::new(),
-            diagnostic_used: false,
-            suspect_used: false,
-            rejoined: false,
+            spent: Spent::default(),
             suspect: None,
-            rewrite: None,
             warnings: Vec::new(),
             kept: None,
             first_confidence: None,
-            confidence_judged: false,
             first_attempt_ok: None,
             first_sql: None,
             trace: Vec::new(),
@@ -649,7 +390,7 @@ impl Agent {
             .records()
             .iter()
             .map(|record| ModelStep {
-                purpose: record.purpose.as_str().to_string(),
+                purpose: record.purpose,
                 input_tokens: record.input_tokens,
                 output_tokens: record.output_tokens,
                 cost_usd: record.cost_usd,
@@ -685,16 +426,16 @@ impl Agent {
             .assumptions
             .extend(decision.assumptions.iter().cloned());
         let outcome = if decision.restricted_column.is_some() || decision.write_request.is_some() {
-            "decline"
+            RulesOutcome::Decline
         } else if decision.clarify.is_some() {
-            "clarify"
+            RulesOutcome::Clarify
         } else {
-            "continue"
+            RulesOutcome::Continue
         };
         state.emit(AgentEvent::Rules {
             started_ms,
             elapsed_ms: state.ms() - started_ms,
-            outcome: outcome.to_string(),
+            outcome,
             assumptions: state.assumptions.clone(),
         });
         if let Some(column) = decision.restricted_column {
@@ -734,7 +475,7 @@ impl Agent {
             state.emit(AgentEvent::SchemaSelected {
                 started_ms,
                 elapsed_ms: 0,
-                mode: "plain".to_string(),
+                mode: SchemaMode::Plain,
                 tables: self
                     .cards
                     .iter()
@@ -773,7 +514,7 @@ impl Agent {
         state.emit(AgentEvent::SchemaSelected {
             started_ms,
             elapsed_ms: state.ms() - started_ms,
-            mode: selection.mode.as_str().to_string(),
+            mode: selection.mode.into(),
             tables: selection
                 .tables
                 .iter()
@@ -810,542 +551,6 @@ impl Agent {
         }
     }
 
-    fn request(&self, state: &State, round: Round) -> Option<ModelRequest> {
-        if state.mode == Mode::Plain {
-            return Some(prompts::plain_request(
-                self.gate.dialect(),
-                &self.plain_schema,
-                &state.question,
-            ));
-        }
-        let selection = state.selection.as_ref()?;
-        let system = if state.compact {
-            compact_system_prompt(
-                &self.gate,
-                &self.cards,
-                &self.strategy,
-                selection,
-                &state.question,
-            )
-        } else {
-            self.system_prompt_for(selection)
-        };
-        let request = prompts::generation_request(
-            &self.strategy,
-            &state.question,
-            system,
-            prompts::question_message(&state.question, &state.assumptions),
-            &state.repairs,
-        );
-        Some(match round {
-            Round::Greedy if self.strategy.confidence_floor.is_some() => request.with_logprobs(),
-            Round::Greedy => request,
-            Round::Sampled => request
-                .with_candidates(self.strategy.candidates)
-                .with_temperature(self.strategy.temperature),
-        })
-    }
-
-    async fn call(
-        &self,
-        state: &State<'_>,
-        request: &ModelRequest,
-        log: &CallLog,
-    ) -> Result<ModelReply, AgentError> {
-        let started_ms = state.ms();
-        let reply = self.client.call(request, log).await?;
-        let truncated = u32::from(reply.truncated)
-            + reply
-                .alternatives
-                .iter()
-                .map(|alternative| u32::from(alternative.truncated))
-                .sum::<u32>();
-        state.emit(AgentEvent::ModelCall {
-            started_ms,
-            elapsed_ms: state.ms() - started_ms,
-            purpose: request.purpose.as_str().to_string(),
-            model: reply.model.clone(),
-            input_tokens: reply.input_tokens,
-            output_tokens: reply.output_tokens,
-            cost_usd: reply.cost_usd,
-            candidates: request.candidates,
-            truncated,
-            prompt: request
-                .messages
-                .iter()
-                .map(|message| message.content.clone())
-                .collect(),
-            replies: std::iter::once(reply.text.clone())
-                .chain(
-                    reply
-                        .alternatives
-                        .iter()
-                        .map(|alternative| alternative.text.clone()),
-                )
-                .collect(),
-        });
-        Ok(reply)
-    }
-
-    async fn generate(
-        &self,
-        state: &mut State<'_>,
-        round: Round,
-        log: &CallLog,
-    ) -> Result<Node, AgentError> {
-        let Some(request) = self.request(state, round) else {
-            return Ok(Node::SelectSchema);
-        };
-        state.round_started_ms = state.ms();
-        let reply = self.call(state, &request, log).await?;
-        if state.attempts == 0 && round == Round::Greedy {
-            state.first_confidence = reply.confidence;
-        }
-        state.attempts += 1;
-        let replies: Vec<(String, bool)> = std::iter::once((reply.text.clone(), reply.truncated))
-            .chain(
-                reply
-                    .alternatives
-                    .iter()
-                    .map(|alternative| (alternative.text.clone(), alternative.truncated)),
-            )
-            .collect();
-        let mut sqls: Vec<String> = Vec::new();
-        let mut declines = Vec::new();
-        let mut repeats = 0;
-        let mut unreadable = None;
-        for (index, (text, truncated)) in replies.iter().enumerate() {
-            match reply::parse_reply(text) {
-                // A cut-off reply's SQL is incomplete however it parses.
-                _ if *truncated => {
-                    unreadable.get_or_insert((FailureKind::CutOff, text.clone()));
-                }
-                Reply::Sql { sql, assumptions } => {
-                    for assumption in assumptions {
-                        if !state.assumptions.contains(&assumption) {
-                            state.assumptions.push(assumption);
-                        }
-                    }
-                    let normal = normalise_sql(&sql);
-                    if state.failed_sql.contains(&normal) {
-                        repeats += 1;
-                    } else if !sqls.iter().any(|seen| normalise_sql(seen) == normal) {
-                        sqls.push(sql);
-                    }
-                }
-                Reply::Clarify(request) if index == 0 && round == Round::Greedy => {
-                    state.note("generate", "the model asks for clarification");
-                    self.finish(state, Decision::Clarify, None, Some(request));
-                    return Ok(Node::Done);
-                }
-                Reply::Clarify(_) => {}
-                Reply::Decline(reason) => declines.push(reason),
-                Reply::Malformed(message) => {
-                    unreadable.get_or_insert((FailureKind::MalformedReply, message));
-                }
-            }
-        }
-        state.note(
-            "generate",
-            format!(
-                "{}: {} candidate(s), {} new SQL",
-                request.purpose,
-                replies.len(),
-                sqls.len()
-            ),
-        );
-        if !sqls.is_empty() {
-            return Ok(Node::Try(sqls, round));
-        }
-        // No new SQL: the most telling reason, in this order.
-        if declines.len() * 2 > replies.len() || (round == Round::Greedy && !declines.is_empty()) {
-            state.note("generate", "the model declines");
-            let reason = declines.swap_remove(0);
-            return Ok(self.decline(state, reason));
-        }
-        let (kind, message, text) = if repeats > 0 {
-            (
-                FailureKind::IdenticalToFailed,
-                "the same query that already failed".to_string(),
-                reply.text.clone(),
-            )
-        } else {
-            let (kind, detail) = unreadable.unwrap_or((
-                FailureKind::MalformedReply,
-                "the reply holds no SQL".to_string(),
-            ));
-            let message = if kind == FailureKind::CutOff {
-                "the reply was cut off at the token limit".to_string()
-            } else {
-                detail
-            };
-            (kind, message, reply.text.clone())
-        };
-        state.first_round(false, &text);
-        Ok(Node::Failed(
-            Failure {
-                kind,
-                refusal: None,
-                message,
-                sql: text,
-                repairable: true,
-            },
-            None,
-        ))
-    }
-
-    /// Runs every candidate of a round through the gate and keeps the one the vote
-    /// chooses (the only one, when there is one).
-    async fn try_candidates(&self, state: &mut State<'_>, sqls: Vec<String>, round: Round) -> Node {
-        let mut tried = Vec::new();
-        for (index, sql) in sqls.into_iter().enumerate() {
-            state.candidates_tried += 1;
-            let candidate = self.try_one(state, index, sql).await;
-            if candidate.outcome.is_err() {
-                // As written, so a later reply of the same text is known for a repeat.
-                state.failed_sql.push(normalise_sql(&candidate.sql));
-            }
-            tried.push(candidate);
-        }
-        // The answer kept from the greedy round (an empty result under doubt) votes too.
-        let kept = state.kept.take();
-        let mut results: Vec<&QueryResult> = kept.iter().collect();
-        let mut origin: Vec<Option<usize>> = kept.iter().map(|_| None).collect();
-        for (index, candidate) in tried.iter().enumerate() {
-            if let Ok(result) = &candidate.outcome {
-                results.push(result);
-                origin.push(Some(index));
-            }
-        }
-        let voters: Vec<candidates::Voter<'_>> = results
-            .iter()
-            .enumerate()
-            .map(|(index, result)| candidates::Voter { index, result })
-            .collect();
-        if let Some(vote) = candidates::choose(&voters) {
-            if round == Round::Sampled || voters.len() > 1 {
-                state.note(
-                    "vote",
-                    format!(
-                        "{} of {} candidate(s) agree (groups {:?})",
-                        vote.agreeing, vote.voters, vote.groups
-                    ),
-                );
-                state.emit(AgentEvent::Vote {
-                    started_ms: state.ms(),
-                    chosen: vote.chosen,
-                    agreeing: vote.agreeing,
-                    voters: vote.voters,
-                    groups: vote.groups.clone(),
-                });
-            }
-            let chosen = results[vote.chosen].clone();
-            if let Some(Some(index)) = origin.get(vote.chosen) {
-                state.first_round(true, &tried[*index].sql);
-            }
-            if round == Round::Sampled {
-                // A vote already took a second look: its answer is not doubted again.
-                state.diagnostic_used |= kept.is_some();
-            }
-            return Node::Inspect(chosen);
-        }
-        // Nothing ran: the first candidate's failure speaks for the round.
-        let Some(first) = tried.into_iter().next() else {
-            return Node::Failed(
-                Failure {
-                    kind: FailureKind::MalformedReply,
-                    refusal: None,
-                    message: "no candidate to run".to_string(),
-                    sql: String::new(),
-                    repairable: true,
-                },
-                None,
-            );
-        };
-        let Err(failure) = first.outcome else {
-            return Node::Done;
-        };
-        state.first_round(false, &first.sql);
-        let facts = self.repair_facts(state, &failure);
-        Node::Failed(failure, facts)
-    }
-
-    async fn try_one(&self, state: &mut State<'_>, index: usize, sql: String) -> Tried {
-        let started_ms = state.ms();
-        let checked = self.gate.check(&sql);
-        state.emit(AgentEvent::Guard {
-            started_ms,
-            elapsed_ms: state.ms() - started_ms,
-            candidate: index,
-            sql: sql.clone(),
-            accepted: checked.is_ok(),
-            detail: match &checked {
-                Ok(checked) => checked.sql().to_string(),
-                Err(refusal) => refusal.to_string(),
-            },
-        });
-        let checked = match checked {
-            Ok(checked) => checked,
-            Err(refusal) => {
-                state.note("guard", format!("refused: {refusal}"));
-                let error = QueryError::from_refusal(refusal, &sql);
-                return Tried {
-                    outcome: Err(failure_of(&error)),
-                    sql,
-                };
-            }
-        };
-        state.note("guard", format!("accepted: {}", checked.sql()));
-        let started_ms = state.ms();
-        let outcome = self.gate.run(&checked).await;
-        let (rows, error_type, error, sqlstate, hint) = match &outcome {
-            QueryOutcome::Rows(rows) => (Some(rows.row_count), None, None, None, None),
-            QueryOutcome::Failed(error) => (
-                None,
-                Some(error.error_type.as_str().to_string()),
-                Some(error.message.clone()),
-                error.sqlstate.clone(),
-                error.hint.clone(),
-            ),
-        };
-        state.emit(AgentEvent::Executed {
-            started_ms,
-            elapsed_ms: state.ms() - started_ms,
-            candidate: index,
-            sql: checked.sql().to_string(),
-            rows,
-            error_type,
-            error,
-            sqlstate,
-            hint,
-        });
-        match outcome {
-            QueryOutcome::Rows(result) => {
-                state.note("execute", format!("{} row(s)", result.row_count));
-                Tried {
-                    sql,
-                    outcome: Ok(result),
-                }
-            }
-            QueryOutcome::Failed(error) => {
-                state.note(
-                    "execute",
-                    format!("{}: {}", error.error_type, error.message),
-                );
-                Tried {
-                    sql,
-                    outcome: Err(failure_of(&error)),
-                }
-            }
-        }
-    }
-
-    /// Rows came back: an answer, unless a rule check finds them suspect (one repair
-    /// naming the fact) or they look empty, where the one diagnostic (and under a
-    /// doubting strategy, one sampled second look) decides.
-    async fn inspect(&self, state: &mut State<'_>, result: QueryResult) -> Node {
-        let empty = empty::looks_empty(&result.rows);
-        // The checks come first: an empty sum over another year is suspect for its
-        // filter, before the empty-result diagnostic looks at its text filters.
-        if state.mode != Mode::Plain {
-            let answer = plausibility::Answer {
-                question: &state.question,
-                sql: &result.sql,
-                dialect: self.gate.dialect(),
-                columns: &result.columns,
-                rows: &result.rows,
-                tables: &result.tables,
-                notes: self.gate.notes(),
-                schema: self.gate.schema(),
-                cards: &self.cards,
-            };
-            let findings = plausibility::check_result(&answer);
-            if !findings.is_empty() {
-                // Repeated rows and years read as dates have a fix the rules write
-                // themselves; any other finding needs the model's repair, which is told
-                // every fact at once.
-                let rewrite = plausibility::rule_fix(&answer, &findings);
-                state.rewrite = rewrite;
-                return self.suspect(state, result, findings);
-            }
-        }
-        if !empty && self.hesitant(state) {
-            // Rows, but the model hesitated while writing them: one sampled second look,
-            // in which this answer votes too.
-            state.note(
-                "inspect",
-                "the reply's least likely token is under the confidence floor; sampling a second look",
-            );
-            state.kept = Some(result);
-            return Node::Generate(Round::Sampled);
-        }
-        if !empty || state.mode.is_single_attempt() || state.diagnostic_used {
-            state.note(
-                "inspect",
-                if empty { "empty: answered as is" } else { "ok" },
-            );
-            return Node::Answer(result);
-        }
-        state.diagnostic_used = true;
-        let started_ms = state.ms();
-        let (diagnosis, probe_sql) = empty::diagnose(&self.gate, &result).await;
-        let finding = match &diagnosis {
-            empty::Diagnosis::Explained(why) | empty::Diagnosis::Stands(why) => why.clone(),
-            empty::Diagnosis::CaseMismatch { findings, .. } => {
-                format!("case-insensitive probe matches: {}", findings.join(" "))
-            }
-        };
-        state.emit(AgentEvent::EmptyProbe {
-            started_ms,
-            elapsed_ms: state.ms() - started_ms,
-            sql: probe_sql,
-            finding: finding.clone(),
-        });
-        match diagnosis {
-            empty::Diagnosis::CaseMismatch { findings, .. } => {
-                state.note("inspect", format!("empty; {finding}"));
-                Node::Failed(
-                    Failure {
-                        kind: FailureKind::CaseMismatch,
-                        refusal: None,
-                        message: "no rows; the text filters match only when case and spaces \
-                                  are ignored"
-                            .to_string(),
-                        sql: result.sql.clone(),
-                        repairable: true,
-                    },
-                    Some(prompts::case_mismatch_facts(&findings)),
-                )
-            }
-            empty::Diagnosis::Explained(why) => {
-                state.note("inspect", format!("empty: {why}"));
-                Node::Answer(result)
-            }
-            empty::Diagnosis::Stands(why) => {
-                let doubt = self.strategy.samples()
-                    && self.strategy.sample_when == SampleWhen::Doubt
-                    && state.may_start_round();
-                if doubt {
-                    // An empty answer is doubtful: one sampled second look, in which the
-                    // empty answer votes too.
-                    state.note("inspect", format!("empty ({why}); sampling a second look"));
-                    state.kept = Some(result);
-                    return Node::Generate(Round::Sampled);
-                }
-                state.note("inspect", format!("empty: {why}"));
-                Node::Answer(result)
-            }
-        }
-    }
-
-    /// Whether the first greedy reply, judged once, was written with a token less likely
-    /// than the strategy's confidence floor, with an attempt left to sample a second look.
-    fn hesitant(&self, state: &mut State<'_>) -> bool {
-        // Only the result of the question's first round, a greedy one, is judged.
-        if state.confidence_judged || state.mode.is_single_attempt() || state.attempts != 1 {
-            return false;
-        }
-        state.confidence_judged = true;
-        let doubting = self.strategy.samples()
-            && self.strategy.sample_when == SampleWhen::Doubt
-            && state.may_start_round();
-        match (self.strategy.confidence_floor, state.first_confidence) {
-            (Some(floor), Some(confidence)) => doubting && confidence.min_logprob < floor,
-            _ => false,
-        }
-    }
-
-    /// Rows that fail a rule check: a `suspect` failure naming each fact, with the
-    /// periods the notes give the tables as schema facts.
-    fn suspect(
-        &self,
-        state: &mut State<'_>,
-        result: QueryResult,
-        findings: Vec<plausibility::Finding>,
-    ) -> Node {
-        let message = findings
-            .iter()
-            .map(|finding| format!("{} ({})", finding.message, finding.check))
-            .collect::<Vec<_>>()
-            .join("; ");
-        state.note("inspect", format!("suspect: {message}"));
-        let periods: Vec<(String, Option<String>, Option<String>)> = self
-            .gate
-            .notes()
-            .tables
-            .iter()
-            .filter_map(|(table, note)| {
-                let holds = note.holds.as_ref()?;
-                Some((table.clone(), holds.from.clone(), holds.to.clone()))
-            })
-            .collect();
-        let failure = Failure {
-            kind: FailureKind::Suspect,
-            refusal: None,
-            message,
-            sql: result.sql.clone(),
-            repairable: true,
-        };
-        let checks: Vec<plausibility::Check> =
-            findings.iter().map(|finding| finding.check).collect();
-        state.suspect = Some((result, findings));
-        Node::Failed(failure, prompts::suspect_facts(&checks, &periods))
-    }
-
-    /// Schema facts for the repair of a failure (who owns an unknown column, how to
-    /// join it; the cards of the tables in a type mismatch), and the retrieval changes
-    /// the failure asks for.
-    fn repair_facts(&self, state: &mut State, failure: &Failure) -> Option<String> {
-        match failure.kind {
-            FailureKind::Database(ErrorType::UnknownColumn) => {
-                // Every column the error names gets its facts, so one repair can mend
-                // them all instead of meeting them one attempt at a time.
-                let mut texts = Vec::new();
-                let mut absent_here = false;
-                for column in repair::unknown_columns(&failure.message) {
-                    let fact = repair::column_fact(
-                        &column,
-                        &failure.sql,
-                        self.gate.dialect(),
-                        &self.index,
-                    );
-                    for table in fact.owner_tables() {
-                        state.forced_tables.insert(table.to_string());
-                    }
-                    // Absent columns are counted per failure (the decline rule counts
-                    // failures that invent columns), so only the first is recorded.
-                    if fact.is_absent() && !absent_here {
-                        absent_here = true;
-                        state.absent_columns.push(column.column.clone());
-                        state.widen += 2;
-                    }
-                    texts.push(prompts::column_fact_text(&fact));
-                }
-                (!texts.is_empty()).then(|| texts.join("\n"))
-            }
-            FailureKind::Database(ErrorType::UnknownTable) => {
-                state.widen += 3;
-                let names: Vec<&str> = self.cards.iter().map(|card| card.table.as_str()).collect();
-                Some(format!("The tables are: {}.", names.join(", ")))
-            }
-            FailureKind::Database(ErrorType::TypeMismatch) => {
-                let used: Vec<String> = self
-                    .gate
-                    .check(&failure.sql)
-                    .map(|checked| checked.tables().to_vec())
-                    .unwrap_or_default();
-                let cards: Vec<&str> = self
-                    .cards
-                    .iter()
-                    .filter(|card| used.contains(&card.table.to_lowercase()))
-                    .map(|card| card.text.as_str())
-                    .collect();
-                (!cards.is_empty()).then(|| cards.join("\n"))
-            }
-            _ => None,
-        }
-    }
-
     /// Records a failure and follows [`failure::next_step`].
     fn after_failure(
         &self,
@@ -1353,37 +558,13 @@ impl Agent {
         mut failure: Failure,
         facts: Option<String>,
     ) -> Node {
-        // An unknown column no table has is data the database lacks.
-        if failure.kind == FailureKind::Database(ErrorType::UnknownColumn)
-            && state
-                .absent_columns
-                .last()
-                .is_some_and(|column| failure.message.contains(column.as_str()))
-        {
-            failure.kind = FailureKind::AbsentColumn;
-        }
-        // A rewrite belongs to the failure it mends: only a suspect answer's is written
-        // before this point (in inspect).
-        if failure.kind != FailureKind::Suspect {
-            state.rewrite = None;
-        }
-        // A join on a column one of its tables lacks, where one foreign key links the
-        // two, is mended by the rules once, before any model repair.
-        if failure.kind == FailureKind::Database(ErrorType::UnknownColumn)
-            && !state.rejoined
-            && !state.mode.is_single_attempt()
-        {
-            state.rewrite =
-                repair::join_on_foreign_key(&failure.sql, self.gate.dialect(), self.gate.schema())
-                    .map(|sql| plausibility::RuleFix {
-                        sql,
-                        change: "the join on the foreign key that links its tables".to_string(),
-                    });
-            state.rejoined = state.rewrite.is_some();
-        }
-        let step = failure::next_step(&failure, &state.progress());
-        if let Some(node) = self.answer_suspect(state, &failure, &step) {
-            return node;
+        let next = failure::next_step(&Outcome::Failed(&failure), &state.progress());
+        failure.kind = next.kind.unwrap_or(failure.kind);
+        let step = next.step;
+        if step == NextStep::AnswerWithWarnings {
+            if let Some(node) = self.answer_suspect(state, &failure) {
+                return node;
+            }
         }
         state.history.push(FailedAttempt {
             sql: failure.sql.clone(),
@@ -1395,29 +576,24 @@ impl Agent {
         {
             state.failed_sql.push(normalise_sql(&failure.sql));
         }
-        match failure.kind {
-            FailureKind::IdenticalToFailed => state.repeated = true,
-            FailureKind::Suspect => state.suspect_used = true,
-            FailureKind::CutOff => state.cut_off = true,
-            _ => {}
-        }
+        state.spent.record(failure.kind, &step);
         state.emit(AgentEvent::Failed {
             started_ms: state.ms(),
             kind: failure.kind,
             message: failure.message.clone(),
-            next: match &step {
-                NextStep::Repair => "repair",
-                NextStep::Resample => "resample",
-                NextStep::Decline(_) => "decline",
-                NextStep::GiveUp(_) => "give_up",
-                NextStep::AnswerWithWarnings => "answer_with_warnings",
-                NextStep::Rewrite => "rewrite",
-            }
-            .to_string(),
+            next: step.kind(),
+            rewrite: match &step {
+                NextStep::Rewrite(fix) => Some(fix.change.clone()),
+                _ => None,
+            },
         });
         state.note(
             "failed",
-            format!("{}: {} -> {step:?}", failure.kind, failure.message),
+            match &step {
+                // The trace names a rewrite; its fix is noted when it runs.
+                NextStep::Rewrite(_) => format!("{}: {} -> Rewrite", failure.kind, failure.message),
+                _ => format!("{}: {} -> {step:?}", failure.kind, failure.message),
+            },
         );
         let round = match step {
             NextStep::Decline(reason) => return self.decline(state, reason),
@@ -1427,17 +603,16 @@ impl Agent {
             }
             NextStep::Repair => self.repair_round(),
             NextStep::Resample => Round::Sampled,
-            NextStep::Rewrite => match state.rewrite.take() {
-                Some(fix) => {
-                    state.note("rewrite", format!("{}: {}", fix.change, fix.sql));
-                    return Node::Try(vec![fix.sql], Round::Greedy);
-                }
-                // next_step offers a rewrite only when one was written; were it not, the
-                // model's repair is the suspect answer's one repair.
-                None => self.repair_round(),
-            },
-            // Taken by answer_suspect before the failure was recorded.
-            NextStep::AnswerWithWarnings => return Node::Done,
+            NextStep::Rewrite(fix) => {
+                state.note("rewrite", format!("{}: {}", fix.change, fix.sql));
+                return Node::Try(vec![fix.sql], Round::Greedy);
+            }
+            // Only held suspect rows are answered with warnings (answer_suspect), and a
+            // failure is never answered as is nor diagnosed: no decision, which the
+            // caller reports.
+            NextStep::AnswerWithWarnings | NextStep::Answer | NextStep::Diagnose => {
+                return Node::Done
+            }
         };
         // A repeat is not shown again: the conversation already holds the attempt.
         if failure.kind != FailureKind::IdenticalToFailed {
@@ -1450,40 +625,16 @@ impl Agent {
                 ),
             });
         }
-        let widens = matches!(
-            failure.kind,
-            FailureKind::Database(ErrorType::UnknownColumn | ErrorType::UnknownTable)
-                | FailureKind::AbsentColumn
-        );
-        if widens
-            && state
-                .selection
-                .as_ref()
-                .is_some_and(|selection| selection.mode != crate::linking::SelectionMode::Whole)
-        {
+        if next.reselect_schema {
             return Node::SelectSchema;
         }
         Node::Generate(round)
     }
 
-    /// The answer with warnings that ends a suspect answer instead of its failure: the
-    /// suspect rows when their one repair is spent or no attempt is left, and the rows
-    /// of the earlier suspect answer when its repair ends in a give-up (rows with a
-    /// warning say more than no answer). None: the failure takes its ordinary course.
-    fn answer_suspect(
-        &self,
-        state: &mut State<'_>,
-        failure: &Failure,
-        step: &NextStep,
-    ) -> Option<Node> {
-        let answers = match step {
-            NextStep::AnswerWithWarnings => true,
-            NextStep::GiveUp(_) => state.suspect.is_some(),
-            _ => false,
-        };
-        if !answers {
-            return None;
-        }
+    /// The held suspect rows, answered with warnings instead of the failure: when their
+    /// one repair is spent or no attempt is left, or when their repair ended in a
+    /// give-up. None when no suspect answer is held.
+    fn answer_suspect(&self, state: &mut State<'_>, failure: &Failure) -> Option<Node> {
         let (result, findings) = state.suspect.take()?;
         if failure.kind != FailureKind::Suspect {
             // The repair failed: the failure is history, the earlier rows the answer.
@@ -1498,7 +649,8 @@ impl Agent {
             started_ms: state.ms(),
             kind: failure.kind,
             message: failure.message.clone(),
-            next: "answer_with_warnings".to_string(),
+            next: NextKind::AnswerWithWarnings,
+            rewrite: None,
         });
         state.note(
             "failed",
@@ -1577,18 +729,18 @@ impl Agent {
     fn base_result(&self, state: &State, decision: Decision) -> AgentResult {
         let (schema_mode, schema_tables) = match (&state.selection, state.mode) {
             (_, Mode::Plain) => (
-                "plain".to_string(),
+                SchemaMode::Plain,
                 self.cards.iter().map(|card| card.table.clone()).collect(),
             ),
             (Some(selection), _) => (
-                selection.mode.as_str().to_string(),
+                selection.mode.into(),
                 selection
                     .tables
                     .iter()
                     .map(|table| table.table.clone())
                     .collect(),
             ),
-            (None, _) => ("none".to_string(), Vec::new()),
+            (None, _) => (SchemaMode::None, Vec::new()),
         };
         AgentResult {
             question: state.question.clone(),
@@ -1657,71 +809,6 @@ fn schema_words_of(gate: &Gate) -> BTreeSet<String> {
         std::iter::once(table.name.as_str())
             .chain(table.columns.iter().map(|column| column.name.as_str()))
     }))
-}
-
-/// A gate failure as the agent's typed failure.
-fn failure_of(error: &QueryError) -> Failure {
-    Failure {
-        kind: FailureKind::Database(error.error_type),
-        refusal: error.reason,
-        message: error.message.clone(),
-        sql: error.sql.clone(),
-        repairable: error.repairable,
-    }
-}
-
-/// The stable system prompt for a selection: instructions and the chosen cards.
-fn system_prompt_for(
-    gate: &Gate,
-    cards: &[TableCard],
-    strategy: &Strategy,
-    selection: &Selection,
-) -> String {
-    system_prompt_with_notes(gate, cards, strategy, selection, gate.notes())
-}
-
-/// The system prompt of a compact question: the selection's tables with only the notes
-/// they and the question need ([`crate::linking::cards::notes_for`]).
-fn compact_system_prompt(
-    gate: &Gate,
-    cards: &[TableCard],
-    strategy: &Strategy,
-    selection: &Selection,
-    question: &str,
-) -> String {
-    let chosen: BTreeSet<&str> = selection.tables.iter().map(|t| t.table.as_str()).collect();
-    let notes = crate::linking::cards::notes_for(gate.notes(), &chosen, question);
-    system_prompt_with_notes(gate, cards, strategy, selection, &notes)
-}
-
-fn system_prompt_with_notes(
-    gate: &Gate,
-    cards: &[TableCard],
-    strategy: &Strategy,
-    selection: &Selection,
-    notes: &crate::schema::SchemaNotes,
-) -> String {
-    let chosen: BTreeSet<&str> = selection.tables.iter().map(|t| t.table.as_str()).collect();
-    let chosen_cards: Vec<&TableCard> = cards
-        .iter()
-        .filter(|card| chosen.contains(card.table.as_str()))
-        .collect();
-    let block = schema_block(
-        &chosen_cards,
-        notes,
-        gate.dialect().as_str(),
-        strategy.cards == CardFormat::Rows,
-    );
-    let holds_dates = chosen_cards.iter().any(|card| {
-        let columns = gate
-            .schema()
-            .iter()
-            .find(|table| table.name == card.table)
-            .map(|table| table.columns.as_slice())
-            .unwrap_or_default();
-        card.holds_dates(columns)
-    });
-    prompts::system_prompt(gate.dialect(), strategy, &block, holds_dates)
 }
 
 /// What the agent would do with a question, before any model call: the rules' decision,

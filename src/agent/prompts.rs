@@ -14,13 +14,17 @@
 //! The repair instruction is chosen by the failure's kind alone
 //! ([`repair_instruction`]); a kind that is repaired without an instruction fails a test.
 
+use std::collections::BTreeSet;
+
 use serde_json::json;
 
 use super::failure::FailureKind;
 use super::plausibility::Check;
-use super::repair::ColumnFact;
-use super::strategy::{Hints, ReplyFormat, Strategy};
-use crate::gate::{ErrorType, SqlDialect};
+use super::repair_facts::ColumnFact;
+use super::strategy::{CardFormat, Hints, ReplyFormat, Strategy};
+use crate::gate::{ErrorType, Gate, SqlDialect};
+use crate::linking::cards::{schema_block, TableCard};
+use crate::linking::Selection;
 use crate::llm::{Message, ModelRequest, Purpose};
 
 /// The most tokens a SQL reply may take. Measured replies on the evaluation sets are
@@ -526,6 +530,35 @@ fn table_periods_fact(periods: &[(String, Option<String>, Option<String>)]) -> O
     Some(format!("By their notes, {}.", spans.join("; ")))
 }
 
+// The agent's own failures in the words the repair quotes them in (and the history
+// shows them in).
+
+/// A reply that repeats a query that already failed.
+pub const REPEATED_QUERY: &str = "the same query that already failed";
+/// A reply with no SQL in it.
+pub const NO_SQL: &str = "the reply holds no SQL";
+/// A reply that stopped at the token limit.
+pub const CUT_OFF: &str = "the reply was cut off at the token limit";
+/// A round whose replies gave nothing to run.
+pub const NO_CANDIDATE: &str = "no candidate to run";
+/// An empty result whose text filters match only when case and spaces are ignored.
+pub const CASE_MISMATCH: &str =
+    "no rows; the text filters match only when case and spaces are ignored";
+
+/// What the rule checks found of a suspect answer, each fact with its check's id.
+pub fn suspect_message(findings: &[super::plausibility::Finding]) -> String {
+    findings
+        .iter()
+        .map(|finding| format!("{} ({})", finding.message, finding.check))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Every table's name, told to the repair of a table that does not exist.
+pub fn table_names_fact(names: &[&str]) -> String {
+    format!("The tables are: {}.", names.join(", "))
+}
+
 /// The findings of the empty-result probe, in words.
 pub fn case_mismatch_facts(findings: &[String]) -> String {
     findings.join("\n")
@@ -564,6 +597,60 @@ pub fn model_check_request(label: &str) -> ModelRequest {
         ],
     )
     .with_max_tokens(8)
+}
+
+/// The stable system prompt for a selection: instructions and the chosen cards.
+pub fn system_prompt_for(
+    gate: &Gate,
+    cards: &[TableCard],
+    strategy: &Strategy,
+    selection: &Selection,
+) -> String {
+    system_prompt_with_notes(gate, cards, strategy, selection, gate.notes())
+}
+
+/// The system prompt of a compact question: the selection's tables with only the notes
+/// they and the question need ([`crate::linking::cards::notes_for`]).
+pub fn compact_system_prompt(
+    gate: &Gate,
+    cards: &[TableCard],
+    strategy: &Strategy,
+    selection: &Selection,
+    question: &str,
+) -> String {
+    let chosen: BTreeSet<&str> = selection.tables.iter().map(|t| t.table.as_str()).collect();
+    let notes = crate::linking::cards::notes_for(gate.notes(), &chosen, question);
+    system_prompt_with_notes(gate, cards, strategy, selection, &notes)
+}
+
+fn system_prompt_with_notes(
+    gate: &Gate,
+    cards: &[TableCard],
+    strategy: &Strategy,
+    selection: &Selection,
+    notes: &crate::schema::SchemaNotes,
+) -> String {
+    let chosen: BTreeSet<&str> = selection.tables.iter().map(|t| t.table.as_str()).collect();
+    let chosen_cards: Vec<&TableCard> = cards
+        .iter()
+        .filter(|card| chosen.contains(card.table.as_str()))
+        .collect();
+    let block = schema_block(
+        &chosen_cards,
+        notes,
+        gate.dialect().as_str(),
+        strategy.cards == CardFormat::Rows,
+    );
+    let holds_dates = chosen_cards.iter().any(|card| {
+        let columns = gate
+            .schema()
+            .iter()
+            .find(|table| table.name == card.table)
+            .map(|table| table.columns.as_slice())
+            .unwrap_or_default();
+        card.holds_dates(columns)
+    });
+    system_prompt(gate.dialect(), strategy, &block, holds_dates)
 }
 
 #[cfg(test)]
@@ -647,7 +734,7 @@ mod tests {
         let fact = ColumnFact {
             column: "Quantity".into(),
             qualified: Some(("T2".into(), Some("tracks".into()))),
-            owners: vec![super::super::repair::Owner {
+            owners: vec![super::super::repair_facts::Owner {
                 table: "invoice_items".into(),
                 column: "Quantity".into(),
                 known_as: Some("T3".into()),

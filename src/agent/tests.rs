@@ -8,9 +8,11 @@ use std::sync::Arc;
 
 use serde_json::json;
 
+use super::attempt::failure_of;
 use super::*;
-use crate::gate::GateOptions;
+use crate::gate::{GateOptions, QueryError, RefusalReason};
 use crate::llm::scripted::ScriptedProvider;
+use crate::llm::Purpose;
 use crate::llm::{PriceTable, SpendLedger};
 
 struct Fixture {
@@ -53,7 +55,7 @@ fn repair_prompts(recorder: &events::Recorder) -> Vec<String> {
         .filter_map(|event| match event {
             events::AgentEvent::ModelCall {
                 purpose, prompt, ..
-            } if purpose == "repair_sql" => prompt.last().cloned(),
+            } if *purpose == Purpose::RepairSql => prompt.last().cloned(),
             _ => None,
         })
         .collect()
@@ -65,7 +67,7 @@ fn next_steps(recorder: &events::Recorder) -> Vec<String> {
         .events()
         .iter()
         .filter_map(|event| match event {
-            events::AgentEvent::Failed { next, .. } => Some(next.clone()),
+            events::AgentEvent::Failed { next, .. } => Some(next.as_str().to_string()),
             _ => None,
         })
         .collect()
@@ -613,7 +615,7 @@ async fn the_answer_checks_numbers_and_picks_a_chart() {
         ..AskOptions::default()
     };
     let result = agent.ask(q, &options).await.expect("answers");
-    assert_eq!(result.chart.kind, "bar");
+    assert_eq!(result.chart.kind, answer::ChartKind::Bar);
     assert_eq!(result.unverified_numbers, vec!["9999".to_string()]);
     assert_eq!(result.model_calls.len(), 2);
 }
@@ -1505,10 +1507,10 @@ async fn a_greedy_repair_strategy_asks_one_reply_per_repair() {
     let (_, recorder) = ask_recorded(&agent, q).await;
     let repaired_with = recorder.events().into_iter().find_map(|event| match event {
         events::AgentEvent::ModelCall {
-            purpose,
+            purpose: Purpose::RepairSql,
             candidates,
             ..
-        } if purpose == "repair_sql" => Some(candidates),
+        } => Some(candidates),
         _ => None,
     });
     assert_eq!(repaired_with, Some(3));

@@ -114,6 +114,19 @@ pub enum Decision {
     AgentError,
 }
 
+impl From<crate::agent::Decision> for Decision {
+    /// The agent's decision, by the agent's own names: the evaluation adds only the two
+    /// ways of reaching no decision.
+    fn from(decision: crate::agent::Decision) -> Decision {
+        match decision {
+            crate::agent::Decision::Answer => Decision::Answer,
+            crate::agent::Decision::Clarify => Decision::Clarify,
+            crate::agent::Decision::Decline => Decision::Decline,
+            crate::agent::Decision::GiveUp => Decision::GiveUp,
+        }
+    }
+}
+
 /// One question's outcome in one run and mode.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct QuestionOutcome {
@@ -362,6 +375,17 @@ fn ratio(numerator: u64, denominator: u64) -> Option<f64> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_agents_decisions_keep_their_names_in_run_records() {
+        for decision in crate::agent::Decision::ALL {
+            let recorded = serde_json::to_value(Decision::from(decision)).ok();
+            assert_eq!(
+                recorded.as_ref().and_then(|value| value.as_str()),
+                Some(decision.as_str())
+            );
+        }
+    }
+
     use super::*;
 
     #[allow(clippy::too_many_arguments)]

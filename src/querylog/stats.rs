@@ -73,8 +73,17 @@ pub struct LogStats {
     pub zero_row_answers: u64,
 }
 
-/// The decisions a question can end with; other rows (the setup's proof) are skipped.
-const DECISIONS: [&str; 4] = ["answer", "clarify", "decline", "give_up"];
+/// The decisions a question can end with, as the log's rows spell them; other rows (the
+/// setup's proof) are skipped. The query log sits below the agent, so it cannot name
+/// `agent::Decision`; `server::monitor`, which writes the rows with
+/// `Decision::as_str`, holds this list equal to `Decision::ALL` in a test.
+pub const DECISIONS: [&str; 4] = ["answer", "clarify", "decline", "give_up"];
+
+// The names of [`DECISIONS`] the figures are computed from.
+const ANSWER: &str = DECISIONS[0];
+const CLARIFY: &str = DECISIONS[1];
+const DECLINE: &str = DECISIONS[2];
+const GIVE_UP: &str = DECISIONS[3];
 
 /// The shortest run of zero-row answers reported.
 pub const MIN_ZERO_RUN: u64 = 2;
@@ -105,7 +114,7 @@ pub fn compute(rows: &[LogRow]) -> LogStats {
         for error in &row.error_types {
             *errors.entry(error.clone()).or_default() += 1;
         }
-        if row.decision != "answer" {
+        if row.decision != ANSWER {
             continue;
         }
         let day: String = row.asked_at.chars().take(10).collect();
@@ -141,9 +150,9 @@ pub fn compute(rows: &[LogRow]) -> LogStats {
     error_types.sort_by(|a, b| b.count.cmp(&a.count).then(a.error_type.cmp(&b.error_type)));
     let count = |decision: &str| decisions.get(decision).copied().unwrap_or(0);
     let (give_up_rate, refusal_rate, clarify_rate) = (
-        rate(count("give_up"), questions),
-        rate(count("decline"), questions),
-        rate(count("clarify"), questions),
+        rate(count(GIVE_UP), questions),
+        rate(count(DECLINE), questions),
+        rate(count(CLARIFY), questions),
     );
     LogStats {
         questions,

@@ -10,7 +10,8 @@ use std::fmt::Write as _;
 use std::sync::Mutex;
 
 use crate::agent::events::{AgentEvent, Observer};
-use crate::agent::AgentResult;
+use crate::agent::failure::NextKind;
+use crate::agent::{AgentResult, Decision};
 
 /// The content type Prometheus expects for the text format.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -79,10 +80,7 @@ impl Metrics {
 
     /// One answered question: its decision, attempts, tokens and cost.
     pub fn question(&self, result: &AgentResult) {
-        let decision = serde_json::to_value(result.decision)
-            .ok()
-            .and_then(|value| value.as_str().map(str::to_string))
-            .unwrap_or_else(|| "unknown".to_string());
+        let decision = result.decision.as_str().to_string();
         self.with(|c| {
             *c.questions.entry(decision).or_default() += 1;
             c.attempts_sum += u64::from(result.attempts);
@@ -112,7 +110,7 @@ impl Metrics {
             "Questions answered through POST /api/ask, by decision.",
             "decision",
             &c.questions,
-            &["answer", "clarify", "decline", "give_up"],
+            &Decision::ALL.map(Decision::as_str),
         );
         summary(
             &mut out,
@@ -202,7 +200,9 @@ impl Observer for Metrics {
                 purpose,
                 ..
             } => self.with(|c| {
-                *c.model_calls.entry(purpose.clone()).or_default() += 1;
+                *c.model_calls
+                    .entry(purpose.as_str().to_string())
+                    .or_default() += 1;
                 c.model_latency_seconds_sum += *elapsed_ms as f64 / 1000.0;
                 c.model_latency_count += 1;
             }),
@@ -217,8 +217,16 @@ impl Observer for Metrics {
             AgentEvent::Executed {
                 error_type: Some(error_type),
                 ..
-            } => self.with(|c| *c.database_errors.entry(error_type.clone()).or_default() += 1),
-            AgentEvent::Failed { kind, next, .. } if next == "repair" => {
+            } => self.with(|c| {
+                *c.database_errors
+                    .entry(error_type.as_str().to_string())
+                    .or_default() += 1
+            }),
+            AgentEvent::Failed {
+                kind,
+                next: NextKind::Repair,
+                ..
+            } => {
                 let kind = kind.as_str().to_string();
                 self.with(|c| *c.repairs.entry(kind).or_default() += 1);
             }

@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 
-use crate::agent::{AgentResult, Decision, Mode};
+use crate::agent::AgentResult;
 use crate::database::DatabaseUrl;
 use crate::drift::{self, Difference};
 use crate::gate::GateOptions;
@@ -122,23 +122,6 @@ pub async fn check_drift(watch: &DriftWatch) -> DriftStatus {
     }
 }
 
-fn decision_name(decision: Decision) -> &'static str {
-    match decision {
-        Decision::Answer => "answer",
-        Decision::Clarify => "clarify",
-        Decision::Decline => "decline",
-        Decision::GiveUp => "give_up",
-    }
-}
-
-fn mode_name(mode: Mode) -> &'static str {
-    match mode {
-        Mode::Agent => "agent",
-        Mode::Baseline => "baseline",
-        Mode::Plain => "plain",
-    }
-}
-
 /// The query log's row for one answered question.
 pub fn log_record(result: &AgentResult, asked_at: SystemTime, model: Option<String>) -> LogRecord {
     LogRecord {
@@ -151,7 +134,7 @@ pub fn log_record(result: &AgentResult, asked_at: SystemTime, model: Option<Stri
             .iter()
             .map(|attempt| attempt.error_type.as_str().to_string())
             .collect(),
-        decision: decision_name(result.decision).to_string(),
+        decision: result.decision.as_str().to_string(),
         row_count: u64::try_from(result.row_count).unwrap_or(u64::MAX),
         latency_ms: result.latency_ms,
         input_tokens: result.tokens.input,
@@ -159,6 +142,18 @@ pub fn log_record(result: &AgentResult, asked_at: SystemTime, model: Option<Stri
         cost_usd: result.cost_usd,
         model,
         trace_id: result.trace_id.clone(),
-        mode: mode_name(result.mode).to_string(),
+        mode: result.mode.as_str().to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::agent::Decision;
+    use crate::querylog::stats::DECISIONS;
+
+    #[test]
+    fn the_log_stats_count_every_decision_the_monitor_writes() {
+        let written: Vec<&str> = Decision::ALL.into_iter().map(Decision::as_str).collect();
+        assert_eq!(written, DECISIONS);
     }
 }

@@ -5,7 +5,17 @@
 use serde_json::{json, Value};
 
 use super::api::error_example;
-use crate::agent::MAX_QUESTION_CHARS;
+use crate::agent::answer::ChartKind;
+use crate::agent::events::SchemaMode;
+use crate::agent::failure::FailureKind;
+use crate::agent::plausibility::Check;
+use crate::agent::{Decision, Mode, MAX_QUESTION_CHARS};
+
+/// An enum's values as the document lists them, from the type's own names, so the
+/// document cannot drift from what the API takes and returns.
+fn names(values: impl IntoIterator<Item = &'static str>) -> Value {
+    Value::from(values.into_iter().collect::<Vec<_>>())
+}
 
 /// The API routes, as (method, path): the router and this description both list them.
 pub const API_ROUTES: [(&str, &str); 10] = [
@@ -54,7 +64,7 @@ fn bad_body_responses() -> Value {
 pub fn document() -> Value {
     let mut ask_responses = json!({
         "200": {
-            "description": "The agent's full result: the decision (answer, clarify, decline, give_up), the SQL that ran, the rows, every failed attempt with its error type, assumptions, the chart, tokens, cost and latency.",
+            "description": format!("The agent's full result: the decision ({}), the SQL that ran, the rows, every failed attempt with its error type, assumptions, the chart, tokens, cost and latency.", Decision::ALL.map(Decision::as_str).join(", ")),
             "content": {"application/json": {"schema": {"$ref": "#/components/schemas/AgentResult"}}}
         },
         "429": with_retry_after(error_response("This client asked too often (per-address token bucket).", "rate_limited", "too many questions from this address; try again in 3 s")),
@@ -199,7 +209,7 @@ fn schemas() -> Value {
             "additionalProperties": false,
             "properties": {
                 "question": {"type": "string", "minLength": 1, "maxLength": MAX_QUESTION_CHARS},
-                "mode": {"type": "string", "enum": ["agent", "baseline"], "default": "agent", "description": "agent: repair loop, up to 3 attempts; baseline: one attempt, no repair."},
+                "mode": {"type": "string", "enum": names(Mode::ALL.map(Mode::as_str)), "default": Mode::default().as_str(), "description": "agent: repair loop, up to 3 attempts; baseline: one attempt, no repair; plain: the reference prompt (every table with three sample rows), one attempt."},
                 "explain": {"type": "boolean", "description": "Ask the model for a short written answer (one more call). The server's --explain by default."}
             }
         },
@@ -213,14 +223,14 @@ fn schemas() -> Value {
             "type": "object",
             "properties": {
                 "sql": {"type": "string"},
-                "error_type": {"type": "string", "description": "A taxonomy type (unknown_column, syntax_error, ...) or malformed_reply, identical_to_failed, empty_result."},
+                "error_type": {"type": "string", "enum": names(FailureKind::all().into_iter().map(FailureKind::as_str)), "description": "A taxonomy type (unknown_column, syntax_error, ...) or one of the agent's own kinds (malformed_reply, identical_to_failed, empty_result, suspect, ...)."},
                 "message": {"type": "string"}
             }
         },
         "Chart": {
             "type": "object",
             "properties": {
-                "kind": {"type": "string", "enum": ["bar", "line", "scatter", "none"]},
+                "kind": {"type": "string", "enum": names(ChartKind::ALL.map(ChartKind::as_str))},
                 "x": {"type": ["string", "null"]},
                 "y": {"type": "array", "items": {"type": "string"}},
                 "reason": {"type": "string"}
@@ -230,8 +240,8 @@ fn schemas() -> Value {
             "type": "object",
             "properties": {
                 "question": {"type": "string"},
-                "mode": {"type": "string", "enum": ["agent", "baseline"]},
-                "decision": {"type": "string", "enum": ["answer", "clarify", "decline", "give_up"]},
+                "mode": {"type": "string", "enum": names(Mode::ALL.map(Mode::as_str))},
+                "decision": {"type": "string", "enum": names(Decision::ALL.map(Decision::as_str))},
                 "sql": {"type": ["string", "null"], "description": "The SQL that produced the answer, as it ran (LIMIT included)."},
                 "columns": {"type": "array", "items": {"type": "string"}},
                 "rows": rows,
@@ -243,11 +253,11 @@ fn schemas() -> Value {
                 "assumptions": {"type": "array", "items": {"type": "string"}},
                 "explanation": {"type": ["string", "null"]},
                 "unverified_numbers": {"type": "array", "items": {"type": "string"}, "description": "Numbers in the explanation that are not in the rows."},
-                "warnings": {"type": "array", "description": "Rule checks of the result against the question that the answer still fails (after its one suspect repair): shown as a warning, never as a plain answer. Empty when it passed them.", "items": {"type": "object", "properties": {"check": {"type": "string", "enum": ["period_filter", "period_rows", "period_unfiltered", "table_period", "grouping", "currency", "explanation_period", "explanation_currency"]}, "message": {"type": "string"}}, "required": ["check", "message"]}},
+                "warnings": {"type": "array", "description": "Rule checks of the result against the question that the answer still fails (after its one suspect repair): shown as a warning, never as a plain answer. Empty when it passed them.", "items": {"type": "object", "properties": {"check": {"type": "string", "enum": names(Check::ALL.map(Check::as_str))}, "message": {"type": "string"}}, "required": ["check", "message"]}},
                 "chart": {"$ref": "#/components/schemas/Chart"},
                 "clarify": {"type": ["object", "null"], "properties": {"question": {"type": "string"}, "options": {"type": "array", "items": {"type": "string"}}}},
                 "reason": {"type": ["string", "null"]},
-                "schema_mode": {"type": "string"},
+                "schema_mode": {"type": "string", "enum": names(SchemaMode::ALL.map(SchemaMode::as_str))},
                 "schema_tables": {"type": "array", "items": {"type": "string"}},
                 "tokens": {"type": "object", "properties": {"input": {"type": "integer"}, "output": {"type": "integer"}}},
                 "cost_usd": {"type": "number"},
@@ -358,4 +368,88 @@ fn schemas() -> Value {
             }
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde::de::DeserializeOwned;
+    use serde::Serialize;
+
+    use super::*;
+
+    /// The enum the document lists at `pointer`.
+    fn listed(pointer: &str) -> Vec<String> {
+        let document = document();
+        let values = document
+            .pointer(pointer)
+            .and_then(Value::as_array)
+            .unwrap_or_else(|| panic!("{pointer} lists an enum"));
+        values
+            .iter()
+            .map(|value| value.as_str().unwrap_or_default().to_string())
+            .collect()
+    }
+
+    /// Every value the document lists reads as the type, and every value of the type is
+    /// listed, in the words serde writes.
+    fn same<T: Serialize + DeserializeOwned>(pointer: &str, all: impl IntoIterator<Item = T>) {
+        let listed = listed(pointer);
+        let written: Vec<String> = all
+            .into_iter()
+            .map(|value| {
+                serde_json::to_value(&value)
+                    .ok()
+                    .and_then(|value| value.as_str().map(str::to_string))
+                    .unwrap_or_default()
+            })
+            .collect();
+        assert_eq!(listed, written, "{pointer}");
+        for name in &listed {
+            assert!(
+                serde_json::from_value::<T>(Value::from(name.as_str())).is_ok(),
+                "{pointer}: {name}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_documents_enums_are_the_types_values() {
+        let schemas = "/components/schemas";
+        same(
+            &format!("{schemas}/AskRequest/properties/mode/enum"),
+            Mode::ALL,
+        );
+        same(
+            &format!("{schemas}/AgentResult/properties/mode/enum"),
+            Mode::ALL,
+        );
+        same(
+            &format!("{schemas}/AgentResult/properties/decision/enum"),
+            Decision::ALL,
+        );
+        same(
+            &format!("{schemas}/AgentResult/properties/schema_mode/enum"),
+            SchemaMode::ALL,
+        );
+        same(
+            &format!("{schemas}/AgentResult/properties/warnings/items/properties/check/enum"),
+            Check::ALL,
+        );
+        same(
+            &format!("{schemas}/Chart/properties/kind/enum"),
+            ChartKind::ALL,
+        );
+        same(
+            &format!("{schemas}/FailedAttempt/properties/error_type/enum"),
+            FailureKind::all(),
+        );
+        // Every mode the document offers is one the API takes.
+        for mode in listed(&format!("{schemas}/AskRequest/properties/mode/enum")) {
+            assert!(mode.parse::<Mode>().is_ok(), "{mode}");
+        }
+        assert!(
+            listed(&format!("{schemas}/AskRequest/properties/mode/enum"))
+                .contains(&"plain".to_string())
+        );
+    }
 }

@@ -5,8 +5,10 @@
 
 use serde_json::Value;
 
-use crate::agent::events::AgentEvent;
+use crate::agent::events::{AgentEvent, RulesOutcome};
+use crate::agent::failure::{FailureKind, NextKind};
 use crate::agent::Decision;
+use crate::llm::Purpose;
 use crate::text::cut_text;
 
 /// Longest database message or refusal quoted in a sentence.
@@ -46,10 +48,10 @@ pub fn summary(event: &AgentEvent) -> String {
             assumptions,
             ..
         } => {
-            let verdict = match outcome.as_str() {
-                "decline" => "a rule declines it",
-                "clarify" => "a vague word needs clarifying",
-                _ => "no rule stops it",
+            let verdict = match outcome {
+                RulesOutcome::Decline => "a rule declines it",
+                RulesOutcome::Clarify => "a vague word needs clarifying",
+                RulesOutcome::Continue => "no rule stops it",
             };
             if assumptions.is_empty() {
                 format!("Read the question: {verdict}")
@@ -94,10 +96,10 @@ pub fn summary(event: &AgentEvent) -> String {
             truncated,
             ..
         } => {
-            let what = match purpose.as_str() {
-                "write_sql" => "The model wrote SQL".to_string(),
-                "repair_sql" => "The model rewrote the SQL after the failure".to_string(),
-                "write_answer" => "The model wrote the answer".to_string(),
+            let what = match purpose {
+                Purpose::WriteSql => "The model wrote SQL".to_string(),
+                Purpose::RepairSql => "The model rewrote the SQL after the failure".to_string(),
+                Purpose::WriteAnswer => "The model wrote the answer".to_string(),
                 other => format!("The model was asked ({other})"),
             };
             let mut facts = vec![format!("{input_tokens} tokens in, {output_tokens} out")];
@@ -134,7 +136,7 @@ pub fn summary(event: &AgentEvent) -> String {
             Some(count) => format!("The database returned {}", plural(*count, "row", "rows")),
             None => format!(
                 "The database refused it ({}): {}",
-                error_type.as_deref().unwrap_or("unknown"),
+                error_type.map_or("unknown", |error_type| error_type.as_str()),
                 cut_text(error.as_deref().unwrap_or("no message"), MESSAGE_CHARS)
             ),
         },
@@ -157,18 +159,25 @@ pub fn summary(event: &AgentEvent) -> String {
             kind,
             message,
             next,
+            rewrite,
             ..
         } => {
-            let then = match next.as_str() {
-                "repair" => "asking the model to repair it",
-                "resample" => "asking for other candidates",
-                "decline" => "declining",
-                "give_up" => "giving up",
-                "answer_with_warnings" => "answering with a warning",
-                "rewrite" => "running it again without the join that repeats rows",
-                other => other,
+            let then = match next {
+                NextKind::Repair => "asking the model to repair it".to_string(),
+                NextKind::Resample => "asking for other candidates".to_string(),
+                NextKind::Decline => "declining".to_string(),
+                NextKind::GiveUp => "giving up".to_string(),
+                NextKind::AnswerWithWarnings => "answering with a warning".to_string(),
+                // The rewrite says what it changes: a join taken out, a column of years
+                // compared as the year, a join put on its foreign key.
+                NextKind::Rewrite => match rewrite {
+                    Some(change) => format!("running the rules' rewrite ({change})"),
+                    None => "running the rules' rewrite".to_string(),
+                },
+                NextKind::Diagnose => "checking why there are no rows".to_string(),
+                NextKind::Answer => "answering as it is".to_string(),
             };
-            let what = if *kind == crate::agent::failure::FailureKind::Suspect {
+            let what = if *kind == FailureKind::Suspect {
                 "The rows do not fit the question"
             } else {
                 "Attempt failed"
@@ -267,8 +276,7 @@ pub fn stream_json(event: &AgentEvent) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::events::ChosenTable;
-    use crate::agent::failure::FailureKind;
+    use crate::agent::events::{ChosenTable, SchemaMode};
     use crate::gate::ErrorType;
 
     #[test]
@@ -283,7 +291,7 @@ mod tests {
         let schema = AgentEvent::SchemaSelected {
             started_ms: 3,
             elapsed_ms: 1,
-            mode: "whole".to_string(),
+            mode: SchemaMode::Whole,
             tables: vec![
                 ChosenTable {
                     table: "bills".to_string(),
@@ -304,7 +312,8 @@ mod tests {
             started_ms: 900,
             kind: FailureKind::Database(ErrorType::UnknownColumn),
             message: "no such column: c.customer_name".to_string(),
-            next: "repair".to_string(),
+            next: NextKind::Repair,
+            rewrite: None,
         };
         assert_eq!(
             summary(&failed),
@@ -329,11 +338,51 @@ mod tests {
     }
 
     #[test]
+    fn a_rewrite_is_described_by_what_it_changes() {
+        let rewrite = |kind: FailureKind, change: &str| AgentEvent::Failed {
+            started_ms: 900,
+            kind,
+            message: "m".to_string(),
+            next: NextKind::Rewrite,
+            rewrite: Some(change.to_string()),
+        };
+        assert_eq!(
+            summary(&rewrite(FailureKind::Suspect, "without the repeating join")),
+            "The rows do not fit the question (suspect): m; running the rules' rewrite \
+             (without the repeating join)"
+        );
+        assert_eq!(
+            summary(&rewrite(
+                FailureKind::Database(ErrorType::UnknownColumn),
+                "the join on the foreign key that links its tables"
+            )),
+            "Attempt failed (unknown_column): m; running the rules' rewrite (the join on \
+             the foreign key that links its tables)"
+        );
+        // Every next step has its own words.
+        let mut words: Vec<String> = NextKind::ALL
+            .into_iter()
+            .map(|next| {
+                summary(&AgentEvent::Failed {
+                    started_ms: 0,
+                    kind: FailureKind::EmptyResult,
+                    message: "m".to_string(),
+                    next,
+                    rewrite: None,
+                })
+            })
+            .collect();
+        words.sort();
+        words.dedup();
+        assert_eq!(words.len(), NextKind::ALL.len());
+    }
+
+    #[test]
     fn the_stream_leaves_the_prompt_out_and_adds_the_sentence() {
         let call = AgentEvent::ModelCall {
             started_ms: 10,
             elapsed_ms: 800,
-            purpose: "write_sql".to_string(),
+            purpose: Purpose::WriteSql,
             model: "scripted".to_string(),
             input_tokens: 900,
             output_tokens: 40,

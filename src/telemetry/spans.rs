@@ -22,6 +22,7 @@ use opentelemetry_sdk::trace::SdkTracer;
 
 use crate::agent::events::{AgentEvent, Observer};
 use crate::agent::{AgentResult, Decision};
+use crate::llm::Purpose;
 
 /// The attribute names, one home each.
 pub mod attr {
@@ -122,18 +123,9 @@ fn strings<I: IntoIterator<Item = String>>(items: I) -> Value {
     ))
 }
 
-fn decision_name(decision: Decision) -> &'static str {
-    match decision {
-        Decision::Answer => "answer",
-        Decision::Clarify => "clarify",
-        Decision::Decline => "decline",
-        Decision::GiveUp => "give_up",
-    }
-}
-
 /// A model call's span name: its purpose with hyphens (`write-sql`).
-pub fn generation_name(purpose: &str) -> String {
-    purpose.replace('_', "-")
+pub fn generation_name(purpose: Purpose) -> String {
+    purpose.as_str().replace('_', "-")
 }
 
 /// The trace of one question, fed by the agent's events.
@@ -209,7 +201,7 @@ impl QuestionTrace {
         let input = result.tokens.input;
         let output = result.tokens.output;
         let mut attributes = vec![
-            KeyValue::new(attr::DECISION, decision_name(result.decision)),
+            KeyValue::new(attr::DECISION, result.decision.as_str()),
             KeyValue::new(attr::ATTEMPTS, i64::from(result.attempts)),
             KeyValue::new(attr::ROWS, count(result.row_count)),
             KeyValue::new(attr::COST_USD, result.cost_usd),
@@ -225,7 +217,7 @@ impl QuestionTrace {
             (Some(sql), _, _) if result.decision == Decision::Answer => sql.clone(),
             (_, Some(reason), _) => reason.clone(),
             (_, _, Some(clarify)) => clarify.question.clone(),
-            _ => decision_name(result.decision).to_string(),
+            _ => result.decision.as_str().to_string(),
         };
         if let Some(sql) = &result.sql {
             attributes.push(KeyValue::new(attr::SQL, sql.clone()));
@@ -359,7 +351,7 @@ impl QuestionTrace {
             }
         }
         self.child(
-            generation_name(purpose),
+            generation_name(*purpose),
             SpanKind::Client,
             *elapsed_ms,
             attributes,
@@ -377,7 +369,7 @@ impl Observer for QuestionTrace {
                 ..
             } => {
                 let span = self.cx.span();
-                span.set_attribute(KeyValue::new(attr::RULES, outcome.clone()));
+                span.set_attribute(KeyValue::new(attr::RULES, outcome.as_str()));
                 if !assumptions.is_empty() {
                     span.set_attribute(KeyValue::new(
                         attr::ASSUMPTIONS,
@@ -394,7 +386,7 @@ impl Observer for QuestionTrace {
             } => {
                 let mut attributes = vec![
                     KeyValue::new(attr::SPAN_KIND, "RETRIEVER"),
-                    KeyValue::new(attr::SCHEMA_MODE, mode.clone()),
+                    KeyValue::new(attr::SCHEMA_MODE, mode.as_str()),
                     KeyValue::new(attr::SCHEMA_TOKENS, count(*prompt_tokens)),
                     KeyValue::new(
                         attr::SCHEMA_TABLES,
@@ -481,9 +473,9 @@ impl Observer for QuestionTrace {
                         Status::Ok
                     }
                     None => {
-                        let kind = error_type.clone().unwrap_or_else(|| "error".to_string());
+                        let kind = error_type.map_or("error", |error_type| error_type.as_str());
                         let message = error.clone().unwrap_or_default();
-                        attributes.push(KeyValue::new(attr::ERROR_TYPE, kind.clone()));
+                        attributes.push(KeyValue::new(attr::ERROR_TYPE, kind));
                         attributes.push(KeyValue::new(attr::ERROR_MESSAGE, message.clone()));
                         if let Some(sqlstate) = sqlstate {
                             attributes.push(KeyValue::new(attr::ERROR_SQLSTATE, sqlstate.clone()));
@@ -553,7 +545,7 @@ impl Observer for QuestionTrace {
                     vec![
                         KeyValue::new(attr::ERROR_TYPE, kind.as_str()),
                         KeyValue::new(attr::ERROR_MESSAGE, message.clone()),
-                        KeyValue::new("askdb.next", next.clone()),
+                        KeyValue::new("askdb.next", next.as_str()),
                     ],
                 );
             }
@@ -564,7 +556,7 @@ impl Observer for QuestionTrace {
                 ..
             } => {
                 let span = self.cx.span();
-                span.set_attribute(KeyValue::new(attr::DECISION, decision_name(*decision)));
+                span.set_attribute(KeyValue::new(attr::DECISION, decision.as_str()));
                 span.set_attribute(KeyValue::new(attr::ATTEMPTS, i64::from(*attempts)));
                 span.set_attribute(KeyValue::new(attr::ROWS, count(*rows)));
             }

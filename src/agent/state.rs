@@ -1,0 +1,137 @@
+//! The state of one question as the state machine carries it between steps: the nodes,
+//! how a round asks, and everything the question has gathered and spent so far.
+
+use std::collections::BTreeSet;
+use std::time::Instant;
+
+use super::events::{AgentEvent, Observer};
+use super::failure::Failure;
+use super::failure::{Progress, Spent};
+use super::prompts::RepairTurn;
+use super::strategy::{SampleWhen, Strategy};
+use super::{plausibility, AgentResult, FailedAttempt, Mode, TraceStep, MAX_ATTEMPTS};
+use crate::gate::QueryResult;
+use crate::linking::Selection;
+use crate::llm::Confidence;
+
+/// How a generation round asks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Round {
+    /// One reply at temperature 0.
+    Greedy,
+    /// The strategy's number of candidates at its temperature.
+    Sampled,
+}
+
+/// One candidate of a round after the gate.
+pub(super) struct Tried {
+    pub(super) sql: String,
+    pub(super) outcome: Result<QueryResult, Failure>,
+}
+
+pub(super) enum Node {
+    Rules,
+    SelectSchema,
+    Generate(Round),
+    Try(Vec<String>, Round),
+    Inspect(QueryResult),
+    Failed(Failure, Option<String>),
+    Answer(QueryResult),
+    Done,
+}
+
+pub(super) struct State<'o> {
+    pub(super) question: String,
+    pub(super) mode: Mode,
+    pub(super) strategy: Strategy,
+    pub(super) started: Instant,
+    /// When the latest generation round began (ms since `started`): the round's length
+    /// estimates the next one's against the time budget.
+    pub(super) round_started_ms: u64,
+    /// The question is asked with a compact prompt ([`AskOptions::compact_prompt`]).
+    pub(super) compact: bool,
+    pub(super) observer: &'o dyn Observer,
+    pub(super) selection: Option<Selection>,
+    pub(super) widen: usize,
+    pub(super) forced_tables: BTreeSet<String>,
+    pub(super) assumptions: Vec<String>,
+    pub(super) attempts: u32,
+    pub(super) candidates_tried: u32,
+    pub(super) history: Vec<FailedAttempt>,
+    /// The conversation of failed attempts the next round continues.
+    pub(super) repairs: Vec<RepairTurn>,
+    pub(super) failed_sql: Vec<String>,
+    pub(super) absent_columns: Vec<String>,
+    /// What the question has spent of the things it gets once.
+    pub(super) spent: Spent,
+    /// The latest answer the rule checks found suspect, with what they found: answered
+    /// with warnings when its repair is spent or cannot finish.
+    pub(super) suspect: Option<(QueryResult, Vec<plausibility::Finding>)>,
+    /// The warnings the answer is shown with.
+    pub(super) warnings: Vec<plausibility::Finding>,
+    /// An answer the round kept while it sampled a second opinion (an empty result or a
+    /// hesitant reply under doubt): it votes with the samples.
+    pub(super) kept: Option<QueryResult>,
+    /// The confidence of the question's first greedy reply, when it was asked for.
+    pub(super) first_confidence: Option<Confidence>,
+    pub(super) first_attempt_ok: Option<bool>,
+    pub(super) first_sql: Option<String>,
+    pub(super) trace: Vec<TraceStep>,
+    pub(super) result: Option<AgentResult>,
+}
+
+impl State<'_> {
+    pub(super) fn ms(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    pub(super) fn note(&mut self, node: &str, note: impl Into<String>) {
+        let elapsed_ms = self.ms();
+        self.trace.push(TraceStep {
+            node: node.to_string(),
+            note: note.into(),
+            elapsed_ms,
+        });
+    }
+
+    pub(super) fn emit(&self, event: AgentEvent) {
+        self.observer.observe(&event);
+    }
+
+    pub(super) fn progress(&self) -> Progress {
+        Progress {
+            attempts: self.attempts,
+            max_attempts: MAX_ATTEMPTS,
+            spent: self.spent,
+            absent_columns: self.absent_columns.len(),
+            last_absent_column: self.absent_columns.last().cloned(),
+            single_attempt: self.mode.is_single_attempt(),
+            suspect_held: self.suspect.is_some(),
+            linked_schema: self
+                .selection
+                .as_ref()
+                .is_some_and(|selection| selection.mode != crate::linking::SelectionMode::Whole),
+            samples_on_doubt: self.strategy.samples()
+                && self.strategy.sample_when == SampleWhen::Doubt,
+            out_of_time: self.out_of_time(),
+        }
+    }
+
+    /// Whether another round, as long as the latest one, would end past the strategy's
+    /// time budget.
+    pub(super) fn out_of_time(&self) -> bool {
+        let Some(budget_s) = self.strategy.time_budget_s else {
+            return false;
+        };
+        let now = self.ms();
+        let last_round = now.saturating_sub(self.round_started_ms);
+        now.saturating_add(last_round) > u64::from(budget_s) * 1000
+    }
+
+    pub(super) fn first_round(&mut self, ok: bool, sql: &str) {
+        if self.first_attempt_ok.is_none() {
+            self.first_attempt_ok = Some(ok);
+            self.first_sql = Some(sql.to_string());
+        }
+    }
+}
