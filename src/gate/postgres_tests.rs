@@ -1415,12 +1415,16 @@ async fn pg_a_result_stops_at_its_byte_cap_without_reading_the_rest() {
     )
     .await;
     // Fifty values of 1 MB each, far under the row cap: the byte cap (8 MiB) cuts the
-    // result after the ninth, the first to pass it.
+    // result before the ninth, the first that would pass it.
     let rows = gate
         .execute("SELECT repeat('x', 1000000) AS big FROM generate_series(1, 50)")
         .await
         .expect("rows");
-    assert_eq!(rows.rows.len(), 9);
+    assert_eq!(
+        rows.rows.len(),
+        8,
+        "the ninth would pass 8 MiB and is not decoded"
+    );
     assert!(rows.truncated);
     // A result of many small rows still stops at the row cap, and says so.
     let many = gate
@@ -1594,7 +1598,7 @@ async fn pg_a_result_cut_at_its_byte_cap_stops_the_server_producing_the_rest() {
     let huge = "SELECT repeat('x', 1000000) AS big FROM generate_series(1, 100000) AS askdb_huge";
     let rows = gate.execute(huge).await.expect("rows");
     assert!(rows.truncated);
-    assert_eq!(rows.rows.len(), 9);
+    assert_eq!(rows.rows.len(), 8);
     let admin = scratch.admin_in_database().await;
     let mut still_running = i64::MAX;
     for _ in 0..50 {

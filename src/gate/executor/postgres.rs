@@ -53,7 +53,7 @@ use crate::text::redact_password;
 mod decode;
 mod introspect;
 
-use decode::PgCell;
+use decode::{PgCell, WireLength};
 use introspect::*;
 
 /// Connections kept open per gate. Small: askdb runs one question at a time per user,
@@ -572,6 +572,18 @@ async fn run_statement(
     while let Some(row) = std::future::poll_fn(|context| stream.as_mut().poll_next(context)).await {
         let row = row.map_err(|error| failure_from(&error))?;
         if rows.len() >= cap || bytes > limits.byte_cap {
+            truncated = true;
+            break;
+        }
+        // The row's size on the wire first: a row past the cap ends the read before any
+        // of its values is decoded (a decoded value is a second copy, larger as JSON).
+        let wire: u64 = (0..row.len())
+            .map(|index| {
+                row.try_get::<_, WireLength>(index)
+                    .map_or(0, |length| length.0)
+            })
+            .sum();
+        if bytes + wire > limits.byte_cap {
             truncated = true;
             break;
         }

@@ -27,7 +27,7 @@ use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags};
 use serde_json::Value as JsonValue;
 
-use super::{quote_ident, value_bytes, ExecFailure, ExecLimits, RawRows};
+use super::{quote_ident, ExecFailure, ExecLimits, RawRows};
 use crate::gate::guard::resolution::{Resolution, SqliteAccess};
 use crate::gate::taxonomy::{self, ErrorType};
 use crate::schema::{ColumnSchema, ForeignKey, TableSchema};
@@ -48,6 +48,9 @@ const DENIED_SQLITE_FUNCTIONS: &[&str] = &[
 /// Table-valued functions the allow-list admits, registered on the resolver connection
 /// before its first statement.
 const TABLE_VALUED_FUNCTIONS: &[&str] = &["json_each", "json_tree", "generate_series"];
+
+/// The most memory SQLite may hold in askdb's process (`PRAGMA hard_heap_limit`).
+const SQLITE_HEAP_LIMIT_BYTES: i64 = 256 * 1024 * 1024;
 
 /// Idle connections kept for reuse. More can be open at once (one per statement in
 /// flight); past this many, a connection is closed when its statement ends, so memory
@@ -257,6 +260,12 @@ impl SqliteExecutor {
         // query_only must be set before the authorizer, which denies PRAGMA.
         connection
             .pragma_update(None, "query_only", true)
+            .map_err(setup_error)?;
+        // All of SQLite's memory in this process, every connection together: a statement
+        // whose values or sorts would pass it fails with "out of memory" instead of
+        // growing askdb (one row of 120 values of 4 MiB each would be 480 MB).
+        connection
+            .pragma_update(None, "hard_heap_limit", SQLITE_HEAP_LIMIT_BYTES)
             .map_err(setup_error)?;
         connection
             .set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_DEFENSIVE, true)
@@ -468,9 +477,18 @@ fn run_statement(
         }
         let mut values = Vec::with_capacity(column_count);
         for index in 0..column_count {
-            let value = json_of(row.get_ref(index).map_err(failure_from)?);
-            bytes += value_bytes(&value);
-            values.push(value);
+            let raw = row.get_ref(index).map_err(failure_from)?;
+            // Counted before it is copied out of SQLite: a row of many large values stops
+            // at the value that passes the cap, not after all of them are in memory twice.
+            bytes += raw_bytes(raw);
+            if bytes > limits.byte_cap {
+                truncated = true;
+                break;
+            }
+            values.push(json_of(raw));
+        }
+        if truncated {
+            break;
         }
         rows_out.push(values);
     }
@@ -479,6 +497,16 @@ fn run_statement(
         rows: rows_out,
         truncated,
     })
+}
+
+/// What a value will cost against the byte cap, read from SQLite's own length before
+/// it is copied: the bytes of text; eight for anything else, a blob included (it is
+/// shown as a short placeholder), as [`super::value_bytes`] counts them.
+fn raw_bytes(value: ValueRef<'_>) -> u64 {
+    match value {
+        ValueRef::Text(text) => text.len() as u64,
+        _ => 8,
+    }
 }
 
 fn json_of(value: ValueRef<'_>) -> JsonValue {
@@ -753,12 +781,22 @@ mod tests {
             byte_cap: 2_500,
             ..limits()
         };
-        // Ten rows of 1,000 bytes each: the row that passes 2,500 bytes is the last.
+        // Ten rows of 1,000 bytes each: the row that would pass 2,500 bytes is not kept.
         let rows = executor
             .execute("SELECT printf('%.*c', 1000, 'a') FROM t", limits)
             .expect("rows");
-        assert_eq!(rows.rows.len(), 3);
+        assert_eq!(rows.rows.len(), 2);
         assert!(rows.truncated);
+        // One row whose values together pass the cap ends the read at the value that
+        // passes it: nothing of it is kept.
+        let wide = executor
+            .execute(
+                "SELECT printf('%.*c', 1000, 'a'), printf('%.*c', 1000, 'b'), printf('%.*c', 1000, 'c') FROM t",
+                limits,
+            )
+            .expect("rows");
+        assert!(wide.rows.is_empty(), "{} rows", wide.rows.len());
+        assert!(wide.truncated);
         let small = executor
             .execute("SELECT x FROM t", limits)
             .expect("small rows");

@@ -32,6 +32,13 @@ pub const PARSER_RECURSION_LIMIT: usize = 50;
 /// `lpad`/`rpad` lengths, printf/format widths and precisions, `randomblob`/`zeroblob`.
 pub const MAX_BUILT_SIZE: u64 = 1_000_000;
 
+/// The longest literal a function whose work is the product of two lengths may take as
+/// its second length: a trim's character set, `translate`'s from and to, `replace`'s
+/// replacement. Such a call runs inside one function, where neither SQLite's progress
+/// handler nor PostgreSQL's cancel reaches it; at 64 characters over a 1 MB value it ends
+/// well inside the statement timeout (decision 0032 has the measurements).
+pub const MAX_CHARACTER_SET: usize = 64;
+
 /// What the token scan learned.
 pub(crate) struct Scanned {
     pub tokens: Vec<TokenWithSpan>,
@@ -348,6 +355,70 @@ fn size_argument(name: &str) -> Option<usize> {
     }
 }
 
+/// Which arguments of a function multiply its work by their length, by function name.
+fn product_arguments(name: &str) -> &'static [usize] {
+    match name {
+        "ltrim" | "rtrim" | "btrim" | "trim" => &[1],
+        "translate" => &[1, 2],
+        "replace" => &[2],
+        _ => &[],
+    }
+}
+
+/// A string literal's characters, if the expression is one.
+fn literal_text(expr: &Expr) -> Option<&str> {
+    match expr {
+        Expr::Value(value) => match &value.value {
+            Value::SingleQuotedString(text)
+            | Value::EscapedStringLiteral(text)
+            | Value::DollarQuotedString(sqlparser::ast::DollarQuotedString {
+                value: text, ..
+            }) => Some(text.as_str()),
+            _ => None,
+        },
+        Expr::Nested(inner) => literal_text(inner),
+        _ => None,
+    }
+}
+
+/// Refuses a product argument that is not a string literal of at most
+/// [`MAX_CHARACTER_SET`] characters.
+fn check_product_arguments(name: &str, args: &[Option<&Expr>]) -> Result<(), Refusal> {
+    for &index in product_arguments(name) {
+        check_one_product_argument(name, args, index)?;
+    }
+    Ok(())
+}
+
+fn check_one_product_argument(
+    name: &str,
+    args: &[Option<&Expr>],
+    index: usize,
+) -> Result<(), Refusal> {
+    let Some(arg) = args.get(index) else {
+        return Ok(());
+    };
+    match arg.and_then(literal_text) {
+        Some(text) if text.chars().count() <= MAX_CHARACTER_SET => Ok(()),
+        _ => Err(too_large(format!(
+            "argument {} of {name}() must be a string literal of at most {MAX_CHARACTER_SET} characters: its work grows with that length times the value's, and nothing can stop one call",
+            index + 1
+        ))),
+    }
+}
+
+/// The character sets of `TRIM(BOTH 'xy' FROM v)` and `TRIM(v, 'xy')`, bounded like a
+/// trim function's.
+pub(crate) fn check_character_sets(name: &str, sets: &[&Expr]) -> Result<(), Refusal> {
+    let args: Vec<Option<&Expr>> = std::iter::once(None)
+        .chain(sets.iter().map(|set| Some(*set)))
+        .collect();
+    for index in 1..args.len() {
+        check_one_product_argument(name, &args, index)?;
+    }
+    Ok(())
+}
+
 fn too_large(message: String) -> Refusal {
     Refusal::new(RefusalReason::TooLarge, message)
 }
@@ -390,6 +461,7 @@ fn literal_integer(expr: &Expr) -> Option<i128> {
 /// and a printf/format string that is not a literal or asks for a wider field.
 pub(crate) fn check_built_size(name: &str, args: &FunctionArguments) -> Result<(), Refusal> {
     let args = unnamed_args(args);
+    check_product_arguments(name, &args)?;
     if let Some(index) = size_argument(name) {
         let Some(arg) = args.get(index) else {
             return Ok(());

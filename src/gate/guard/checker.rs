@@ -723,6 +723,18 @@ impl Visitor for TreeChecker<'_> {
 
     fn pre_visit_expr(&mut self, expr: &Expr) -> ControlFlow<Refusal> {
         match expr {
+            Expr::Trim {
+                trim_what,
+                trim_characters,
+                ..
+            } => {
+                let mut sets: Vec<&Expr> = trim_what.iter().map(|what| what.as_ref()).collect();
+                sets.extend(trim_characters.iter().flatten());
+                match bounds::check_character_sets("trim", &sets) {
+                    Ok(()) => ControlFlow::Continue(()),
+                    Err(refusal) => ControlFlow::Break(refusal),
+                }
+            }
             Expr::Function(function) => {
                 self.check_function_name(&function.name)?;
                 if let Some(last) = object_name_parts(&function.name).last() {

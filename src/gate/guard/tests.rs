@@ -631,6 +631,35 @@ fn statement_size_and_depth_are_bounded_before_any_walk() {
 }
 
 #[test]
+fn work_that_is_the_product_of_two_lengths_takes_a_short_literal_as_its_second() {
+    let long = "y".repeat(65);
+    for sql in [
+        format!("SELECT translate(cust_name, '{long}', 'z') FROM customers"),
+        "SELECT translate(cust_name, cust_name, 'z') FROM customers".to_string(),
+        format!("SELECT ltrim(cust_name, '{long}') FROM customers"),
+        format!("SELECT btrim(cust_name, repeat('y', 1000)) FROM customers"),
+        format!("SELECT TRIM(BOTH '{long}' FROM cust_name) FROM customers"),
+        "SELECT replace(repeat('x', 1000000), 'x', repeat('y', 300))".to_string(),
+    ] {
+        refused(PG, &sql, RefusalReason::TooLarge);
+    }
+    for sql in [
+        format!("SELECT rtrim(cust_name, '{long}') FROM customers"),
+        "SELECT trim(cust_name, hex(zeroblob(100))) FROM customers".to_string(),
+    ] {
+        refused(LITE, &sql, RefusalReason::TooLarge);
+    }
+    accepted(
+        PG,
+        "SELECT translate(bill_no, '-/', '  '), btrim(bill_no, '0'), replace(status, '_', ' '), TRIM(BOTH ' ' FROM status) FROM bills",
+    );
+    accepted(
+        LITE,
+        "SELECT ltrim(bill_no, 'B0'), replace(status, '_', ' ') FROM bills",
+    );
+}
+
+#[test]
 fn literal_sizes_are_bounded() {
     for sql in [
         "SELECT repeat('x', 50000000)",

@@ -8,6 +8,24 @@ use super::*;
 /// column can make a row fail; unknown types become a `"<type name>"` placeholder.
 pub(crate) struct PgCell(pub JsonValue);
 
+/// A value's length on the wire, read without decoding it: what the row costs is known
+/// before any of it is copied into JSON.
+pub(crate) struct WireLength(pub u64);
+
+impl<'a> FromSql<'a> for WireLength {
+    fn from_sql(_ty: &Type, raw: &'a [u8]) -> Result<Self, BoxError> {
+        Ok(WireLength(raw.len() as u64))
+    }
+
+    fn from_sql_null(_ty: &Type) -> Result<Self, BoxError> {
+        Ok(WireLength(0))
+    }
+
+    fn accepts(_ty: &Type) -> bool {
+        true
+    }
+}
+
 impl<'a> FromSql<'a> for PgCell {
     fn from_sql(ty: &Type, raw: &'a [u8]) -> Result<Self, BoxError> {
         Ok(PgCell(decode(ty, raw)))
