@@ -651,6 +651,21 @@ async fn metrics_pass_promtool_and_move_by_the_right_amounts_and_sqlite_asks_are
         StatusCode::TOO_MANY_REQUESTS,
         "the third ask in a minute"
     );
+    // A statement the parser check lets through and the database check refuses
+    // (`x IN customers` compares with the whole row, phone and address included), twice:
+    // a refusal is not remembered, so both are checked and both disagree.
+    for _ in 0..2 {
+        let refused: Value = http
+            .post(server.at("/api/sql"))
+            .json(&json!({"sql": "SELECT '555-0101' IN customers"}))
+            .send()
+            .await
+            .expect("sql")
+            .json()
+            .await
+            .expect("json");
+        assert_eq!(refused["reason"], "restricted_column", "{refused}");
+    }
     let logged = eventually(Duration::from_secs(15), || async {
         let text = metrics_text(&http, &server).await;
         sample(&text, "askdb_query_log_rows_total") >= 2.0
@@ -703,6 +718,12 @@ async fn metrics_pass_promtool_and_move_by_the_right_amounts_and_sqlite_asks_are
         1.0
     );
     assert_eq!(moved("askdb_refused_requests_total{reason=\"busy\"}"), 0.0);
+    assert_eq!(
+        moved("askdb_guard_check_disagreements_total"),
+        2.0,
+        "{after}"
+    );
+    assert!(moved("askdb_guard_database_checks_total") >= 4.0, "{after}");
     assert_eq!(moved("askdb_query_log_rows_total"), 2.0);
     assert_eq!(moved("askdb_query_log_failures_total"), 0.0);
 

@@ -419,7 +419,23 @@ pub async fn metrics(State(state): State<AppState>) -> Response {
         .map(|log| (log.counters().written(), log.counters().failed()))
         .unwrap_or((0, 0));
     let drift = state.drift_status();
+    let database_check = crate::gate::database_check_counts();
     let extra = [
+        super::metrics::Extra::counter(
+            "askdb_guard_database_checks_total",
+            "Statements whose resolution the database was asked for by the guard's database check.",
+            database_check.checked as f64,
+        ),
+        super::metrics::Extra::counter(
+            "askdb_guard_database_checks_remembered_total",
+            "Statements the guard's database check accepted from memory (accepted before under the same policy).",
+            database_check.remembered as f64,
+        ),
+        super::metrics::Extra::counter(
+            "askdb_guard_check_disagreements_total",
+            "Statements the parser check accepted and the database check refused: each is a finding about the parser check.",
+            database_check.disagreements as f64,
+        ),
         super::metrics::Extra::counter(
             "askdb_query_log_rows_total",
             "Query log rows written.",
