@@ -234,18 +234,20 @@ pub fn guard_block(results: &GuardResults) -> String {
         "Generated from `{GUARD_RESULTS}` ({} UTC, askdb {}).\n\n",
         results.generated_at, results.askdb_version
     ));
-    out.push_str("| set | questions | gold queries | accepted by the guard | same rows after re-rendering | guard mean |\n");
-    out.push_str("|---|---:|---:|---:|---:|---:|\n");
+    out.push_str("| set | questions | gold queries | accepted by the guard | same rows after re-rendering | parser check mean | database check mean, first / repeated |\n");
+    out.push_str("|---|---:|---:|---:|---:|---:|---:|\n");
     for report in &results.reports {
         out.push_str(&format!(
-            "| {} ({}) | {} | {} | {} | {} | {:.0} us |\n",
+            "| {} ({}) | {} | {} | {} | {} | {:.0} us | {:.0} us / {:.1} us |\n",
             report.set,
             report.dialect,
             report.questions,
             report.gold_queries,
             report.accepted,
             report.same_result,
-            report.guard_mean_us
+            report.guard_mean_us,
+            report.database_check_mean_us,
+            report.database_check_repeat_mean_us
         ));
     }
     out

@@ -640,6 +640,62 @@ impl Gate {
         }
     }
 
+    /// The guard's database check of a checked query, without running it: the database
+    /// compiles the text (PostgreSQL plans it; SQLite prepares it) and the guard judges
+    /// what it resolved to. A statement accepted before under this policy is accepted
+    /// from memory, as `run` would.
+    pub async fn verify(&self, checked: &CheckedQuery) -> Result<(), Refusal> {
+        let policy = &self.inner.policy;
+        if checked.policy_id() != policy.id() {
+            return Err(Refusal::foreign_policy());
+        }
+        if self
+            .inner
+            .verdicts
+            .accepted_before(policy.id(), checked.sql())
+        {
+            return Ok(());
+        }
+        let outcome = match &self.inner.backend {
+            Backend::Sqlite(executor) => {
+                let executor = Arc::clone(executor);
+                let sql = checked.sql().to_string();
+                let policy = Arc::clone(policy);
+                tokio::task::spawn_blocking(move || sqlite_verdict(&executor, &sql, &policy))
+                    .await
+                    .unwrap_or_else(|error| {
+                        Err(ExecFailure::new(
+                            ErrorType::Unknown,
+                            format!("the check task failed: {error}"),
+                        ))
+                    })
+            }
+            Backend::Postgres(executor) => {
+                executor
+                    .verify(checked.sql(), self.inner.limits, policy)
+                    .await
+            }
+        };
+        match outcome {
+            Ok(()) => {
+                self.inner
+                    .verdicts
+                    .remember_accepted(policy.id(), checked.sql());
+                Ok(())
+            }
+            Err(ExecFailure {
+                refusal: Some(refusal),
+                ..
+            }) => {
+                self.inner.verdicts.count_disagreement();
+                Err(refusal)
+            }
+            // Not a verdict (the database could not be asked, or the statement does not
+            // compile): nothing was accepted, and running it would report the error.
+            Err(failure) => Err(Refusal::unreadable_resolution(&failure.message)),
+        }
+    }
+
     /// Runs text on the executor with no check of any kind. Private: the only callers
     /// are the doors below and the layer tests, which switch the guard off on purpose.
     async fn execute(&self, sql: &str) -> Result<RawRows, ExecFailure> {
@@ -661,17 +717,7 @@ impl Gate {
                 let sql = sql.to_string();
                 tokio::task::spawn_blocking(move || {
                     if let Some(policy) = verify {
-                        let (resolution, not_compiled) = executor.resolve(&sql)?;
-                        guard::resolution::verdict(&resolution, &policy, "")
-                            .map_err(ExecFailure::refused)?;
-                        if let Some(failure) = not_compiled {
-                            return Err(match sqlite_missing_table(&failure) {
-                                Some(name) => {
-                                    ExecFailure::refused(Refusal::missing_table(name, &policy))
-                                }
-                                None => failure,
-                            });
-                        }
+                        sqlite_verdict(&executor, &sql, &policy)?;
                     }
                     executor.execute(&sql, limits)
                 })
@@ -733,6 +779,25 @@ impl Gate {
                 ))),
             },
         }
+    }
+}
+
+/// The guard's verdict on what SQLite resolves a statement to, as an execution failure
+/// carrying the refusal; a statement SQLite cannot compile is refused by its record
+/// first, and an unknown table in it in the words of any unknown table.
+fn sqlite_verdict(
+    executor: &SqliteExecutor,
+    sql: &str,
+    policy: &GuardPolicy,
+) -> Result<(), ExecFailure> {
+    let (resolution, not_compiled) = executor.resolve(sql)?;
+    guard::resolution::verdict(&resolution, policy, "").map_err(ExecFailure::refused)?;
+    match not_compiled {
+        None => Ok(()),
+        Some(failure) => Err(match sqlite_missing_table(&failure) {
+            Some(name) => ExecFailure::refused(Refusal::missing_table(name, policy)),
+            None => failure,
+        }),
     }
 }
 

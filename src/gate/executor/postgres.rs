@@ -95,6 +95,15 @@ pub(crate) enum BackendEnd {
 /// behind someone's schema change; failing fast beats holding a connection.
 const MAX_LOCK_WAIT: Duration = Duration::from_secs(1);
 
+/// How far a statement goes in its session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    /// Parsed, planned and judged by the guard, never executed.
+    Verdict,
+    /// Executed, after the verdict when one is asked for.
+    Execute,
+}
+
 /// The schema whose tables and views the gate sees.
 const SCHEMA: &str = "public";
 
@@ -238,6 +247,29 @@ impl PostgresExecutor {
         limits: ExecLimits,
         verify: Option<&GuardPolicy>,
     ) -> Result<RawRows, ExecFailure> {
+        self.in_session(sql, limits, verify, Stage::Execute).await
+    }
+
+    /// The guard's database check alone: the statement is parsed and planned in a READ
+    /// ONLY transaction, the plan judged against the policy, and nothing is executed.
+    pub async fn verify(
+        &self,
+        sql: &str,
+        limits: ExecLimits,
+        policy: &GuardPolicy,
+    ) -> Result<(), ExecFailure> {
+        self.in_session(sql, limits, Some(policy), Stage::Verdict)
+            .await
+            .map(drop)
+    }
+
+    async fn in_session(
+        &self,
+        sql: &str,
+        limits: ExecLimits,
+        verify: Option<&GuardPolicy>,
+        stage: Stage,
+    ) -> Result<RawRows, ExecFailure> {
         let session = Session::new(self.checkout().await?);
         let Some(client) = session.client() else {
             return Err(ExecFailure::new(
@@ -249,7 +281,15 @@ impl PostgresExecutor {
         let backend_pid = Arc::new(AtomicI32::new(0));
         let outcome = tokio::time::timeout(
             deadline,
-            run_statement(client, sql, limits, self.read_only(), &backend_pid, verify),
+            run_statement(
+                client,
+                sql,
+                limits,
+                self.read_only(),
+                &backend_pid,
+                verify,
+                stage,
+            ),
         )
         .await;
         match outcome {
@@ -490,6 +530,7 @@ async fn run_statement(
     read_only: bool,
     backend_pid: &AtomicI32,
     verify: Option<&GuardPolicy>,
+    stage: Stage,
 ) -> Result<RawRows, ExecFailure> {
     let timeout_ms = limits
         .statement_timeout
@@ -550,6 +591,13 @@ async fn run_statement(
             .map(|cell| cell.0)
             .unwrap_or(JsonValue::Null);
         judge_plan(&plan, policy)?;
+    }
+    if stage == Stage::Verdict {
+        return Ok(RawRows {
+            columns: Vec::new(),
+            rows: Vec::new(),
+            truncated: false,
+        });
     }
     let columns: Vec<String> = statement
         .columns()
