@@ -47,7 +47,7 @@ const DENIED_SQLITE_FUNCTIONS: &[&str] = &[
 
 /// Table-valued functions the allow-list admits, registered on the resolver connection
 /// before its first statement.
-const TABLE_VALUED_FUNCTIONS: &[&str] = &["json_each", "json_tree", "generate_series"];
+const TABLE_VALUED_FUNCTIONS: &[&str] = &["json_each", "json_tree"];
 
 /// The most memory SQLite may hold in askdb's process (`PRAGMA hard_heap_limit`).
 const SQLITE_HEAP_LIMIT_BYTES: i64 = 256 * 1024 * 1024;

@@ -813,3 +813,98 @@ fn every_wrong_qualified_column_is_named_in_one_refusal_and_other_refusals_still
         assert_eq!(twice.message.lines().count(), 1, "{}", twice.message);
     }
 }
+
+/// Table-valued functions SQLite resolves as eponymous virtual tables: they are not in
+/// `pragma_function_list`, so the build is asked by compiling a use of each.
+const SQLITE_TABLE_VALUED: &[(&str, &str)] = &[
+    ("json_each", "SELECT * FROM json_each('[]')"),
+    ("json_tree", "SELECT * FROM json_tree('[]')"),
+    ("generate_series", "SELECT * FROM generate_series(1, 3)"),
+];
+
+#[test]
+fn every_sqlite_function_on_the_allow_list_exists_in_askdbs_sqlite_build() {
+    let file = allow_list::parse(allow_list::ALLOW_LIST_TOML).expect("the allow-list parses");
+    let connection = rusqlite::Connection::open_in_memory().expect("an in-memory database");
+    let mut statement = connection
+        .prepare("SELECT DISTINCT name FROM pragma_function_list")
+        .expect("the build lists its functions");
+    let built_in: BTreeSet<String> = statement
+        .query_map([], |row| row.get::<_, String>(0))
+        .expect("the function list is read")
+        .map(|name| name.expect("a function name").to_lowercase())
+        .collect();
+    assert!(built_in.contains("lower"), "{built_in:?}");
+    let table_valued = |name: &str| {
+        SQLITE_TABLE_VALUED
+            .iter()
+            .find(|(listed, _)| *listed == name)
+            .map(|(_, sql)| connection.prepare(sql).is_ok())
+    };
+    let mut missing = Vec::new();
+    for (category, names) in &file.sqlite.functions {
+        for name in names {
+            let name = name.to_lowercase();
+            let present = table_valued(&name).unwrap_or(false) || built_in.contains(&name);
+            if !present {
+                missing.push(format!("sqlite.{category}: {name}"));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "allowed but not in askdb's SQLite build (a query using one fails only when run):\n{}",
+        missing.join("\n")
+    );
+    // What the build lacks is refused before it runs, in words naming it; PostgreSQL has
+    // these functions and keeps them.
+    for sql in [
+        "SELECT sqrt(total_amt) FROM bills",
+        "SELECT ceil(total_amt) FROM bills",
+        "SELECT floor(total_amt) FROM bills",
+        "SELECT position('a' IN status) FROM bills",
+        "SELECT overlay(status PLACING 'x' FROM 1 FOR 1) FROM bills",
+        "SELECT value FROM generate_series(1, 3)",
+    ] {
+        refused(LITE, sql, RefusalReason::DeniedFunction);
+    }
+    accepted(
+        PG,
+        "SELECT sqrt(total_amt), ceil(total_amt), floor(total_amt), position('a' IN status) FROM bills",
+    );
+    accepted(PG, "SELECT g.n FROM generate_series(1, 3) AS g(n)");
+    accepted(
+        LITE,
+        "SELECT abs(total_amt), round(total_amt, 1), sign(total_amt) FROM bills",
+    );
+    accepted(LITE, "SELECT j.value FROM json_each('[1, 2]') AS j");
+}
+
+/// PostgreSQL's `TABLE name` and `ROWS FROM (...)` are what users write, but sqlparser 0.64
+/// has no top-level `TABLE` statement and no `ROWS FROM` table factor: both stay refused as
+/// parse errors. When a parser upgrade starts accepting them, this fails, so the new tree
+/// shapes are reviewed (and given benign cases) before they pass the guard.
+#[test]
+fn top_level_table_and_rows_from_are_parse_errors_while_a_nested_table_is_checked() {
+    for sql in [
+        "TABLE bills",
+        "SELECT * FROM ROWS FROM (generate_series(1, 3), generate_series(1, 2)) AS t(a, b)",
+    ] {
+        refused(PG, sql, RefusalReason::ParseError);
+    }
+    accepted(PG, "(TABLE bills)");
+    accepted(PG, "SELECT * FROM (TABLE bills) AS t");
+    for sql in [
+        "(TABLE customers)",
+        "SELECT t.phone FROM (TABLE customers) AS t",
+        "SELECT cust_id FROM bills UNION TABLE customers",
+        "WITH c AS (TABLE customers) SELECT * FROM c",
+    ] {
+        refused(PG, sql, RefusalReason::RestrictedColumn);
+    }
+    refused(
+        PG,
+        "SELECT * FROM (TABLE askdb_query_log) AS t",
+        RefusalReason::UnknownTable,
+    );
+}
