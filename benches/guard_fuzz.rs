@@ -8,11 +8,17 @@
 //! rewrites and the guard accepts it again with the identical rendering
 //! (`support/fuzz_props.rs`); an independent walker finds no refused construct in it;
 //! on SQLite, the original and the rendered text return the same rows under the cap
-//! (`support/fuzz_rows.rs`). Findings are deduplicated by signature, minimised by token
+//! (`support/fuzz_rows.rs`), and the whole gate (`Gate::run`, whose database check
+//! prepares the statement under SQLite's authorizer and judges what SQLite resolved)
+//! does not refuse what the parser check accepted: such a refusal (`parser_vs_database`)
+//! is a hole in the parser check or a false refusal by the database check. The
+//! PostgreSQL mode checks the parser alone against the defog files' schemas (no server),
+//! so it has no database check to compare with. Findings are deduplicated by signature, minimised by token
 //! deletion, printed and written to `target/guard-fuzz/findings-<dialect>.jsonl`.
 //!
 //! Run it with `scripts/fuzz-guard.sh MINUTES [postgres|sqlite|both] [--write]`, or
-//! `cargo bench --bench guard_fuzz -- --dialect sqlite --minutes 2 --seed 1`.
+//! `cargo bench --bench guard_fuzz -- --dialect sqlite --minutes 2 --seed 1`;
+//! `--no-database-check` leaves the gate out, to see what the database check costs.
 
 #[path = "support/fuzz_gen.rs"]
 mod fuzz_gen;
@@ -28,7 +34,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use askdb::eval::external::{self, ExternalDialect};
-use askdb::gate::{guard, Gate, GateOptions, GuardPolicy, SqlDialect};
+use askdb::gate::{guard, Gate, GateOptions, GuardPolicy, QueryError, QueryOutcome, SqlDialect};
 use serde_json::{json, Value as JsonValue};
 use sqlparser::tokenizer::{Token, Tokenizer};
 
@@ -60,6 +66,8 @@ struct Args {
     /// `--one SQL --db LABEL`: evaluate one statement and print what each check says.
     one: Option<String>,
     db: String,
+    /// Whether accepted statements also go through the whole gate (SQLite only).
+    database_check: bool,
 }
 
 fn parse_args() -> Args {
@@ -72,6 +80,7 @@ fn parse_args() -> Args {
         report: None,
         one: None,
         db: "demo".to_string(),
+        database_check: true,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -106,6 +115,7 @@ fn parse_args() -> Args {
             "--worker" => args.worker = true,
             "--one" => args.one = Some(it.next().expect("--one takes a statement")),
             "--db" => args.db = it.next().expect("--db takes a database label"),
+            "--no-database-check" => args.database_check = false,
             "--report" => {
                 args.report = Some(PathBuf::from(
                     it.next().expect("--report takes the file to write"),
@@ -139,12 +149,17 @@ struct Database {
     policy: std::sync::Arc<GuardPolicy>,
     know: Knowledge,
     runner: Option<Runner>,
+    /// The gate over the same copy, for the parser-vs-database property: SQLite only,
+    /// where the copy is the database the statement would run on.
+    gate: Option<Gate>,
 }
 
 struct Setup {
     databases: Vec<Database>,
     names: Vec<Names>,
     seeds: Vec<Seed>,
+    /// Runs the gates' async doors from the fuzzer's own thread.
+    runtime: tokio::runtime::Runtime,
     _scratch: tempfile::TempDir,
 }
 
@@ -244,7 +259,12 @@ fn setup(dialect: SqlDialect) -> Setup {
         let gate = runtime
             .block_on(askdb::database::open_gate(
                 &askdb::database::DatabaseUrl::Sqlite(copy.clone()),
-                GateOptions::default(),
+                GateOptions {
+                    // The same bound as the fuzzer's own runs: a statement the database
+                    // check accepts is also run, and a slow one is not a finding.
+                    statement_timeout: STATEMENT_TIMEOUT,
+                    ..GateOptions::default()
+                },
             ))
             .expect("the database opens");
         let mut policy = gate.policy().clone();
@@ -258,6 +278,7 @@ fn setup(dialect: SqlDialect) -> Setup {
             policy: std::sync::Arc::new(policy),
             know,
             runner,
+            gate: (dialect == SqlDialect::Sqlite).then_some(gate),
         });
         databases.len() - 1
     };
@@ -321,6 +342,7 @@ fn setup(dialect: SqlDialect) -> Setup {
         databases,
         names,
         seeds,
+        runtime,
         _scratch: scratch,
     }
 }
@@ -337,6 +359,14 @@ struct Stats {
     rows_compared: u64,
     rows_skipped: u64,
     findings: u64,
+    /// Accepted statements run through the whole gate.
+    database_checked: u64,
+    /// Of those, refused by the database check (each a `parser_vs_database` violation).
+    database_refused: u64,
+    /// Of those, failed in the database for another reason (an error, the timeout).
+    database_failed: u64,
+    /// Time spent in the gate, so the property's cost is seen beside the rate.
+    database_nanos: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -388,6 +418,8 @@ fn features(sql: &str, dialect: SqlDialect) -> String {
 struct Context<'a> {
     dialect: SqlDialect,
     databases: &'a [Database],
+    runtime: &'a tokio::runtime::Runtime,
+    database_check: bool,
     current: std::fs::File,
 }
 
@@ -516,6 +548,53 @@ impl Context<'_> {
                 (Run::Error(_), Run::Error(_)) => stats.rows_compared += 1,
             }
         }
+        if let (Some(gate), true) = (&database.gate, self.database_check) {
+            let started = Instant::now();
+            let outcome = self.runtime.block_on(gate.run(&checked));
+            stats.database_nanos = stats
+                .database_nanos
+                .saturating_add(u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX));
+            stats.database_checked += 1;
+            match outcome {
+                QueryOutcome::Rows(_) => {}
+                QueryOutcome::Failed(QueryError {
+                    reason: Some(reason),
+                    message,
+                    ..
+                }) => {
+                    stats.database_refused += 1;
+                    let subject = message.split(';').next().unwrap_or_default();
+                    let compile_error = database
+                        .runner
+                        .as_ref()
+                        .and_then(|runner| runner.compile_error(&rendered));
+                    // The message names the table, column or function refused: one
+                    // finding per thing the two checks disagree on, told apart by whether
+                    // SQLite compiles the statement at all. A refusal of a statement
+                    // SQLite compiles is a hole in the parser check or a false refusal;
+                    // one of a statement that fails anyway only words the failure (but
+                    // an error that depends on a hidden table is an oracle, so it stays
+                    // a finding of its own). A table SQLite does not have, which the gate
+                    // words as a refusal, is one finding whatever its name.
+                    let key = match &compile_error {
+                        None => format!("{}:{subject}", reason.as_str()),
+                        Some(error) if error.contains("no such table") => {
+                            "sqlite_has_no_such_table".to_string()
+                        }
+                        Some(_) => format!("fails_in_sqlite:{}:{subject}", reason.as_str()),
+                    };
+                    found.push(Violation {
+                        kind: "parser_vs_database",
+                        key,
+                        detail: format!(
+                            "the parser check accepted it; the database check refused {rendered}: {message} (SQLite alone: {})",
+                            compile_error.as_deref().unwrap_or("compiles")
+                        ),
+                    });
+                }
+                QueryOutcome::Failed(_) => stats.database_failed += 1,
+            }
+        }
         (Verdict::Accepted, found)
     }
 }
@@ -530,6 +609,7 @@ fn signature(dialect: SqlDialect, violation: &Violation, sql: &str) -> String {
         | "walker_type"
         | "walker_restricted"
         | "walker_unknown_table"
+        | "parser_vs_database"
         | "panic" => String::new(),
         _ => features(sql, dialect),
     };
@@ -616,6 +696,9 @@ fn known_signatures(path: &Path) -> BTreeSet<String> {
 }
 
 fn stats_json(stats: &Stats, seconds: f64) -> JsonValue {
+    // The gate's own process-wide counts (what /metrics shows), beside the fuzzer's: its
+    // disagreements also count the statements tried while minimising.
+    let counts = askdb::gate::database_check_counts();
     json!({
         "executions": stats.executions,
         "accepted": stats.accepted,
@@ -623,6 +706,13 @@ fn stats_json(stats: &Stats, seconds: f64) -> JsonValue {
         "rows_compared": stats.rows_compared,
         "rows_skipped": stats.rows_skipped,
         "findings": stats.findings,
+        "database_checked": stats.database_checked,
+        "database_refused": stats.database_refused,
+        "database_failed": stats.database_failed,
+        "database_nanos": stats.database_nanos,
+        "gate_checked": counts.checked,
+        "gate_remembered": counts.remembered,
+        "gate_disagreements": counts.disagreements,
         "seconds": seconds,
     })
 }
@@ -662,6 +752,8 @@ fn worker(args: &Args) {
     let mut ctx = Context {
         dialect,
         databases: &setup.databases,
+        runtime: &setup.runtime,
+        database_check: args.database_check,
         current,
     };
     eprintln!(
@@ -735,6 +827,8 @@ fn one(args: &Args, sql: &str) {
     let mut ctx = Context {
         dialect: args.dialect,
         databases: &setup.databases,
+        runtime: &setup.runtime,
+        database_check: args.database_check,
         current,
     };
     match guard::check(sql, &setup.databases[db].policy) {
@@ -766,13 +860,18 @@ fn supervise(args: &Args) {
     let mut seeds_used = Vec::new();
     let mut crashes = 0u64;
     let mut totals = Stats::default();
+    let mut gate_disagreements = 0u64;
     let mut known = BTreeSet::new();
     while started.elapsed() < total {
         let remaining = total.saturating_sub(started.elapsed()).as_secs().max(1);
         seeds_used.push(seed);
         let stats_path = args.out.join(format!("worker-{name}-{seed}.json"));
         let _ = std::fs::remove_file(&stats_path);
-        let status = std::process::Command::new(&exe)
+        let mut worker = std::process::Command::new(&exe);
+        if !args.database_check {
+            worker.arg("--no-database-check");
+        }
+        let status = worker
             .arg("--worker")
             .args(["--dialect", name])
             .args(["--seconds", &remaining.to_string()])
@@ -791,6 +890,11 @@ fn supervise(args: &Args) {
         totals.refused += field("refused");
         totals.rows_compared += field("rows_compared");
         totals.rows_skipped += field("rows_skipped");
+        totals.database_checked += field("database_checked");
+        totals.database_refused += field("database_refused");
+        totals.database_failed += field("database_failed");
+        totals.database_nanos += field("database_nanos");
+        gate_disagreements += field("gate_disagreements");
         if !status.success() {
             crashes += 1;
             let sql = std::fs::read_to_string(args.out.join(format!("current-{name}.sql")))
@@ -824,6 +928,15 @@ fn supervise(args: &Args) {
         .filter_map(|line| serde_json::from_str::<JsonValue>(line).ok())
         .collect();
     let seconds = started.elapsed().as_secs_f64();
+    let database_seconds = totals.database_nanos as f64 / 1e9;
+    // Only the SQLite mode has the database the statement would run on.
+    let database_check = match (args.database_check, args.dialect) {
+        (true, SqlDialect::Sqlite) => {
+            "on: every accepted statement through Gate::run (SQLite authorizer)"
+        }
+        (false, _) => "off (--no-database-check)",
+        (true, SqlDialect::Postgres) => "none: the PostgreSQL mode has no server",
+    };
     let summary = json!({
         "dialect": name,
         // A debug build checks far fewer statements a minute than a release build.
@@ -839,6 +952,13 @@ fn supervise(args: &Args) {
         "sqlite_rows_compared": totals.rows_compared,
         "sqlite_rows_skipped": totals.rows_skipped,
         "crashes": crashes,
+        // The executions per second above are with this property on or off, as it says.
+        "database_check": database_check,
+        "database_checked": totals.database_checked,
+        "database_refused": totals.database_refused,
+        "database_failed": totals.database_failed,
+        "database_check_seconds": (database_seconds * 10.0).round() / 10.0,
+        "gate_disagreements": gate_disagreements,
         "findings": findings.len(),
         "finding_signatures": findings.iter().filter_map(|f| f.get("signature").cloned()).collect::<Vec<_>>(),
     });
@@ -852,6 +972,15 @@ fn supervise(args: &Args) {
         totals.rows_compared,
         totals.rows_skipped,
         findings.len()
+    );
+    println!(
+        "guard fuzz {name}: database check {database_check}; {} statements through the gate in {:.0} s ({:.0}% of the run), {} refused by the database check (the gate counted {} disagreements, minimising included), {} failed otherwise",
+        totals.database_checked,
+        database_seconds,
+        database_seconds / seconds.max(0.001) * 100.0,
+        totals.database_refused,
+        gate_disagreements,
+        totals.database_failed,
     );
     std::fs::write(
         args.out.join(format!("summary-{name}.json")),
@@ -869,7 +998,6 @@ fn report(args: &Args, path: &Path) {
         .filter(|o| o.status.success())
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .unwrap_or_default();
-    let (now, _) = askdb::calendar::utc_now();
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .unwrap_or_default()
         .lines()
@@ -894,10 +1022,20 @@ fn report(args: &Args, path: &Path) {
         .filter_map(|run| Some((run.get("dialect")?.as_str()?.to_string(), run.clone())))
         .collect();
     for name in ["postgres", "sqlite"] {
-        let Ok(text) = std::fs::read_to_string(args.out.join(format!("summary-{name}.json")))
-        else {
+        let summary_path = args.out.join(format!("summary-{name}.json"));
+        let Ok(text) = std::fs::read_to_string(&summary_path) else {
             continue;
         };
+        // When the run ended (its summary is written last), not when the figures are
+        // copied here, which can be much later.
+        let ended = std::fs::metadata(&summary_path)
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or_else(askdb::calendar::unix_seconds, |d| d.as_secs());
+        let days = i64::try_from(ended / 86_400).unwrap_or(0);
+        let now =
+            askdb::calendar::format_timestamp(days, u32::try_from(ended % 86_400).unwrap_or(0));
         let Ok(mut value) = serde_json::from_str::<JsonValue>(&text) else {
             continue;
         };

@@ -9,6 +9,13 @@
 # dialect, executions, accepted, findings, seed), written by the bench, never by hand.
 #
 #   scripts/fuzz-guard.sh MINUTES [postgres|sqlite|both] [--write] [--seed N] [--debug]
+#                         [--no-database-check]
+#
+# On SQLite every statement the parser check accepts also goes through the whole gate,
+# whose database check judges what SQLite resolved; a refusal there is a finding
+# (parser_vs_database), and the time it takes is printed beside the rate. The PostgreSQL
+# mode checks the parser alone (no server), so it has no database check.
+# --no-database-check leaves it out, to measure the rate without it.
 #
 # --debug runs the debug build (`cargo test --bench guard_fuzz --no-run`, which a
 # `cargo build --all-targets` has usually made already) instead of building a release one:
@@ -18,19 +25,21 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-usage() { echo "usage: scripts/fuzz-guard.sh MINUTES [postgres|sqlite|both] [--write] [--seed N] [--debug]" >&2; exit 2; }
+usage() { echo "usage: scripts/fuzz-guard.sh MINUTES [postgres|sqlite|both] [--write] [--seed N] [--debug] [--no-database-check]" >&2; exit 2; }
 [ $# -ge 1 ] || usage
 minutes="$1"; shift
 [[ "$minutes" =~ ^[0-9]+([.][0-9]+)?$ ]] || usage
 which="both"
 write=0
 seed=1
+extra=()
 build=(cargo bench --bench guard_fuzz --no-run)
 while [ $# -gt 0 ]; do
   case "$1" in
     postgres|sqlite|both) which="$1" ;;
     --write) write=1 ;;
     --debug) build=(cargo test --bench guard_fuzz --no-run) ;;
+    --no-database-check) extra+=(--no-database-check) ;;
     --seed) shift; seed="${1:-}"; [[ "$seed" =~ ^[0-9]+$ ]] || usage ;;
     *) usage ;;
   esac
@@ -54,7 +63,7 @@ bench=$(sed -n 's/.*Executable benches\/guard_fuzz.rs (\(.*\))$/\1/p' "$build_lo
 
 pids=()
 for dialect in "${dialects[@]}"; do
-  "$bench" --dialect "$dialect" --minutes "$minutes" --seed "$seed" --out "$out" \
+  "$bench" --dialect "$dialect" --minutes "$minutes" --seed "$seed" --out "$out" ${extra[@]+"${extra[@]}"} \
     >"$out/run-$dialect.log" 2>&1 &
   pids+=($!)
 done

@@ -117,6 +117,11 @@ impl Runner {
         result
     }
 
+    /// Whether SQLite compiles the statement (prepared, never stepped): its error if not.
+    pub fn compile_error(&self, sql: &str) -> Option<String> {
+        self.conn.prepare(sql).err().map(|error| error.to_string())
+    }
+
     fn run_inner(&self, sql: &str) -> Run {
         let timed_out = |error: &rusqlite::Error| {
             matches!(error, rusqlite::Error::SqliteFailure(failure, _)
