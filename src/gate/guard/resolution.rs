@@ -117,9 +117,13 @@ impl Resolution {
                     }
                 }
                 SqliteAccess::Function(name) => {
-                    resolution
-                        .functions
-                        .insert((String::new(), name.to_lowercase()));
+                    // SQLite's JSON operators reach the authorizer as functions; they are
+                    // json_extract in another spelling, allowed as it is.
+                    let name = match name.as_str() {
+                        "->" | "->>" => "json_extract".to_string(),
+                        other => other.to_lowercase(),
+                    };
+                    resolution.functions.insert((String::new(), name));
                 }
                 SqliteAccess::Pragma(name) => {
                     resolution
@@ -191,7 +195,10 @@ pub(crate) fn verdict(
                 let known = policy
                     .columns_of(table)
                     .is_some_and(|columns| columns.contains(column));
-                if !known && !is_row_number_alias(column) {
+                // A table-valued function's columns (json_each's `value`) are its own.
+                let function_column =
+                    policy.columns_of(table).is_none() && policy.is_function_allowed(table);
+                if !known && !is_row_number_alias(column) && !function_column {
                     return Err(session_fact_refusal(&format!("{table}.{column}")));
                 }
             }
@@ -311,6 +318,13 @@ mod tests {
             read("bills", "total", Some("main")),
         ]);
         assert_eq!(verdict(&plain, &policy, ""), Ok(()));
+        let mut sqlite = policy.clone();
+        sqlite.dialect = crate::sql_text::SqlDialect::Sqlite;
+        let json = Resolution::from_sqlite(&[
+            SqliteAccess::Function("->>".into()),
+            read("json_each", "value", Some("main")),
+        ]);
+        assert_eq!(verdict(&json, &sqlite, ""), Ok(()));
         let refused = |accesses: &[SqliteAccess]| {
             verdict(&Resolution::from_sqlite(accesses), &policy, "").map_err(|r| r.reason)
         };
