@@ -64,7 +64,7 @@ const TEXT_FIELDS: [&str; 2] = ["text", "content"];
 /// fixed sentence: the provider's stand-in for OpenAI's schema parameter, the same for
 /// every request that carries a schema. `llm` sits below `agent` and cannot take the
 /// sentence from prompts.rs; moving it there means prompts.rs passes it with the schema.
-const PROVIDER_TEXT_ALLOWED: [(&str, &str); 1] = [("src/llm/anthropic.rs", "json_instruction")];
+const PROVIDER_TEXT_ALLOWED: [(&str, &str); 0] = [];
 
 /// The longest a library file may be: past it, a file holds more than one concern.
 const MAX_LINES: usize = 1_000;
@@ -814,11 +814,10 @@ fn a_provider_writing_its_own_words_is_caught() {
     // The request's own text, framed in the API's JSON.
     let framing = "//! llm\nfn f(message: &Message, prefill: &str, block: Value) -> Vec<Value> { vec![json!({\"role\": role, \"content\": message.content}), json!({\"type\": \"text\", \"text\": prefill.trim_end()}), json!({\"role\": \"user\", \"content\": [block]})] }\n";
     assert!(rules_broken("src/llm/openai.rs", framing).is_empty());
-    // The one allowance holds in its own file only.
+    // Words made by a provider's own function are caught too.
     let schema = "//! llm\nfn f(schema: &Value) -> Value { json!({\"type\": \"text\", \"text\": json_instruction(schema)}) }\n";
-    assert!(rules_broken("src/llm/anthropic.rs", schema).is_empty());
     assert_eq!(
-        rules_broken("src/llm/openai.rs", schema),
+        rules_broken("src/llm/anthropic.rs", schema),
         vec![PROMPTS_RULE]
     );
 }

@@ -314,7 +314,13 @@ async fn anthropic_sends_the_documented_request_and_reads_the_reply() {
     let client = client(&config(ProviderKind::Anthropic, &server, &[KEY_ONE]));
     let log = CallLog::default();
     let answer = client
-        .call(&request().with_json_schema(json!({"type": "object"})), &log)
+        .call(
+            &request().with_json_schema(
+                json!({"type": "object"}),
+                "Reply with JSON matching the JSON schema",
+            ),
+            &log,
+        )
         .await
         .expect("reply");
     assert_eq!(answer.text, "SELECT count(*) FROM bills");
@@ -623,7 +629,7 @@ async fn openai_sends_bearer_and_response_format_and_reads_the_reply() {
         json!({"type": "object", "properties": {"sql": {"type": "string"}}, "required": ["sql"]});
     let answer = client
         .call(
-            &request().with_json_schema(schema.clone()),
+            &request().with_json_schema(schema.clone(), "Reply with JSON matching the JSON schema"),
             &CallLog::default(),
         )
         .await

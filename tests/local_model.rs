@@ -98,12 +98,15 @@ fn the_local_model_writes_an_executable_sqlite_select_for_the_demo_database() {
             ],
         )
         .with_max_tokens(200)
-        .with_json_schema(json!({
-            "type": "object",
-            "properties": {"sql": {"type": "string"}},
-            "required": ["sql"],
-            "additionalProperties": false
-        }));
+        .with_json_schema(
+            json!({
+                "type": "object",
+                "properties": {"sql": {"type": "string"}},
+                "required": ["sql"],
+                "additionalProperties": false
+            }),
+            "Reply with JSON matching the JSON schema",
+        );
         let log = CallLog::default();
         let reply = client.call(&request, &log).await.expect("the local model answers");
         eprintln!(

@@ -232,9 +232,13 @@ pub fn generation_request(
             .with_prefill(SQL_FENCE)
             .with_stop(&[SQL_STOP])
             .with_max_tokens(SQL_MAX_TOKENS),
-        ReplyFormat::Json => request
-            .with_json_schema(generation_schema())
-            .with_max_tokens(JSON_MAX_TOKENS),
+        ReplyFormat::Json => {
+            let schema = generation_schema();
+            let instruction = json_reply_instruction(&schema);
+            request
+                .with_json_schema(schema, instruction)
+                .with_max_tokens(JSON_MAX_TOKENS)
+        }
     }
 }
 
@@ -253,12 +257,25 @@ pub fn plain_request(dialect: SqlDialect, schema: &str, question: &str) -> Model
             Message::user(format!("Question: {question}")),
         ],
     )
-    .with_json_schema(json!({
+    .with_json_schema(plain_schema(), json_reply_instruction(&plain_schema()))
+    .with_max_tokens(JSON_MAX_TOKENS)
+}
+
+/// The plain prompt's reply: one field, the SQL.
+fn plain_schema() -> serde_json::Value {
+    json!({
         "type": "object",
         "properties": {"sql": {"type": "string"}},
         "required": ["sql"]
-    }))
-    .with_max_tokens(JSON_MAX_TOKENS)
+    })
+}
+
+/// The words that ask for a schema's JSON, for a provider with no schema parameter
+/// (Anthropic's Messages API).
+pub fn json_reply_instruction(schema: &serde_json::Value) -> String {
+    format!(
+        "Reply with one JSON object and nothing else: no prose, no markdown fences. The object must match this JSON schema:\n{schema}"
+    )
 }
 
 /// The request that warms a provider's prompt cache with a database's stable prefix:

@@ -82,8 +82,8 @@ impl AnthropicProvider {
                 Role::Assistant => turns.push(json!({"role": "assistant", "content": [block]})),
             }
         }
-        if let Some(schema) = &request.json_schema {
-            system.push(json!({"type": "text", "text": json_instruction(schema)}));
+        if let Some(instruction) = &request.json_instruction {
+            system.push(json!({"type": "text", "text": instruction}));
         }
         // The Messages API continues a final assistant turn: the prefill. (It has no `n`;
         // a request for several candidates gets one.)
@@ -132,13 +132,6 @@ impl AnthropicProvider {
             })
         })
     }
-}
-
-/// The words that ask for JSON when the API has no schema parameter.
-pub(crate) fn json_instruction(schema: &Value) -> String {
-    format!(
-        "Reply with one JSON object and nothing else: no prose, no markdown fences. The object must match this JSON schema:\n{schema}"
-    )
 }
 
 /// f32 temperatures print as 0.699999988; two decimals are what was meant.
@@ -260,7 +253,10 @@ mod tests {
                 Message::user("q"),
             ],
         )
-        .with_json_schema(json!({"type": "object"}));
+        .with_json_schema(
+            json!({"type": "object"}),
+            "Reply with JSON matching the JSON schema",
+        );
         let body = provider().request_body(&request);
         let system = body["system"].as_array().expect("system blocks");
         assert_eq!(system.len(), 3);

@@ -128,7 +128,10 @@ mod tests {
         assert_ne!(base, cache.key("openai", "m", "http://x", &warmer));
         let shorter = request("q").with_max_tokens(10);
         assert_ne!(base, cache.key("openai", "m", "http://x", &shorter));
-        let schema = request("q").with_json_schema(serde_json::json!({"type": "object"}));
+        let schema = request("q").with_json_schema(
+            serde_json::json!({"type": "object"}),
+            "Reply with JSON matching the JSON schema",
+        );
         assert_ne!(base, cache.key("openai", "m", "http://x", &schema));
         let mut repair = request("q");
         repair.purpose = Purpose::RepairSql;

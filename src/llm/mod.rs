@@ -29,7 +29,10 @@
 //!         Message::user("How many bills are there?"),
 //!     ],
 //! )
-//! .with_json_schema(serde_json::json!({"type": "object", "properties": {"sql": {"type": "string"}}}));
+//! .with_json_schema(
+//!     serde_json::json!({"type": "object", "properties": {"sql": {"type": "string"}}}),
+//!     "Reply with one JSON object with the field sql.",
+//! );
 //! let reply = client.call(&request, &log).await?;
 //! let value = reply.json()?; // tolerant of markdown fences
 //! # let _ = value; Ok(()) }
@@ -174,9 +177,14 @@ pub struct ModelRequest {
     pub temperature: f32,
     pub max_tokens: u32,
     /// A JSON schema the reply must follow: sent as response_format json_schema to
-    /// OpenAI-compatible servers, as an instruction to Anthropic. Parse the reply with
-    /// [`ModelReply::json`] either way.
+    /// OpenAI-compatible servers; Anthropic, which has no such parameter, is sent
+    /// `json_instruction` instead. Parse the reply with [`ModelReply::json`] either way.
     pub json_schema: Option<serde_json::Value>,
+    /// The words asking for the schema's JSON, for a provider with no schema parameter
+    /// (written by `agent::prompts`, like every word the model reads). Not serialized:
+    /// they follow from the schema, so the response cache's key stays what it was.
+    #[serde(skip)]
+    pub json_instruction: Option<String>,
     /// How many replies to sample from the one prompt (`n`): servers that decode them in
     /// parallel (llama.cpp slots, OpenAI) read the prompt once. A provider that cannot
     /// returns fewer; the first is always [`Completion::text`].
@@ -213,6 +221,7 @@ impl ModelRequest {
             temperature: 0.0,
             max_tokens: 1024,
             json_schema: None,
+            json_instruction: None,
             candidates: 1,
             prefill: None,
             stop: Vec::new(),
@@ -244,8 +253,15 @@ impl ModelRequest {
         self
     }
 
-    pub fn with_json_schema(mut self, schema: serde_json::Value) -> Self {
+    /// The reply must follow `schema`; `instruction` says so in words, for a provider
+    /// that cannot be given the schema as a parameter.
+    pub fn with_json_schema(
+        mut self,
+        schema: serde_json::Value,
+        instruction: impl Into<String>,
+    ) -> Self {
         self.json_schema = Some(schema);
+        self.json_instruction = Some(instruction.into());
         self
     }
 

@@ -405,7 +405,10 @@ mod tests {
             "q",
             vec![Message::stable_system("schema"), Message::user("q")],
         )
-        .with_json_schema(json!({"type": "object"}))
+        .with_json_schema(
+            json!({"type": "object"}),
+            "Reply with JSON matching the JSON schema",
+        )
         .with_temperature(0.7);
         let local = provider("http://127.0.0.1:8080/v1").request_body(&request);
         assert_eq!(local["response_format"]["type"], "json_schema");

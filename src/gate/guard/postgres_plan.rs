@@ -92,20 +92,20 @@ pub(crate) fn resolve(
     let mut resolution = Resolution::default();
     for node in &nodes {
         let alias = node.node.get("Alias").and_then(JsonValue::as_str);
+        let schema = node
+            .node
+            .get("Schema")
+            .and_then(JsonValue::as_str)
+            .unwrap_or_default()
+            .to_lowercase();
         if let Some(relation) = node.node.get("Relation Name").and_then(JsonValue::as_str) {
-            let schema = node
-                .node
-                .get("Schema")
-                .and_then(JsonValue::as_str)
-                .unwrap_or_default()
-                .to_lowercase();
             let relation = relation.to_lowercase();
             let key = if schema == data_schema {
                 relation.clone()
             } else {
                 format!("{schema}.{relation}")
             };
-            resolution.relations.insert((schema, relation));
+            resolution.relations.insert((schema.clone(), relation));
             if let Some(alias) = alias {
                 aliases.push((alias.to_lowercase(), AliasTarget::Relation(key)));
             }
@@ -113,12 +113,6 @@ pub(crate) fn resolve(
             aliases.push((alias.to_lowercase(), AliasTarget::Computed));
         }
         if let Some(function) = node.node.get("Function Name").and_then(JsonValue::as_str) {
-            let schema = node
-                .node
-                .get("Schema")
-                .and_then(JsonValue::as_str)
-                .unwrap_or_default()
-                .to_lowercase();
             resolution
                 .functions
                 .insert((schema, function.to_lowercase()));
