@@ -104,6 +104,11 @@ enum Stage {
     Execute,
 }
 
+/// The largest plan the guard reads. A plan past it holds a constant the planner folded
+/// from the statement's own values (`replace(repeat(...), ...)` planned as its result),
+/// which would cost askdb its size several times over to read.
+const MAX_PLAN_BYTES: u64 = 4 * 1024 * 1024;
+
 /// The schema whose tables and views the gate sees.
 const SCHEMA: &str = "public";
 
@@ -585,6 +590,16 @@ async fn run_statement(
     }
     if let (Some(policy), Some(explained)) = (verify, explained) {
         let rows = explained.map_err(|error| failure_from(&error))?;
+        let plan_bytes = rows
+            .first()
+            .and_then(|row| row.try_get::<_, WireLength>(0).ok())
+            .map_or(0, |length| length.0);
+        if plan_bytes > MAX_PLAN_BYTES {
+            return Err(ExecFailure::refused(Refusal::plan_too_large(
+                plan_bytes,
+                MAX_PLAN_BYTES,
+            )));
+        }
         let plan = rows
             .first()
             .and_then(|row| row.try_get::<_, PgCell>(0).ok())

@@ -239,78 +239,81 @@ enum Token {
 }
 
 fn lex(text: &str) -> Result<Vec<Token>, UnreadablePlan> {
-    let chars: Vec<char> = text.chars().collect();
+    // Every delimiter of the deparsed form is ASCII, so the text is read as bytes (a
+    // multi-byte character is only ever inside a name or a string) and never copied
+    // whole: a plan's constants can be large.
+    let bytes = text.as_bytes();
+    let is_word =
+        |byte: u8| byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'$' || byte >= 0x80;
     let mut tokens = Vec::new();
     let mut at = 0;
-    while at < chars.len() {
-        let c = chars[at];
-        if c.is_whitespace() {
+    while at < bytes.len() {
+        let c = bytes[at];
+        if c.is_ascii_whitespace() {
             at += 1;
-        } else if c == '\'' || ((c == 'E' || c == 'e') && chars.get(at + 1) == Some(&'\'')) {
+        } else if c == b'\'' || ((c == b'E' || c == b'e') && bytes.get(at + 1) == Some(&b'\'')) {
             // A string literal: skipped, with '' as an escaped quote (and \' in E'').
-            let escapes = c != '\'';
+            let escapes = c != b'\'';
             at += if escapes { 2 } else { 1 };
             loop {
-                match chars.get(at) {
+                match bytes.get(at) {
                     None => return Err(UnreadablePlan("an unterminated string".into())),
-                    Some('\\') if escapes => at += 2,
-                    Some('\'') if chars.get(at + 1) == Some(&'\'') => at += 2,
-                    Some('\'') => {
+                    Some(b'\\') if escapes => at += 2,
+                    Some(b'\'') if bytes.get(at + 1) == Some(&b'\'') => at += 2,
+                    Some(b'\'') => {
                         at += 1;
                         break;
                     }
                     Some(_) => at += 1,
                 }
             }
-        } else if c == '"' {
+        } else if c == b'"' {
             let mut name = String::new();
+            let mut start = at + 1;
             at += 1;
             loop {
-                match chars.get(at) {
+                match bytes.get(at) {
                     None => return Err(UnreadablePlan("an unterminated identifier".into())),
-                    Some('"') if chars.get(at + 1) == Some(&'"') => {
-                        name.push('"');
+                    Some(b'"') if bytes.get(at + 1) == Some(&b'"') => {
+                        name.push_str(&text[start..=at]);
                         at += 2;
+                        start = at;
                     }
-                    Some('"') => {
+                    Some(b'"') => {
+                        name.push_str(&text[start..at]);
                         at += 1;
                         break;
                     }
-                    Some(other) => {
-                        name.push(*other);
-                        at += 1;
-                    }
+                    Some(_) => at += 1,
                 }
             }
             tokens.push(Token::Name(name.to_lowercase()));
-        } else if c.is_alphabetic() || c == '_' {
+        } else if c.is_ascii_alphabetic() || c == b'_' || c >= 0x80 {
             let start = at;
-            while at < chars.len()
-                && (chars[at].is_alphanumeric() || chars[at] == '_' || chars[at] == '$')
-            {
+            while at < bytes.len() && is_word(bytes[at]) {
                 at += 1;
             }
-            let word: String = chars[start..at].iter().collect();
+            let word = &text[start..at];
             if word.chars().any(char::is_uppercase) {
-                tokens.push(Token::Keyword(word));
+                tokens.push(Token::Keyword(word.to_string()));
             } else {
-                tokens.push(Token::Name(word));
+                tokens.push(Token::Name(word.to_string()));
             }
-        } else if c.is_ascii_digit() || c == '$' {
+        } else if c.is_ascii_digit() || c == b'$' {
             // Numbers and parameter references ($0): no names in them.
             at += 1;
-            while at < chars.len() && (chars[at].is_ascii_alphanumeric() || chars[at] == '.') {
+            while at < bytes.len() && (bytes[at].is_ascii_alphanumeric() || bytes[at] == b'.') {
                 at += 1;
             }
-        } else if c == ':' && chars.get(at + 1) == Some(&':') {
+        } else if c == b':' && bytes.get(at + 1) == Some(&b':') {
             tokens.push(Token::Cast);
             at += 2;
         } else {
             tokens.push(match c {
-                '.' => Token::Dot,
-                '*' => Token::Star,
-                '(' => Token::Open,
-                ')' => Token::Close,
+                b'.' => Token::Dot,
+                b'*' => Token::Star,
+                b'(' => Token::Open,
+                b')' => Token::Close,
                 _ => Token::Other,
             });
             at += 1;
@@ -611,6 +614,22 @@ mod tests {
             name: "phone".into()
         }));
         assert!(resolution.session_facts.contains("system column ctid"));
+    }
+
+    #[test]
+    fn quoted_and_non_ascii_names_are_read_whole() {
+        let tokens = lex("\"Kunde \"\"A\"\"\".straße + 'ü''s'::text").expect("lexes");
+        assert_eq!(
+            tokens,
+            vec![
+                Token::Name("kunde \"a\"".into()),
+                Token::Dot,
+                Token::Name("straße".into()),
+                Token::Other,
+                Token::Cast,
+                Token::Name("text".into()),
+            ]
+        );
     }
 
     #[test]

@@ -120,6 +120,15 @@ impl Refusal {
         )
     }
 
+    /// The database's plan of the statement is larger than any plan of a query over the
+    /// data: it carries a constant the planner folded from the statement's own values.
+    pub(crate) fn plan_too_large(bytes: u64, limit: u64) -> Self {
+        Refusal::new(
+            RefusalReason::TooLarge,
+            format!("the statement builds values too large to check: its plan is {bytes} bytes, the limit is {limit}; compute smaller values"),
+        )
+    }
+
     pub(super) fn hidden_table(name: &str) -> Self {
         // Same words as any unknown table, so the refusal does not reveal that the
         // table exists; only the repair decision differs.
