@@ -24,11 +24,13 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use crate::agent::strategy::Strategy;
-use crate::agent::{Agent, AgentError, AgentResult, AskOptions, FailedAttempt, Mode};
+use crate::agent::{Agent, AgentError, AgentResult, AskOptions, Decision, FailedAttempt, Mode};
 use crate::calendar::utc_now;
 use crate::compare::{gold_orders, results_match, CompareOptions, ResultSet, Verdict};
 use crate::database::{open_gate, DatabaseUrl};
-use crate::eval::metrics::{self, Decision, Expected, PairedDifference, QuestionOutcome, Summary};
+use crate::eval::metrics::{
+    self, Expected, PairedDifference, QuestionOutcome, RunOutcome, Summary,
+};
 use crate::gate::{Gate, GateOptions, QueryOutcome};
 use crate::linking::SelectOptions;
 use crate::llm::{ModelClient, ResponseCache};
@@ -151,7 +153,7 @@ pub struct QuestionRecord {
     /// The question asks for an order the comparison must respect.
     #[serde(default)]
     pub ordered: bool,
-    pub decision: Decision,
+    pub decision: RunOutcome,
     pub correct: bool,
     /// Why the answer did not match the gold, when it did not.
     pub verdict: Option<String>,
@@ -296,16 +298,6 @@ pub(crate) async fn grade_rows(
     (false, last_reason)
 }
 
-/// The agent's decision in the metrics' terms.
-fn decision_of(decision: crate::agent::Decision) -> Decision {
-    match decision {
-        crate::agent::Decision::Answer => Decision::Answer,
-        crate::agent::Decision::Clarify => Decision::Clarify,
-        crate::agent::Decision::Decline => Decision::Decline,
-        crate::agent::Decision::GiveUp => Decision::GiveUp,
-    }
-}
-
 /// Grades one agent result.
 async fn grade(
     gate: &Gate,
@@ -313,10 +305,9 @@ async fn grade(
     result: &AgentResult,
     gold_cache: &mut HashMap<String, Option<ResultSet>>,
 ) -> (bool, Option<String>, Option<bool>) {
-    let decided = decision_of(result.decision);
     let mut correct = false;
     let mut verdict = None;
-    if decided == Decision::Answer && item.expected == Expected::Answer {
+    if result.decision == Decision::Answer && item.expected == Expected::Answer {
         let predicted = ResultSet {
             columns: result.columns.clone(),
             rows: result.rows.clone(),
@@ -366,17 +357,14 @@ fn record_of(
         latency_ms: result.latency_ms,
         trace_id: result.trace_id.clone(),
         warnings: Some(result.warnings.clone()),
-        ..error_record(item, mode, decision_of(result.decision), None, 0)
+        ..error_record(item, mode, RunOutcome::Decided(result.decision), None, 0)
     }
 }
 
 /// Why a graded question counts as correct or not, in a sentence a trace backend can
 /// filter on: the rows' verdict, or the decision against the expected one.
 fn verdict_reason(record: &QuestionRecord, success: bool) -> Option<String> {
-    let decided = serde_json::to_value(record.decision)
-        .ok()
-        .and_then(|value| value.as_str().map(str::to_string))
-        .unwrap_or_else(|| format!("{:?}", record.decision));
+    let decided = record.decision.as_str();
     let expected = serde_json::to_value(record.expected)
         .ok()
         .and_then(|value| value.as_str().map(str::to_string))
@@ -406,7 +394,7 @@ fn verdict_reason(record: &QuestionRecord, success: bool) -> Option<String> {
 fn error_record(
     item: &EvalItem,
     mode: Mode,
-    decision: Decision,
+    decision: RunOutcome,
     error: Option<&str>,
     latency_ms: u64,
 ) -> QuestionRecord {
@@ -606,23 +594,20 @@ pub async fn run(
                     trace.finish(&result);
                     record
                 }
-                Err(AgentError::Model(error)) => {
-                    trace.fail(&error.to_string());
+                Err(error) => {
+                    // The model's own message for an outage; askdb's error as it says it.
+                    let (ended, message) = match &error {
+                        AgentError::Model(model) => {
+                            (RunOutcome::InfrastructureFailure, model.to_string())
+                        }
+                        other => (RunOutcome::AgentError, other.to_string()),
+                    };
+                    trace.fail(&message);
                     error_record(
                         item,
                         *mode,
-                        Decision::InfrastructureFailure,
-                        Some(&error.to_string()),
-                        started.elapsed().as_millis() as u64,
-                    )
-                }
-                Err(other) => {
-                    trace.fail(&other.to_string());
-                    error_record(
-                        item,
-                        *mode,
-                        Decision::AgentError,
-                        Some(&other.to_string()),
+                        ended,
+                        Some(&message),
                         started.elapsed().as_millis() as u64,
                     )
                 }
@@ -634,7 +619,7 @@ pub async fn run(
                 .flush()
                 .map_err(|error| write_error(&records_path, error))?;
             finished += 1;
-            let mark = if record.decision == Decision::InfrastructureFailure {
+            let mark = if record.decision == RunOutcome::InfrastructureFailure {
                 "infra"
             } else if metrics::is_success(&record.outcome()) {
                 "ok"
@@ -711,12 +696,13 @@ pub fn summarize_records(
     let mut agent_failures_by_type = BTreeMap::new();
     for record in records.iter().filter(|record| record.mode == Mode::Agent) {
         if !metrics::is_success(&record.outcome())
-            && record.decision != Decision::InfrastructureFailure
+            && record.decision != RunOutcome::InfrastructureFailure
         {
-            let kind = match (&record.decision, record.history.last()) {
-                (Decision::Answer, _) => "wrong_result".to_string(),
-                (Decision::GiveUp, Some(last)) => format!("gave_up_{}", last.error_type),
-                (decision, _) => format!("{decision:?}").to_lowercase(),
+            let kind = match (record.decision.decision(), record.history.last()) {
+                (Some(Decision::Answer), _) => "wrong_result".to_string(),
+                (Some(Decision::GiveUp), Some(last)) => format!("gave_up_{}", last.error_type),
+                // The names summaries have always used (`agenterror`, `giveup`).
+                _ => format!("{:?}", record.decision).to_lowercase(),
             };
             *agent_failures_by_type.entry(kind).or_insert(0) += 1;
         }

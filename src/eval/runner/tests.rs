@@ -310,7 +310,7 @@ fn sample_record(id: &str) -> QuestionRecord {
         expected: Expected::Answer,
         db: "demo".to_string(),
         ordered: false,
-        decision: Decision::Answer,
+        decision: RunOutcome::Decided(Decision::Answer),
         correct: true,
         verdict: None,
         first_attempt_correct: Some(true),
@@ -474,4 +474,27 @@ fn samples_of_one_seed_at_separate_offsets_share_no_question() {
         5,
         "the shuffle's end"
     );
+}
+
+/// Records as runs write them: the first four lines are a scripted run's (the harness
+/// test's answer, give-up, decline and outage, its database named `demo`); the
+/// clarification and askdb's own failure, which no scripted run reaches, are the same
+/// records with those outcomes.
+const RECORDS: &str = include_str!("testdata/records.jsonl");
+
+#[test]
+fn run_records_read_and_write_every_outcome_by_the_same_name() {
+    let mut seen = Vec::new();
+    for line in RECORDS.lines() {
+        let record: QuestionRecord = serde_json::from_str(line).expect("a record");
+        let written = serde_json::to_string(&record).expect("JSON");
+        assert_eq!(written, line, "a record is written back as it was read");
+        let named: serde_json::Value = serde_json::from_str(line).expect("JSON");
+        assert_eq!(named["decision"], record.decision.as_str());
+        seen.push(record.decision);
+    }
+    assert_eq!(seen.len(), RunOutcome::ALL.len());
+    assert!(RunOutcome::ALL.iter().all(|outcome| seen.contains(outcome)));
+    assert_eq!(seen[1], RunOutcome::Decided(Decision::GiveUp));
+    assert_eq!(seen[3], RunOutcome::InfrastructureFailure);
 }
