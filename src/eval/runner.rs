@@ -36,7 +36,7 @@ use crate::linking::SelectOptions;
 use crate::llm::{ModelClient, ResponseCache};
 use crate::telemetry::Telemetry;
 
-pub(crate) use folder::drop_partial_last_line;
+pub(crate) use folder::{append_record, create_folder, open_records, read_lines, read_manifest_of};
 use folder::{database_hashes, sqlite_file_hash, warm_up};
 pub use folder::{read_manifest, read_records, read_warm_ups, WarmUp};
 pub use report::{rate_text, render_report, strategy_text};
@@ -69,7 +69,7 @@ pub enum EvalError {
     NotARun(String),
 }
 
-fn write_error(path: &Path, error: std::io::Error) -> EvalError {
+pub(crate) fn write_error(path: &Path, error: std::io::Error) -> EvalError {
     EvalError::Write {
         path: path.display().to_string(),
         error,
@@ -479,7 +479,6 @@ pub async fn run(
         None => {
             let (now, stamp) = utc_now();
             let dir = runs_root.join(&settings.set).join(&stamp);
-            std::fs::create_dir_all(&dir).map_err(|error| write_error(&dir, error))?;
             let manifest = Manifest {
                 database_hashes: database_hashes(&items),
                 settings: settings.clone(),
@@ -488,10 +487,7 @@ pub async fn run(
                 askdb_version: env!("CARGO_PKG_VERSION").to_string(),
                 items: items.len(),
             };
-            let path = dir.join("manifest.json");
-            let text = serde_json::to_string_pretty(&manifest)
-                .map_err(|error| EvalError::Data(error.to_string()))?;
-            std::fs::write(&path, text).map_err(|error| write_error(&path, error))?;
+            create_folder(&dir, &manifest)?;
             dir
         }
     };
@@ -503,17 +499,12 @@ pub async fn run(
     } else {
         client
     };
+    let records_path = run_dir.join("questions.jsonl");
+    let mut records_file = open_records(&records_path)?;
     let done: BTreeSet<(String, Mode)> = read_records(&run_dir)?
         .into_iter()
         .map(|record| (record.id, record.mode))
         .collect();
-    let records_path = run_dir.join("questions.jsonl");
-    drop_partial_last_line(&records_path)?;
-    let mut records_file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&records_path)
-        .map_err(|error| write_error(&records_path, error))?;
 
     let mut agents: HashMap<String, Agent> = HashMap::new();
     let mut gold_caches: HashMap<String, HashMap<String, Option<ResultSet>>> = HashMap::new();
@@ -612,12 +603,7 @@ pub async fn run(
                     )
                 }
             };
-            let line = serde_json::to_string(&record)
-                .map_err(|error| EvalError::Data(error.to_string()))?;
-            writeln!(records_file, "{line}").map_err(|error| write_error(&records_path, error))?;
-            records_file
-                .flush()
-                .map_err(|error| write_error(&records_path, error))?;
+            append_record(&mut records_file, &records_path, &record)?;
             finished += 1;
             let mark = if record.decision == RunOutcome::InfrastructureFailure {
                 "infra"
