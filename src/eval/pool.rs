@@ -20,8 +20,9 @@ use serde::{Deserialize, Serialize};
 
 use super::metrics::Expected;
 use super::runner::{
-    append_record, create_folder, grade_rows, load_set, model_info, open_eval_gate, open_records,
-    read_lines, read_manifest_of, EvalError, EvalItem, ModelInfo, Sampling, EVAL_ROW_CAP,
+    append_record, create_folder, grade_rows, load_set, model_info, open_eval_agent,
+    open_eval_gate, open_records, read_lines, read_manifest_of, EvalError, EvalItem, ModelInfo,
+    Sampling, EVAL_ROW_CAP,
 };
 use crate::agent::reply::{parse_reply, Reply};
 use crate::agent::strategy::Strategy;
@@ -175,12 +176,7 @@ pub async fn run_pool(
             let gate = open_eval_gate(&item.db, EVAL_ROW_CAP).await?;
             let mut opened = Vec::new();
             for strategy in std::iter::once(strategy).chain(variants.iter().copied()) {
-                let agent = Agent::with_strategy(gate.clone(), client.clone(), strategy)
-                    .await
-                    .map_err(|error| EvalError::Database {
-                        db: item.db.clone(),
-                        error: error.to_string(),
-                    })?;
+                let agent = open_eval_agent(gate.clone(), &client, strategy, &item.db).await?;
                 // As `askdb serve` does on opening a database: the prefix is read once.
                 let _ = agent.warm_up().await;
                 opened.push(agent);

@@ -530,12 +530,7 @@ pub async fn run(
                         .parse::<Strategy>()
                         .map_err(|error| EvalError::Data(error.to_string()))?
                 };
-                let agent = Agent::with_strategy(gate, client.clone(), strategy)
-                    .await
-                    .map_err(|error| EvalError::Database {
-                        db: item.db.clone(),
-                        error: error.to_string(),
-                    })?;
+                let agent = open_eval_agent(gate, &client, strategy, &item.db).await?;
                 warm_up(&agent, &item.db, &settings.modes, &run_dir).await?;
                 agents.insert(item.db.clone(), agent);
             }
@@ -721,16 +716,33 @@ pub fn summarize_records(
 /// The gate an evaluation asks or grades through: the item's database (`demo`, a path or
 /// a URL, as the set names it) with the run's row cap.
 pub(crate) async fn open_eval_gate(db: &str, row_cap: u64) -> Result<Gate, EvalError> {
-    let database_error = |error: crate::database::DatabaseError| EvalError::Database {
-        db: db.to_string(),
-        error: error.to_string(),
-    };
-    let url: DatabaseUrl = db.parse().map_err(database_error)?;
+    let url: DatabaseUrl = db.parse().map_err(|error| database_error(db, error))?;
     let options = GateOptions {
         row_cap,
         ..GateOptions::default()
     };
-    open_gate(&url, options).await.map_err(database_error)
+    open_gate(&url, options)
+        .await
+        .map_err(|error| database_error(db, error))
+}
+
+/// The agent an evaluation asks through, over a gate of the item's database (`db`).
+pub(crate) async fn open_eval_agent(
+    gate: Gate,
+    client: &ModelClient,
+    strategy: Strategy,
+    db: &str,
+) -> Result<Agent, EvalError> {
+    Agent::with_strategy(gate, client.clone(), strategy)
+        .await
+        .map_err(|error| database_error(db, error))
+}
+
+fn database_error(db: &str, error: impl std::fmt::Display) -> EvalError {
+    EvalError::Database {
+        db: db.to_string(),
+        error: error.to_string(),
+    }
 }
 
 /// Re-grades a finished run without calling the model: every recorded SQL is run

@@ -16,18 +16,23 @@ use crate::database::DatabaseUrl;
 
 use super::{write_error, EvalError, EvalItem, Manifest, QuestionRecord};
 
+/// A file of the folder, None when the run has not written it yet.
+fn read_if_present(path: &Path) -> Result<Option<String>, EvalError> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok(Some(text)),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(error) => Err(EvalError::Read {
+            path: path.display().to_string(),
+            error,
+        }),
+    }
+}
+
 /// Cuts a record that a crash left half-written off the end of the file, so records
 /// appended on resume start on a line of their own.
 fn drop_partial_last_line(path: &Path) -> Result<(), EvalError> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(text) => text,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(error) => {
-            return Err(EvalError::Read {
-                path: path.display().to_string(),
-                error,
-            })
-        }
+    let Some(text) = read_if_present(path)? else {
+        return Ok(());
     };
     if text.is_empty() || text.ends_with('\n') {
         return Ok(());
@@ -83,15 +88,8 @@ pub(crate) fn append_record<T: Serialize>(
 
 /// The records of a JSON-lines file; none when it does not exist yet.
 pub(crate) fn read_lines<T: DeserializeOwned>(path: &Path) -> Result<Vec<T>, EvalError> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(text) => text,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(error) => {
-            return Err(EvalError::Read {
-                path: path.display().to_string(),
-                error,
-            })
-        }
+    let Some(text) = read_if_present(path)? else {
+        return Ok(Vec::new());
     };
     let lines: Vec<&str> = text
         .lines()
