@@ -393,3 +393,68 @@ async fn pool_candidate(
 pub fn read_pool(dir: &Path) -> Result<Vec<PoolRecord>, EvalError> {
     read_lines(&dir.join("pool.jsonl"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pool_folder_is_read_back_without_the_record_a_crash_cut_short() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let manifest = PoolManifest {
+            settings: PoolSettings {
+                set: "demo".to_string(),
+                sample: None,
+                seed: 1,
+                sample_offset: 0,
+                limit: Some(2),
+                strategy: "n=1".to_string(),
+                candidates: 4,
+                temperature: 0.7,
+                variants: Vec::new(),
+            },
+            model: ModelInfo {
+                provider: "scripted".to_string(),
+                model: "scripted".to_string(),
+                endpoint: String::new(),
+            },
+            started_at: "2026-12-05T09:00:00Z".to_string(),
+            askdb_version: "0.1.0".to_string(),
+            items: 2,
+        };
+        let pool = dir.path().join("pool-demo");
+        create_folder(&pool, &manifest).expect("created");
+        assert_eq!(
+            read_manifest_of::<PoolManifest>(&pool).expect("manifest"),
+            manifest
+        );
+        assert!(matches!(
+            read_manifest_of::<PoolManifest>(dir.path()),
+            Err(EvalError::NotARun(_))
+        ));
+
+        let path = pool.join("pool.jsonl");
+        let record = PoolRecord {
+            id: "q1".to_string(),
+            db: "demo".to_string(),
+            question: "How many customers do we have?".to_string(),
+            expected: Expected::Answer,
+            ended_by_rules: false,
+            calls: Vec::new(),
+            candidates: Vec::new(),
+            error: None,
+        };
+        let mut file = open_records(&path).expect("opened");
+        append_record(&mut file, &path, &record).expect("appended");
+        drop(file);
+        let whole = std::fs::read_to_string(&path).expect("readable");
+        // A crash mid-write: the second record has no line end.
+        std::fs::write(&path, format!("{whole}{{\"id\": \"q2\", \"db")).expect("written");
+        assert_eq!(read_pool(&pool).expect("records"), vec![record.clone()]);
+        // On resume the cut-off record is gone before anything is appended.
+        let mut file = open_records(&path).expect("reopened");
+        assert_eq!(std::fs::read_to_string(&path).expect("readable"), whole);
+        append_record(&mut file, &path, &record).expect("appended");
+        assert_eq!(read_pool(&pool).expect("records").len(), 2);
+    }
+}
