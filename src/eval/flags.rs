@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::agent::failure::FailureKind;
-use crate::eval::metrics::Decision;
+use crate::agent::Decision;
 use crate::eval::runner::QuestionRecord;
 use crate::linking::cards::TableCard;
 

@@ -293,6 +293,17 @@ pub async fn check_external_sqlite(data_dir: &Path) -> Result<Vec<EquivalenceRep
 mod tests {
     use super::*;
 
+    /// The first twenty discrepancies, enough to see what broke.
+    fn first_discrepancies(report: &EquivalenceReport) -> String {
+        let shown: Vec<String> = report
+            .discrepancies
+            .iter()
+            .take(20)
+            .map(|d| format!("{} [{}] {}\n    {}", d.id, d.db_name, d.problem, d.sql))
+            .collect();
+        shown.join("\n")
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn every_external_sqlite_gold_query_passes_and_keeps_its_result() {
         let data_dir = crate::home::shared_data_dir().unwrap_or_else(|message| panic!("{message}"));
@@ -310,18 +321,12 @@ mod tests {
                 report.original_fails,
                 report.guard_mean_us
             );
-            let shown: Vec<String> = report
-                .discrepancies
-                .iter()
-                .take(20)
-                .map(|d| format!("{} [{}] {}\n    {}", d.id, d.db_name, d.problem, d.sql))
-                .collect();
             assert!(
                 report.discrepancies.is_empty(),
                 "{}: {} discrepancies:\n{}",
                 report.set,
                 report.discrepancies.len(),
-                shown.join("\n")
+                first_discrepancies(report)
             );
             assert!(report.gold_queries >= report.questions);
         }
@@ -346,13 +351,11 @@ mod tests {
             "defog (postgres): {} questions, {} gold queries, {} accepted, {} same result",
             report.questions, report.gold_queries, report.accepted, report.same_result
         );
-        let shown: Vec<String> = report
-            .discrepancies
-            .iter()
-            .take(20)
-            .map(|d| format!("{} [{}] {}\n    {}", d.id, d.db_name, d.problem, d.sql))
-            .collect();
-        assert!(report.discrepancies.is_empty(), "{}", shown.join("\n"));
+        assert!(
+            report.discrepancies.is_empty(),
+            "{}",
+            first_discrepancies(&report)
+        );
         assert_eq!(report.questions, 314);
         assert!(report.gold_queries >= 480);
     }

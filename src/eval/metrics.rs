@@ -98,14 +98,14 @@ impl Expected {
     }
 }
 
-/// What the system finally did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Decision {
-    Answer,
-    Clarify,
-    Decline,
-    GiveUp,
+use crate::agent::Decision;
+
+/// How a question ended in a run: the agent's decision, or one of the two ways of
+/// reaching none. Records carry it by one name (`answer`, `clarify`, `decline`,
+/// `give_up`, `infrastructure_failure`, `agent_error`), the decision's own for the four.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum RunOutcome {
+    Decided(Decision),
     /// The model or its service failed (unreachable, rate limited): not scored.
     InfrastructureFailure,
     /// askdb itself failed on the question (a database error outside a query, an
@@ -114,16 +114,91 @@ pub enum Decision {
     AgentError,
 }
 
-impl From<crate::agent::Decision> for Decision {
-    /// The agent's decision, by the agent's own names: the evaluation adds only the two
-    /// ways of reaching no decision.
-    fn from(decision: crate::agent::Decision) -> Decision {
-        match decision {
-            crate::agent::Decision::Answer => Decision::Answer,
-            crate::agent::Decision::Clarify => Decision::Clarify,
-            crate::agent::Decision::Decline => Decision::Decline,
-            crate::agent::Decision::GiveUp => Decision::GiveUp,
+impl RunOutcome {
+    pub const ALL: [RunOutcome; 6] = [
+        RunOutcome::Decided(Decision::Answer),
+        RunOutcome::Decided(Decision::Clarify),
+        RunOutcome::Decided(Decision::Decline),
+        RunOutcome::Decided(Decision::GiveUp),
+        RunOutcome::InfrastructureFailure,
+        RunOutcome::AgentError,
+    ];
+
+    /// The outcome's name, as run records carry it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunOutcome::Decided(decision) => decision.as_str(),
+            RunOutcome::InfrastructureFailure => "infrastructure_failure",
+            RunOutcome::AgentError => "agent_error",
         }
+    }
+
+    pub fn parse(text: &str) -> Option<RunOutcome> {
+        RunOutcome::ALL
+            .into_iter()
+            .find(|outcome| outcome.as_str() == text)
+    }
+
+    /// The agent's decision, when it reached one.
+    pub fn decision(self) -> Option<Decision> {
+        match self {
+            RunOutcome::Decided(decision) => Some(decision),
+            RunOutcome::InfrastructureFailure | RunOutcome::AgentError => None,
+        }
+    }
+}
+
+impl From<Decision> for RunOutcome {
+    fn from(decision: Decision) -> RunOutcome {
+        RunOutcome::Decided(decision)
+    }
+}
+
+/// `outcome == Decision::Answer`: whether the agent reached that decision.
+impl PartialEq<Decision> for RunOutcome {
+    fn eq(&self, decision: &Decision) -> bool {
+        self.decision() == Some(*decision)
+    }
+}
+
+impl std::fmt::Display for RunOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The flat name (`Answer`, `InfrastructureFailure`), not `Decided(Answer)`: the run's
+/// progress line shows it, and in lower case it keys `agent_failures_by_type` in every
+/// summary written so far.
+impl std::fmt::Debug for RunOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RunOutcome::Decided(decision) => std::fmt::Debug::fmt(decision, f),
+            RunOutcome::InfrastructureFailure => f.write_str("InfrastructureFailure"),
+            RunOutcome::AgentError => f.write_str("AgentError"),
+        }
+    }
+}
+
+impl Serialize for RunOutcome {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for RunOutcome {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<RunOutcome, D::Error> {
+        let text = std::borrow::Cow::<str>::deserialize(deserializer)?;
+        RunOutcome::parse(&text).ok_or_else(|| {
+            let names: Vec<String> = RunOutcome::ALL
+                .iter()
+                .map(|outcome| format!("`{}`", outcome.as_str()))
+                .collect();
+            serde::de::Error::custom(format!(
+                "unknown variant `{text}`, expected one of {}",
+                names.join(", ")
+            ))
+        })
     }
 }
 
@@ -133,7 +208,7 @@ pub struct QuestionOutcome {
     pub id: String,
     pub category: String,
     pub expected: Expected,
-    pub decision: Decision,
+    pub decision: RunOutcome,
     /// The final answer matched the gold; only meaningful when the decision is Answer.
     pub correct: bool,
     /// Whether the first attempt's result matched the gold; None when the first attempt
@@ -150,13 +225,16 @@ pub struct QuestionOutcome {
 
 /// Whether the outcome counts in the rates (everything but infrastructure failures).
 pub fn is_scored(outcome: &QuestionOutcome) -> bool {
-    outcome.decision != Decision::InfrastructureFailure
+    outcome.decision != RunOutcome::InfrastructureFailure
 }
 
 /// The right answer for an answerable question, the right refusal or clarification for
 /// an unanswerable one (table in the module doc).
 pub fn is_success(outcome: &QuestionOutcome) -> bool {
-    match (outcome.expected, outcome.decision) {
+    let Some(decision) = outcome.decision.decision() else {
+        return false;
+    };
+    match (outcome.expected, decision) {
         (Expected::Answer, Decision::Answer) => outcome.correct,
         (Expected::Refuse, Decision::Decline) => true,
         (Expected::Clarify, Decision::Clarify) => true,
@@ -192,7 +270,7 @@ pub struct DecisionCounts {
     pub clarified: u64,
     pub declined: u64,
     pub gave_up: u64,
-    /// Questions askdb itself failed on ([`Decision::AgentError`]).
+    /// Questions askdb itself failed on ([`RunOutcome::AgentError`]).
     #[serde(default)]
     pub failed: u64,
 }
@@ -279,14 +357,17 @@ pub fn summarize(outcomes: &[QuestionOutcome]) -> Summary {
             category.0 += 1;
         }
         match outcome.decision {
-            Decision::Answer => decisions.answered += 1,
-            Decision::Clarify => decisions.clarified += 1,
-            Decision::Decline => decisions.declined += 1,
-            Decision::GiveUp => decisions.gave_up += 1,
-            Decision::AgentError => decisions.failed += 1,
-            Decision::InfrastructureFailure => {}
+            RunOutcome::Decided(Decision::Answer) => decisions.answered += 1,
+            RunOutcome::Decided(Decision::Clarify) => decisions.clarified += 1,
+            RunOutcome::Decided(Decision::Decline) => decisions.declined += 1,
+            RunOutcome::Decided(Decision::GiveUp) => decisions.gave_up += 1,
+            RunOutcome::AgentError => decisions.failed += 1,
+            RunOutcome::InfrastructureFailure => {}
         }
-        let abstained = matches!(outcome.decision, Decision::Decline | Decision::Clarify);
+        let abstained = matches!(
+            outcome.decision.decision(),
+            Some(Decision::Decline | Decision::Clarify)
+        );
         if outcome.first_attempt_failed {
             first_attempt_failures += 1;
         }
@@ -375,25 +456,41 @@ fn ratio(numerator: u64, denominator: u64) -> Option<f64> {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn the_agents_decisions_keep_their_names_in_run_records() {
-        for decision in crate::agent::Decision::ALL {
-            let recorded = serde_json::to_value(Decision::from(decision)).ok();
+        for decision in Decision::ALL {
+            let recorded = serde_json::to_value(RunOutcome::Decided(decision)).ok();
             assert_eq!(
                 recorded.as_ref().and_then(|value| value.as_str()),
                 Some(decision.as_str())
             );
         }
+        for outcome in RunOutcome::ALL {
+            let text = serde_json::to_string(&outcome).unwrap_or_default();
+            assert_eq!(text, format!("\"{}\"", outcome.as_str()));
+            assert_eq!(
+                serde_json::from_str::<RunOutcome>(&text).ok(),
+                Some(outcome)
+            );
+        }
+        let unknown = serde_json::from_str::<RunOutcome>("\"shrug\"")
+            .err()
+            .map(|error| error.to_string())
+            .unwrap_or_default();
+        assert!(
+            unknown.starts_with("unknown variant `shrug`, expected one of `answer`"),
+            "{unknown}"
+        );
     }
-
-    use super::*;
 
     #[allow(clippy::too_many_arguments)]
     fn outcome(
         id: &str,
         category: &str,
         expected: Expected,
-        decision: Decision,
+        decision: impl Into<RunOutcome>,
         correct: bool,
         first_attempt_correct: Option<bool>,
         first_attempt_failed: bool,
@@ -405,7 +502,7 @@ mod tests {
             id: id.to_string(),
             category: category.to_string(),
             expected,
-            decision,
+            decision: decision.into(),
             correct,
             first_attempt_correct,
             first_attempt_failed,
@@ -418,7 +515,7 @@ mod tests {
     }
 
     /// Success or failure on an answerable question, for the paired tests.
-    fn simple(id: &str, success: bool, decision: Decision) -> QuestionOutcome {
+    fn simple(id: &str, success: bool, decision: impl Into<RunOutcome>) -> QuestionOutcome {
         outcome(
             id,
             "c",
@@ -578,7 +675,7 @@ mod tests {
                 "q11",
                 "join",
                 E::Answer,
-                D::InfrastructureFailure,
+                RunOutcome::InfrastructureFailure,
                 false,
                 None,
                 false,
@@ -679,8 +776,8 @@ mod tests {
     fn infrastructure_failures_are_counted_but_never_scored() {
         let outcomes = vec![
             simple("a", true, Decision::Answer),
-            simple("b", false, Decision::InfrastructureFailure),
-            simple("c", false, Decision::InfrastructureFailure),
+            simple("b", false, RunOutcome::InfrastructureFailure),
+            simple("c", false, RunOutcome::InfrastructureFailure),
         ];
         let summary = summarize(&outcomes);
         assert_eq!(summary.infrastructure_failures, 2);
@@ -712,7 +809,18 @@ mod tests {
         assert!(with(E::RefuseOrClarify, D::Decline, false));
         assert!(with(E::RefuseOrClarify, D::Clarify, false));
         assert!(!with(E::RefuseOrClarify, D::GiveUp, false));
-        assert!(!with(E::Answer, D::InfrastructureFailure, true));
+        assert!(!is_success(&outcome(
+            "x",
+            "c",
+            E::Answer,
+            RunOutcome::InfrastructureFailure,
+            true,
+            None,
+            false,
+            1,
+            1,
+            0,
+        )));
     }
 
     #[test]
@@ -739,7 +847,7 @@ mod tests {
             "q9",
             "hard",
             Expected::RefuseOrClarify,
-            Decision::InfrastructureFailure,
+            RunOutcome::InfrastructureFailure,
             false,
             None,
             true,
@@ -774,10 +882,10 @@ mod tests {
         // duplicate id.
         agent.push(simple("only-agent", true, D::Answer));
         baseline.push(simple("only-baseline", true, D::Answer));
-        agent.push(simple("infra-a", false, D::InfrastructureFailure));
+        agent.push(simple("infra-a", false, RunOutcome::InfrastructureFailure));
         baseline.push(simple("infra-a", true, D::Answer));
         agent.push(simple("infra-b", true, D::Answer));
-        baseline.push(simple("infra-b", false, D::InfrastructureFailure));
+        baseline.push(simple("infra-b", false, RunOutcome::InfrastructureFailure));
         agent.push(simple("p00", false, D::Answer));
         (agent, baseline)
     }
@@ -852,8 +960,8 @@ mod tests {
     fn an_agent_error_is_scored_as_wrong_while_infrastructure_is_left_out() {
         let outcomes = vec![
             simple("right", true, Decision::Answer),
-            simple("defect", false, Decision::AgentError),
-            simple("outage", false, Decision::InfrastructureFailure),
+            simple("defect", false, RunOutcome::AgentError),
+            simple("outage", false, RunOutcome::InfrastructureFailure),
         ];
         let summary = summarize(&outcomes);
         assert_eq!(summary.scored, 2, "the agent's own failure counts");

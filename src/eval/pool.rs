@@ -14,14 +14,15 @@
 //! question per line, appended as soon as it is graded; `--resume` carries on.
 
 use std::collections::{BTreeSet, HashMap};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
 use super::metrics::Expected;
 use super::runner::{
-    grade_rows, load_set, open_eval_gate, EvalError, EvalItem, ModelInfo, Sampling, EVAL_ROW_CAP,
+    append_record, create_folder, grade_rows, load_set, model_info, open_eval_agent,
+    open_eval_gate, open_records, read_lines, read_manifest_of, EvalError, EvalItem, ModelInfo,
+    Sampling, EVAL_ROW_CAP,
 };
 use crate::agent::reply::{parse_reply, Reply};
 use crate::agent::strategy::Strategy;
@@ -118,7 +119,7 @@ pub async fn run_pool(
     resume: Option<PathBuf>,
 ) -> Result<PathBuf, EvalError> {
     let settings = match &resume {
-        Some(dir) => read_pool_manifest(dir)?.settings,
+        Some(dir) => read_manifest_of::<PoolManifest>(dir)?.settings,
         None => settings,
     };
     let strategy = settings
@@ -142,32 +143,23 @@ pub async fn run_pool(
             let dir = runs_root
                 .join(format!("pool-{}", settings.set.replace(['/', ':'], "_")))
                 .join(stamp);
-            std::fs::create_dir_all(&dir).map_err(|error| write_error(&dir, error))?;
             let manifest = PoolManifest {
                 settings: settings.clone(),
-                model: super::runner::model_info(&client),
+                model: model_info(&client),
                 started_at: now,
                 askdb_version: env!("CARGO_PKG_VERSION").to_string(),
                 items: items.len(),
             };
-            let path = dir.join("manifest.json");
-            let text = serde_json::to_string_pretty(&manifest)
-                .map_err(|error| EvalError::Data(error.to_string()))?;
-            std::fs::write(&path, text).map_err(|error| write_error(&path, error))?;
+            create_folder(&dir, &manifest)?;
             dir
         }
     };
     let path = dir.join("pool.jsonl");
-    super::runner::drop_partial_last_line(&path)?;
+    let mut file = open_records(&path)?;
     let done: BTreeSet<String> = read_pool(&dir)?
         .into_iter()
         .map(|record| record.id)
         .collect();
-    let mut file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&path)
-        .map_err(|error| write_error(&path, error))?;
     let variants: Vec<Strategy> = settings
         .variants
         .iter()
@@ -184,12 +176,7 @@ pub async fn run_pool(
             let gate = open_eval_gate(&item.db, EVAL_ROW_CAP).await?;
             let mut opened = Vec::new();
             for strategy in std::iter::once(strategy).chain(variants.iter().copied()) {
-                let agent = Agent::with_strategy(gate.clone(), client.clone(), strategy)
-                    .await
-                    .map_err(|error| EvalError::Database {
-                        db: item.db.clone(),
-                        error: error.to_string(),
-                    })?;
+                let agent = open_eval_agent(gate.clone(), &client, strategy, &item.db).await?;
                 // As `askdb serve` does on opening a database: the prefix is read once.
                 let _ = agent.warm_up().await;
                 opened.push(agent);
@@ -214,10 +201,7 @@ pub async fn run_pool(
                 record.error = Some(error);
             }
         }
-        let line =
-            serde_json::to_string(&record).map_err(|error| EvalError::Data(error.to_string()))?;
-        writeln!(file, "{line}").map_err(|error| write_error(&path, error))?;
-        file.flush().map_err(|error| write_error(&path, error))?;
+        append_record(&mut file, &path, &record)?;
         let right = record.candidates.iter().filter(|c| c.correct).count();
         eprint!(
             "\r{}/{} {} {right} of {} candidates right      ",
@@ -404,45 +388,73 @@ async fn pool_candidate(
     candidate
 }
 
-fn write_error(path: &Path, error: std::io::Error) -> EvalError {
-    EvalError::Write {
-        path: path.display().to_string(),
-        error,
-    }
-}
-
-fn read_pool_manifest(dir: &Path) -> Result<PoolManifest, EvalError> {
-    let path = dir.join("manifest.json");
-    let text = std::fs::read_to_string(&path)
-        .map_err(|_| EvalError::NotARun(dir.display().to_string()))?;
-    serde_json::from_str(&text)
-        .map_err(|error| EvalError::Data(format!("{}: {error}", path.display())))
-}
-
 /// The records of a pool folder (a last line cut short by a crash is left out: its
 /// question is asked again on resume).
 pub fn read_pool(dir: &Path) -> Result<Vec<PoolRecord>, EvalError> {
-    let path = dir.join("pool.jsonl");
-    let text = match std::fs::read_to_string(&path) {
-        Ok(text) => text,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(error) => {
-            return Err(EvalError::Read {
-                path: path.display().to_string(),
-                error,
-            })
-        }
-    };
-    let complete = match text.rfind('\n') {
-        Some(end) => &text[..end],
-        None => "",
-    };
-    complete
-        .lines()
-        .filter(|line| !line.trim().is_empty())
-        .map(|line| {
-            serde_json::from_str(line)
-                .map_err(|error| EvalError::Data(format!("{}: {error}", path.display())))
-        })
-        .collect()
+    read_lines(&dir.join("pool.jsonl"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pool_folder_is_read_back_without_the_record_a_crash_cut_short() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let manifest = PoolManifest {
+            settings: PoolSettings {
+                set: "demo".to_string(),
+                sample: None,
+                seed: 1,
+                sample_offset: 0,
+                limit: Some(2),
+                strategy: "n=1".to_string(),
+                candidates: 4,
+                temperature: 0.7,
+                variants: Vec::new(),
+            },
+            model: ModelInfo {
+                provider: "scripted".to_string(),
+                model: "scripted".to_string(),
+                endpoint: String::new(),
+            },
+            started_at: "2026-12-05T09:00:00Z".to_string(),
+            askdb_version: "0.1.0".to_string(),
+            items: 2,
+        };
+        let pool = dir.path().join("pool-demo");
+        create_folder(&pool, &manifest).expect("created");
+        assert_eq!(
+            read_manifest_of::<PoolManifest>(&pool).expect("manifest"),
+            manifest
+        );
+        assert!(matches!(
+            read_manifest_of::<PoolManifest>(dir.path()),
+            Err(EvalError::NotARun(_))
+        ));
+
+        let path = pool.join("pool.jsonl");
+        let record = PoolRecord {
+            id: "q1".to_string(),
+            db: "demo".to_string(),
+            question: "How many customers do we have?".to_string(),
+            expected: Expected::Answer,
+            ended_by_rules: false,
+            calls: Vec::new(),
+            candidates: Vec::new(),
+            error: None,
+        };
+        let mut file = open_records(&path).expect("opened");
+        append_record(&mut file, &path, &record).expect("appended");
+        drop(file);
+        let whole = std::fs::read_to_string(&path).expect("readable");
+        // A crash mid-write: the second record has no line end.
+        std::fs::write(&path, format!("{whole}{{\"id\": \"q2\", \"db")).expect("written");
+        assert_eq!(read_pool(&pool).expect("records"), vec![record.clone()]);
+        // On resume the cut-off record is gone before anything is appended.
+        let mut file = open_records(&path).expect("reopened");
+        assert_eq!(std::fs::read_to_string(&path).expect("readable"), whole);
+        append_record(&mut file, &path, &record).expect("appended");
+        assert_eq!(read_pool(&pool).expect("records").len(), 2);
+    }
 }

@@ -24,17 +24,19 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use crate::agent::strategy::Strategy;
-use crate::agent::{Agent, AgentError, AgentResult, AskOptions, FailedAttempt, Mode};
+use crate::agent::{Agent, AgentError, AgentResult, AskOptions, Decision, FailedAttempt, Mode};
 use crate::calendar::utc_now;
 use crate::compare::{gold_orders, results_match, CompareOptions, ResultSet, Verdict};
 use crate::database::{open_gate, DatabaseUrl};
-use crate::eval::metrics::{self, Decision, Expected, PairedDifference, QuestionOutcome, Summary};
+use crate::eval::metrics::{
+    self, Expected, PairedDifference, QuestionOutcome, RunOutcome, Summary,
+};
 use crate::gate::{Gate, GateOptions, QueryOutcome};
 use crate::linking::SelectOptions;
 use crate::llm::{ModelClient, ResponseCache};
 use crate::telemetry::Telemetry;
 
-pub(crate) use folder::drop_partial_last_line;
+pub(crate) use folder::{append_record, create_folder, open_records, read_lines, read_manifest_of};
 use folder::{database_hashes, sqlite_file_hash, warm_up};
 pub use folder::{read_manifest, read_records, read_warm_ups, WarmUp};
 pub use report::{rate_text, render_report, strategy_text};
@@ -67,7 +69,7 @@ pub enum EvalError {
     NotARun(String),
 }
 
-fn write_error(path: &Path, error: std::io::Error) -> EvalError {
+pub(crate) fn write_error(path: &Path, error: std::io::Error) -> EvalError {
     EvalError::Write {
         path: path.display().to_string(),
         error,
@@ -151,7 +153,7 @@ pub struct QuestionRecord {
     /// The question asks for an order the comparison must respect.
     #[serde(default)]
     pub ordered: bool,
-    pub decision: Decision,
+    pub decision: RunOutcome,
     pub correct: bool,
     /// Why the answer did not match the gold, when it did not.
     pub verdict: Option<String>,
@@ -296,16 +298,6 @@ pub(crate) async fn grade_rows(
     (false, last_reason)
 }
 
-/// The agent's decision in the metrics' terms.
-fn decision_of(decision: crate::agent::Decision) -> Decision {
-    match decision {
-        crate::agent::Decision::Answer => Decision::Answer,
-        crate::agent::Decision::Clarify => Decision::Clarify,
-        crate::agent::Decision::Decline => Decision::Decline,
-        crate::agent::Decision::GiveUp => Decision::GiveUp,
-    }
-}
-
 /// Grades one agent result.
 async fn grade(
     gate: &Gate,
@@ -313,10 +305,9 @@ async fn grade(
     result: &AgentResult,
     gold_cache: &mut HashMap<String, Option<ResultSet>>,
 ) -> (bool, Option<String>, Option<bool>) {
-    let decided = decision_of(result.decision);
     let mut correct = false;
     let mut verdict = None;
-    if decided == Decision::Answer && item.expected == Expected::Answer {
+    if result.decision == Decision::Answer && item.expected == Expected::Answer {
         let predicted = ResultSet {
             columns: result.columns.clone(),
             rows: result.rows.clone(),
@@ -366,17 +357,14 @@ fn record_of(
         latency_ms: result.latency_ms,
         trace_id: result.trace_id.clone(),
         warnings: Some(result.warnings.clone()),
-        ..error_record(item, mode, decision_of(result.decision), None, 0)
+        ..error_record(item, mode, RunOutcome::Decided(result.decision), None, 0)
     }
 }
 
 /// Why a graded question counts as correct or not, in a sentence a trace backend can
 /// filter on: the rows' verdict, or the decision against the expected one.
 fn verdict_reason(record: &QuestionRecord, success: bool) -> Option<String> {
-    let decided = serde_json::to_value(record.decision)
-        .ok()
-        .and_then(|value| value.as_str().map(str::to_string))
-        .unwrap_or_else(|| format!("{:?}", record.decision));
+    let decided = record.decision.as_str();
     let expected = serde_json::to_value(record.expected)
         .ok()
         .and_then(|value| value.as_str().map(str::to_string))
@@ -406,7 +394,7 @@ fn verdict_reason(record: &QuestionRecord, success: bool) -> Option<String> {
 fn error_record(
     item: &EvalItem,
     mode: Mode,
-    decision: Decision,
+    decision: RunOutcome,
     error: Option<&str>,
     latency_ms: u64,
 ) -> QuestionRecord {
@@ -491,7 +479,6 @@ pub async fn run(
         None => {
             let (now, stamp) = utc_now();
             let dir = runs_root.join(&settings.set).join(&stamp);
-            std::fs::create_dir_all(&dir).map_err(|error| write_error(&dir, error))?;
             let manifest = Manifest {
                 database_hashes: database_hashes(&items),
                 settings: settings.clone(),
@@ -500,10 +487,7 @@ pub async fn run(
                 askdb_version: env!("CARGO_PKG_VERSION").to_string(),
                 items: items.len(),
             };
-            let path = dir.join("manifest.json");
-            let text = serde_json::to_string_pretty(&manifest)
-                .map_err(|error| EvalError::Data(error.to_string()))?;
-            std::fs::write(&path, text).map_err(|error| write_error(&path, error))?;
+            create_folder(&dir, &manifest)?;
             dir
         }
     };
@@ -515,17 +499,12 @@ pub async fn run(
     } else {
         client
     };
+    let records_path = run_dir.join("questions.jsonl");
+    let mut records_file = open_records(&records_path)?;
     let done: BTreeSet<(String, Mode)> = read_records(&run_dir)?
         .into_iter()
         .map(|record| (record.id, record.mode))
         .collect();
-    let records_path = run_dir.join("questions.jsonl");
-    drop_partial_last_line(&records_path)?;
-    let mut records_file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&records_path)
-        .map_err(|error| write_error(&records_path, error))?;
 
     let mut agents: HashMap<String, Agent> = HashMap::new();
     let mut gold_caches: HashMap<String, HashMap<String, Option<ResultSet>>> = HashMap::new();
@@ -551,12 +530,7 @@ pub async fn run(
                         .parse::<Strategy>()
                         .map_err(|error| EvalError::Data(error.to_string()))?
                 };
-                let agent = Agent::with_strategy(gate, client.clone(), strategy)
-                    .await
-                    .map_err(|error| EvalError::Database {
-                        db: item.db.clone(),
-                        error: error.to_string(),
-                    })?;
+                let agent = open_eval_agent(gate, &client, strategy, &item.db).await?;
                 warm_up(&agent, &item.db, &settings.modes, &run_dir).await?;
                 agents.insert(item.db.clone(), agent);
             }
@@ -606,35 +580,27 @@ pub async fn run(
                     trace.finish(&result);
                     record
                 }
-                Err(AgentError::Model(error)) => {
-                    trace.fail(&error.to_string());
+                Err(error) => {
+                    // The model's own message for an outage; askdb's error as it says it.
+                    let (ended, message) = match &error {
+                        AgentError::Model(model) => {
+                            (RunOutcome::InfrastructureFailure, model.to_string())
+                        }
+                        other => (RunOutcome::AgentError, other.to_string()),
+                    };
+                    trace.fail(&message);
                     error_record(
                         item,
                         *mode,
-                        Decision::InfrastructureFailure,
-                        Some(&error.to_string()),
-                        started.elapsed().as_millis() as u64,
-                    )
-                }
-                Err(other) => {
-                    trace.fail(&other.to_string());
-                    error_record(
-                        item,
-                        *mode,
-                        Decision::AgentError,
-                        Some(&other.to_string()),
+                        ended,
+                        Some(&message),
                         started.elapsed().as_millis() as u64,
                     )
                 }
             };
-            let line = serde_json::to_string(&record)
-                .map_err(|error| EvalError::Data(error.to_string()))?;
-            writeln!(records_file, "{line}").map_err(|error| write_error(&records_path, error))?;
-            records_file
-                .flush()
-                .map_err(|error| write_error(&records_path, error))?;
+            append_record(&mut records_file, &records_path, &record)?;
             finished += 1;
-            let mark = if record.decision == Decision::InfrastructureFailure {
+            let mark = if record.decision == RunOutcome::InfrastructureFailure {
                 "infra"
             } else if metrics::is_success(&record.outcome()) {
                 "ok"
@@ -711,12 +677,13 @@ pub fn summarize_records(
     let mut agent_failures_by_type = BTreeMap::new();
     for record in records.iter().filter(|record| record.mode == Mode::Agent) {
         if !metrics::is_success(&record.outcome())
-            && record.decision != Decision::InfrastructureFailure
+            && record.decision != RunOutcome::InfrastructureFailure
         {
-            let kind = match (&record.decision, record.history.last()) {
-                (Decision::Answer, _) => "wrong_result".to_string(),
-                (Decision::GiveUp, Some(last)) => format!("gave_up_{}", last.error_type),
-                (decision, _) => format!("{decision:?}").to_lowercase(),
+            let kind = match (record.decision.decision(), record.history.last()) {
+                (Some(Decision::Answer), _) => "wrong_result".to_string(),
+                (Some(Decision::GiveUp), Some(last)) => format!("gave_up_{}", last.error_type),
+                // The names summaries have always used (`agenterror`, `giveup`).
+                _ => format!("{:?}", record.decision).to_lowercase(),
             };
             *agent_failures_by_type.entry(kind).or_insert(0) += 1;
         }
@@ -749,16 +716,33 @@ pub fn summarize_records(
 /// The gate an evaluation asks or grades through: the item's database (`demo`, a path or
 /// a URL, as the set names it) with the run's row cap.
 pub(crate) async fn open_eval_gate(db: &str, row_cap: u64) -> Result<Gate, EvalError> {
-    let database_error = |error: crate::database::DatabaseError| EvalError::Database {
-        db: db.to_string(),
-        error: error.to_string(),
-    };
-    let url: DatabaseUrl = db.parse().map_err(database_error)?;
+    let url: DatabaseUrl = db.parse().map_err(|error| database_error(db, error))?;
     let options = GateOptions {
         row_cap,
         ..GateOptions::default()
     };
-    open_gate(&url, options).await.map_err(database_error)
+    open_gate(&url, options)
+        .await
+        .map_err(|error| database_error(db, error))
+}
+
+/// The agent an evaluation asks through, over a gate of the item's database (`db`).
+pub(crate) async fn open_eval_agent(
+    gate: Gate,
+    client: &ModelClient,
+    strategy: Strategy,
+    db: &str,
+) -> Result<Agent, EvalError> {
+    Agent::with_strategy(gate, client.clone(), strategy)
+        .await
+        .map_err(|error| database_error(db, error))
+}
+
+fn database_error(db: &str, error: impl std::fmt::Display) -> EvalError {
+    EvalError::Database {
+        db: db.to_string(),
+        error: error.to_string(),
+    }
 }
 
 /// Re-grades a finished run without calling the model: every recorded SQL is run

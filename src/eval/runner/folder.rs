@@ -1,13 +1,14 @@
-//! A run folder's files besides the records' appending: reading the records and the
-//! manifest back (a record cut short by a crash is dropped), the warm-ups of the prompt
-//! prefixes, and the hashes of the SQLite files a run asked, so a report says when a
-//! database changed under it.
+//! A run folder's files: the manifest written and read back, records appended one line
+//! each and read back (a record cut short by a crash is dropped), the warm-ups of the
+//! prompt prefixes, and the hashes of the SQLite files a run asked, so a report says
+//! when a database changed under it. A pool's folder is kept the same way.
 
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::agent::{Agent, Mode};
@@ -15,18 +16,23 @@ use crate::database::DatabaseUrl;
 
 use super::{write_error, EvalError, EvalItem, Manifest, QuestionRecord};
 
+/// A file of the folder, None when the run has not written it yet.
+fn read_if_present(path: &Path) -> Result<Option<String>, EvalError> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok(Some(text)),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(error) => Err(EvalError::Read {
+            path: path.display().to_string(),
+            error,
+        }),
+    }
+}
+
 /// Cuts a record that a crash left half-written off the end of the file, so records
 /// appended on resume start on a line of their own.
-pub(crate) fn drop_partial_last_line(path: &Path) -> Result<(), EvalError> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(text) => text,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(error) => {
-            return Err(EvalError::Read {
-                path: path.display().to_string(),
-                error,
-            })
-        }
+fn drop_partial_last_line(path: &Path) -> Result<(), EvalError> {
+    let Some(text) = read_if_present(path)? else {
+        return Ok(());
     };
     if text.is_empty() || text.ends_with('\n') {
         return Ok(());
@@ -35,13 +41,55 @@ pub(crate) fn drop_partial_last_line(path: &Path) -> Result<(), EvalError> {
     std::fs::write(path, &text[..keep]).map_err(|error| write_error(path, error))
 }
 
-/// Reads the records of a run folder.
-pub fn read_records(run: &Path) -> Result<Vec<QuestionRecord>, EvalError> {
-    let path = run.join("questions.jsonl");
-    let text = match std::fs::read_to_string(&path) {
-        Ok(text) => text,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(error) => return Err(write_error(&path, error)),
+/// Creates a run's folder with its `manifest.json`.
+pub(crate) fn create_folder<T: Serialize>(dir: &Path, manifest: &T) -> Result<(), EvalError> {
+    std::fs::create_dir_all(dir).map_err(|error| write_error(dir, error))?;
+    let path = dir.join("manifest.json");
+    let text = serde_json::to_string_pretty(manifest)
+        .map_err(|error| EvalError::Data(error.to_string()))?;
+    std::fs::write(&path, text).map_err(|error| write_error(&path, error))
+}
+
+/// A folder's `manifest.json`; a folder without one is not a run.
+pub(crate) fn read_manifest_of<T: DeserializeOwned>(dir: &Path) -> Result<T, EvalError> {
+    let path = dir.join("manifest.json");
+    let text = std::fs::read_to_string(&path)
+        .map_err(|_| EvalError::NotARun(dir.display().to_string()))?;
+    serde_json::from_str(&text)
+        .map_err(|error| EvalError::Data(format!("{}: {error}", path.display())))
+}
+
+pub fn read_manifest(run: &Path) -> Result<Manifest, EvalError> {
+    read_manifest_of(run)
+}
+
+/// Opens a folder's record file for appending, after cutting off a record a crash left
+/// half-written, so that what was done is read back before anything is added.
+pub(crate) fn open_records(path: &Path) -> Result<std::fs::File, EvalError> {
+    drop_partial_last_line(path)?;
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|error| write_error(path, error))
+}
+
+/// Appends one record as a line, flushed at once: a crash loses at most the question in
+/// flight.
+pub(crate) fn append_record<T: Serialize>(
+    file: &mut std::fs::File,
+    path: &Path,
+    record: &T,
+) -> Result<(), EvalError> {
+    let line = serde_json::to_string(record).map_err(|error| EvalError::Data(error.to_string()))?;
+    writeln!(file, "{line}").map_err(|error| write_error(path, error))?;
+    file.flush().map_err(|error| write_error(path, error))
+}
+
+/// The records of a JSON-lines file; none when it does not exist yet.
+pub(crate) fn read_lines<T: DeserializeOwned>(path: &Path) -> Result<Vec<T>, EvalError> {
+    let Some(text) = read_if_present(path)? else {
+        return Ok(Vec::new());
     };
     let lines: Vec<&str> = text
         .lines()
@@ -49,7 +97,7 @@ pub fn read_records(run: &Path) -> Result<Vec<QuestionRecord>, EvalError> {
         .collect();
     let mut records = Vec::new();
     for (index, line) in lines.iter().enumerate() {
-        match serde_json::from_str::<QuestionRecord>(line) {
+        match serde_json::from_str::<T>(line) {
             Ok(record) => records.push(record),
             // The last line cut short by a crash or Ctrl-C: its question is asked again
             // on resume. A bad line anywhere else is damage, and is reported.
@@ -66,12 +114,9 @@ pub fn read_records(run: &Path) -> Result<Vec<QuestionRecord>, EvalError> {
     Ok(records)
 }
 
-pub fn read_manifest(run: &Path) -> Result<Manifest, EvalError> {
-    let path = run.join("manifest.json");
-    let text = std::fs::read_to_string(&path)
-        .map_err(|_| EvalError::NotARun(run.display().to_string()))?;
-    serde_json::from_str(&text)
-        .map_err(|error| EvalError::Data(format!("{}: {error}", path.display())))
+/// Reads the records of a run folder.
+pub fn read_records(run: &Path) -> Result<Vec<QuestionRecord>, EvalError> {
+    read_lines(&run.join("questions.jsonl"))
 }
 
 /// One warm-up of a prompt prefix, as `warm-ups.jsonl` of a run folder records it.
@@ -121,11 +166,7 @@ pub(super) async fn warm_up(
         warm_ups.push(("plain", started.elapsed(), outcome));
     }
     let path = run_dir.join("warm-ups.jsonl");
-    let mut file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&path)
-        .map_err(|error| write_error(&path, error))?;
+    let mut file = open_records(&path)?;
     for (prefix, took, outcome) in warm_ups {
         let (how, error) = match outcome {
             Ok(how) => (how, None),
@@ -138,9 +179,7 @@ pub(super) async fn warm_up(
             how,
             error,
         };
-        let line =
-            serde_json::to_string(&record).map_err(|error| EvalError::Data(error.to_string()))?;
-        writeln!(file, "{line}").map_err(|error| write_error(&path, error))?;
+        append_record(&mut file, &path, &record)?;
     }
     Ok(())
 }

@@ -72,6 +72,29 @@ fn scripted_client(script: &str) -> ModelClient {
     .expect("client")
 }
 
+/// The demo database as a SQLite file under `dir`, by the URL a set names it with.
+fn demo_db(dir: &Path) -> String {
+    let demo = dir.join("demo.sqlite");
+    crate::demo::write_sqlite(&demo).expect("demo builds");
+    format!("sqlite:{}", demo.display())
+}
+
+/// Runs `items` in both modes under `dir`, the model's replies coming from `script`.
+async fn run_script(
+    dir: &Path,
+    items: &[String],
+    script: &[String],
+    shared_first_reply: bool,
+) -> std::path::PathBuf {
+    let items_path = dir.join("items.jsonl");
+    std::fs::write(&items_path, items.join("\n")).expect("items written");
+    let client = scripted_client(&script.join("\n"));
+    let settings = both_modes(&items_path, shared_first_reply);
+    run_untraced(settings, client, dir, None)
+        .await
+        .expect("the run completes")
+}
+
 /// Settings for a run of the items in `items_path` in both modes, agent first.
 fn both_modes(items_path: &Path, shared_first_reply: bool) -> RunSettings {
     RunSettings {
@@ -97,9 +120,7 @@ fn both_modes(items_path: &Path, shared_first_reply: bool) -> RunSettings {
 #[tokio::test]
 async fn the_harness_reports_exactly_the_counts_the_script_implies() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let demo = dir.path().join("demo.sqlite");
-    crate::demo::write_sqlite(&demo).expect("demo builds");
-    let db = format!("sqlite:{}", demo.display());
+    let db = demo_db(dir.path());
 
     let items = [
         item("q1", ACTIVE, Expected::Answer, Some("SELECT COUNT(*) FROM products WHERE is_active = TRUE"), &db),
@@ -111,8 +132,6 @@ async fn the_harness_reports_exactly_the_counts_the_script_implies() {
         // No script line: the model "cannot be reached" for this one.
         item("q7", "How many suppliers are there?", Expected::Answer, Some("SELECT COUNT(*) FROM suppliers"), &db),
     ];
-    let items_path = dir.path().join("items.jsonl");
-    std::fs::write(&items_path, items.join("\n")).expect("items written");
 
     // For each question, lines are consumed in order: the agent mode runs first, then the
     // baseline mode, so the second write_sql line of a question is the baseline's.
@@ -174,11 +193,7 @@ async fn the_harness_reports_exactly_the_counts_the_script_implies() {
             sql("UPDATE bills SET status = 'PAID' WHERE status = 'UNPAID'"),
         ),
     ];
-    let client = scripted_client(&script.join("\n"));
-    let settings = both_modes(&items_path, false);
-    let run_dir = run_untraced(settings, client, dir.path(), None)
-        .await
-        .expect("the run completes");
+    let run_dir = run_script(dir.path(), &items, &script, false).await;
     let summary = write_summary(&run_dir).expect("summary");
     let agent = &summary.modes["agent"];
     let baseline = &summary.modes["baseline"];
@@ -231,16 +246,9 @@ async fn the_harness_reports_exactly_the_counts_the_script_implies() {
 #[tokio::test]
 async fn with_a_shared_first_reply_the_baseline_replays_the_agents_first_call() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let demo = dir.path().join("demo.sqlite");
-    crate::demo::write_sqlite(&demo).expect("demo builds");
-    let db = format!("sqlite:{}", demo.display());
-    let items_path = dir.path().join("items.jsonl");
+    let db = demo_db(dir.path());
     let gold = "SELECT COUNT(*) FROM customers";
-    std::fs::write(
-        &items_path,
-        item("q1", CUSTOMERS, Expected::Answer, Some(gold), &db),
-    )
-    .expect("items written");
+    let items = [item("q1", CUSTOMERS, Expected::Answer, Some(gold), &db)];
     // Only the agent's two calls are scripted: a baseline that called the provider
     // would find the script exhausted and be recorded as an infrastructure failure.
     let script = [
@@ -255,11 +263,7 @@ async fn with_a_shared_first_reply_the_baseline_replays_the_agents_first_call() 
             sql("SELECT count(*) FROM customers"),
         ),
     ];
-    let client = scripted_client(&script.join("\n"));
-    let settings = both_modes(&items_path, true);
-    let run_dir = run_untraced(settings, client, dir.path(), None)
-        .await
-        .expect("the run completes");
+    let run_dir = run_script(dir.path(), &items, &script, true).await;
     assert!(
         run_dir.join("replies").is_dir(),
         "the cache lives in the run folder"
@@ -290,7 +294,7 @@ fn a_record_cut_short_by_a_crash_is_dropped_but_damage_elsewhere_is_an_error() {
     // A crash mid-write: the last record has no line end.
     std::fs::write(&path, format!("{whole}\n{{\"id\": \"q2\", \"mo")).expect("written");
     assert_eq!(read_records(dir.path()).expect("records").len(), 1);
-    drop_partial_last_line(&path).expect("trimmed");
+    open_records(&path).expect("trimmed");
     assert_eq!(
         std::fs::read_to_string(&path).expect("readable"),
         format!("{whole}\n")
@@ -310,7 +314,7 @@ fn sample_record(id: &str) -> QuestionRecord {
         expected: Expected::Answer,
         db: "demo".to_string(),
         ordered: false,
-        decision: Decision::Answer,
+        decision: RunOutcome::Decided(Decision::Answer),
         correct: true,
         verdict: None,
         first_attempt_correct: Some(true),
@@ -334,9 +338,7 @@ fn sample_record(id: &str) -> QuestionRecord {
 #[tokio::test]
 async fn the_flag_figures_count_wrong_answers_warned_and_right_answers_wrongly_flagged() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let demo = dir.path().join("demo.sqlite");
-    crate::demo::write_sqlite(&demo).expect("demo builds");
-    let db = format!("sqlite:{}", demo.display());
+    let db = demo_db(dir.path());
     const MONTHLY: &str =
         "What was the total billed amount per month in 2025, excluding void bills?";
     const REVENUE: &str = "What was our total revenue in 2025?";
@@ -363,8 +365,6 @@ async fn the_flag_figures_count_wrong_answers_warned_and_right_answers_wrongly_f
         ),
         item("f4", BILLS, Expected::Answer, Some(by_number), &db),
     ];
-    let items_path = dir.path().join("items.jsonl");
-    std::fs::write(&items_path, items.join("\n")).expect("items written");
     let script = [
         // f1: suspect, repaired right; the baseline shows the suspect answer warned.
         line(MONTHLY, "write_sql", sql(archive)),
@@ -394,10 +394,7 @@ async fn the_flag_figures_count_wrong_answers_warned_and_right_answers_wrongly_f
         ),
         line(BILLS, "write_sql", sql(by_number)),
     ];
-    let client = scripted_client(&script.join("\n"));
-    let run_dir = run_untraced(both_modes(&items_path, false), client, dir.path(), None)
-        .await
-        .expect("the run completes");
+    let run_dir = run_script(dir.path(), &items, &script, false).await;
     let summary = write_summary(&run_dir).expect("summary");
     // Scoring is untouched by the checks: f1, f3, f4 right in the agent mode.
     assert_eq!(summary.modes["agent"].accuracy.successes, 3);
@@ -474,4 +471,27 @@ fn samples_of_one_seed_at_separate_offsets_share_no_question() {
         5,
         "the shuffle's end"
     );
+}
+
+/// Records as runs write them: the first four lines are a scripted run's (the harness
+/// test's answer, give-up, decline and outage, its database named `demo`); the
+/// clarification and askdb's own failure, which no scripted run reaches, are the same
+/// records with those outcomes.
+const RECORDS: &str = include_str!("testdata/records.jsonl");
+
+#[test]
+fn run_records_read_and_write_every_outcome_by_the_same_name() {
+    let mut seen = Vec::new();
+    for line in RECORDS.lines() {
+        let record: QuestionRecord = serde_json::from_str(line).expect("a record");
+        let written = serde_json::to_string(&record).expect("JSON");
+        assert_eq!(written, line, "a record is written back as it was read");
+        let named: serde_json::Value = serde_json::from_str(line).expect("JSON");
+        assert_eq!(named["decision"], record.decision.as_str());
+        seen.push(record.decision);
+    }
+    assert_eq!(seen.len(), RunOutcome::ALL.len());
+    assert!(RunOutcome::ALL.iter().all(|outcome| seen.contains(outcome)));
+    assert_eq!(seen[1], RunOutcome::Decided(Decision::GiveUp));
+    assert_eq!(seen[3], RunOutcome::InfrastructureFailure);
 }
