@@ -5,8 +5,9 @@
 //! remembered: they are rare and cheap next to what they prevent.
 //!
 //! The counts are process-wide, for `/metrics`: how many statements the database checked,
-//! how many were answered from memory, and how many the parser check accepted and the
-//! database check refused, each of which is a finding about the parser check.
+//! how many were answered from memory, how many the parser check accepted and the
+//! database check refused (each a finding about the parser check), and how many
+//! PostgreSQL backends outran their timeout and had to be terminated.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -29,14 +30,23 @@ pub struct DatabaseCheckCounts {
     pub remembered: u64,
     /// Statements the parser check accepted and the database check refused.
     pub disagreements: u64,
+    /// PostgreSQL backends that ignored the cancel past the client's deadline and were
+    /// terminated (work a statement timeout could not stop).
+    pub backends_terminated: u64,
+    /// Such backends still running, or not confirmed stopped, after the termination.
+    pub backends_unconfirmed: u64,
 }
 
 /// The counts now.
 pub fn database_check_counts() -> DatabaseCheckCounts {
+    let (backends_terminated, backends_unconfirmed) =
+        super::executor::postgres::stubborn_backends();
     DatabaseCheckCounts {
         checked: CHECKED.load(Ordering::Relaxed),
         remembered: REMEMBERED.load(Ordering::Relaxed),
         disagreements: DISAGREEMENTS.load(Ordering::Relaxed),
+        backends_terminated,
+        backends_unconfirmed,
     }
 }
 

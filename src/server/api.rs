@@ -432,6 +432,16 @@ pub async fn metrics(State(state): State<AppState>) -> Response {
             database_check.remembered as f64,
         ),
         super::metrics::Extra::counter(
+            "askdb_backends_terminated_total",
+            "PostgreSQL backends that ignored the cancel past a statement's deadline and were terminated.",
+            database_check.backends_terminated as f64,
+        ),
+        super::metrics::Extra::counter(
+            "askdb_backends_unconfirmed_total",
+            "PostgreSQL backends not confirmed stopped after their termination.",
+            database_check.backends_unconfirmed as f64,
+        ),
+        super::metrics::Extra::counter(
             "askdb_guard_check_disagreements_total",
             "Statements the parser check accepted and the database check refused: each is a finding about the parser check.",
             database_check.disagreements as f64,

@@ -30,7 +30,7 @@ use std::error::Error as StdError;
 use std::str::FromStr;
 #[cfg(test)]
 use std::sync::atomic::AtomicBool;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -326,7 +326,7 @@ impl PostgresExecutor {
                         let _ = token.cancel_query(NoTls).await;
                     }
                     if pid != 0 {
-                        end_backend(&pool, pid).await;
+                        count_backend_end(end_backend(&pool, pid).await);
                     }
                 });
                 Err(ExecFailure::new(
@@ -512,6 +512,30 @@ async fn backend_stops_within(pool: &Pool, pid: i32, wait: Duration) -> bool {
 /// and terminates it when the cancel did not take (a statement that catches
 /// query_canceled, or one busy in a function that never checks for interrupts). A
 /// role may terminate its own backends, so askdb_ro needs no extra privilege.
+static BACKENDS_TERMINATED: AtomicU64 = AtomicU64::new(0);
+static BACKENDS_UNCONFIRMED: AtomicU64 = AtomicU64::new(0);
+
+/// Backends that outran the client's deadline and did not stop at the cancel, since the
+/// process started: (terminated, still running or unknown after the termination).
+pub(crate) fn stubborn_backends() -> (u64, u64) {
+    (
+        BACKENDS_TERMINATED.load(Ordering::Relaxed),
+        BACKENDS_UNCONFIRMED.load(Ordering::Relaxed),
+    )
+}
+
+fn count_backend_end(end: BackendEnd) {
+    match end {
+        BackendEnd::Gone => {}
+        BackendEnd::Terminated => {
+            BACKENDS_TERMINATED.fetch_add(1, Ordering::Relaxed);
+        }
+        BackendEnd::Unconfirmed => {
+            BACKENDS_UNCONFIRMED.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
 pub(crate) async fn end_backend(pool: &Pool, pid: i32) -> BackendEnd {
     if backend_stops_within(pool, pid, BACKEND_STOP_WAIT).await {
         return BackendEnd::Gone;
