@@ -5,7 +5,9 @@
 # script records each answer (ok, refusal reason or error type), how long it took, and the
 # server's peak resident memory (VmHWM) after it; then, on PostgreSQL, whether any backend
 # of the scratch database is still running one second after the statement timeout.
-# Prints the figures and, with --write, writes them to benches/results/attack-memory.json.
+# The same statements then go to `askdb mcp` over stdio as an MCP client's run_query
+# calls. Prints the figures and, with --write, writes them to
+# benches/results/attack-memory.json.
 #
 #   scripts/attack-memory.sh [--write] [--binary PATH]
 #
@@ -129,6 +131,67 @@ else
   echo "PostgreSQL is not reachable at 127.0.0.1:5432: the PostgreSQL half was not run" >&2
 fi
 
+# The same statements to `askdb mcp` over stdio, as an MCP client calls run_query: one
+# process per engine, its peak memory read after each answer.
+run_mcp() {
+  local engine="$1" database_url="$2"; shift 2
+  printf '%s\n' "$@" >"$home/statements.txt"
+  ASKDB_HOME="$home" python3 - "$binary" "$engine" "$database_url" "$timeout_ms" \
+    "$home/statements.txt" >>"$results" <<'PY'
+import json, subprocess, sys, time
+binary, engine, database_url, timeout_ms, statements = sys.argv[1:]
+command = [binary, "mcp", "--timeout-ms", timeout_ms]
+if database_url:
+    command += ["--db", database_url]
+server = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          stderr=subprocess.DEVNULL, text=True, bufsize=1)
+def send(message):
+    server.stdin.write(json.dumps(message) + "\n")
+    server.stdin.flush()
+def reply(wanted):
+    while True:
+        line = server.stdout.readline()
+        if not line:
+            return None
+        message = json.loads(line)
+        if message.get("id") == wanted:
+            return message
+def peak_mib():
+    for line in open(f"/proc/{server.pid}/status"):
+        if line.startswith("VmHWM:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return None
+send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+    "protocolVersion": "2024-11-05", "capabilities": {},
+    "clientInfo": {"name": "attack-memory", "version": "1"}}})
+reply(0)
+send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+for number, sql in enumerate(open(statements).read().splitlines(), start=1):
+    started = time.monotonic()
+    send({"jsonrpc": "2.0", "id": number, "method": "tools/call",
+          "params": {"name": "run_query", "arguments": {"sql": sql}}})
+    answer = reply(number) or {}
+    structured = (answer.get("result") or {}).get("structuredContent") or {}
+    print(json.dumps({
+        "engine": engine + " (mcp)",
+        "sql": sql if len(sql) < 200 else sql[:200] + "...",
+        "ok": structured.get("ok"),
+        "reason": structured.get("reason") or structured.get("error_type"),
+        "truncated": structured.get("truncated"),
+        "elapsed_ms": int((time.monotonic() - started) * 1000),
+        "server_peak_mib": peak_mib(),
+        "backends_running_past_timeout": None,
+    }))
+server.stdin.close()
+server.wait(timeout=30)
+PY
+}
+
+run_mcp sqlite "" "${sqlite_statements[@]}"
+if pg_isready -q -h 127.0.0.1 -p 5432; then
+  run_mcp postgres "postgres://postgres@127.0.0.1:5432/$database" "${postgres_statements[@]}"
+fi
+
 python3 - "$results" "$binary" "$timeout_ms" "$write" <<'PY'
 import json, subprocess, sys, datetime
 path, binary, timeout_ms, write = sys.argv[1:]
@@ -140,10 +203,10 @@ report = {
     "binary": binary,
     "statement_timeout_ms": int(timeout_ms),
     "statements": rows,
-    "server_peak_mib": max((row["server_peak_mib"] for row in rows), default=0),
+    "server_peak_mib": max((row["server_peak_mib"] or 0 for row in rows), default=0),
 }
 for row in rows:
-    print(f"{row['engine']:<8} {str(row['ok']):<5} {str(row['reason']):<22} {row['elapsed_ms']:>6} ms  peak {row['server_peak_mib']:>6} MiB  past timeout {row['backends_running_past_timeout']}  {row['sql'][:70]}")
+    print(f"{row['engine']:<15} {str(row['ok']):<5} {str(row['reason']):<22} {row['elapsed_ms']:>6} ms  peak {row['server_peak_mib']:>6} MiB  past timeout {row['backends_running_past_timeout']}  {row['sql'][:70]}")
 print(f"server peak {report['server_peak_mib']} MiB")
 if write == "1":
     with open("benches/results/attack-memory.json", "w") as out:
