@@ -436,6 +436,32 @@ async fn pg_layer1_guard_alone_refuses_every_database_checked_line_as_superuser(
     }
 }
 
+/// As the read-only role, the database will not plan a read its grants leave out: the
+/// guard still refuses every database-checked line with its own reason, whichever layer
+/// saw it first.
+#[tokio::test]
+async fn pg_database_checked_lines_keep_their_reasons_as_the_read_only_role() {
+    let Some((scratch, report)) =
+        Scratch::with_demo("pg_database_checked_lines_keep_their_reasons_as_the_read_only_role")
+            .await
+    else {
+        return;
+    };
+    let gate = open_gate(report.read_only.connection_url(), GateOptions::default()).await;
+    let mut wrong = Vec::new();
+    for entry in load_corpus("hostile_sql.jsonl")
+        .into_iter()
+        .filter(|entry| entry.checked_by.is_some() && entry.applies_to(SqlDialect::Postgres))
+    {
+        match gate.run_query(&entry.sql).await {
+            QueryOutcome::Failed(error) if error.reason == entry.reason => {}
+            other => wrong.push(format!("{}: {other:?}", entry.id)),
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    drop(scratch);
+}
+
 #[tokio::test]
 async fn pg_layer3_role_alone_refuses_writes_with_42501() {
     let Some((scratch, report)) =

@@ -613,7 +613,7 @@ async fn run_statement(
         backend_pid.store(pid, Ordering::SeqCst);
     }
     if let (Some(policy), Some(explained)) = (verify, explained) {
-        let rows = explained.map_err(|error| failure_from(&error))?;
+        let rows = explained.map_err(|error| denied_plan(failure_from(&error), policy))?;
         let plan_bytes = rows
             .first()
             .and_then(|row| row.try_get::<_, WireLength>(0).ok())
@@ -690,6 +690,26 @@ async fn run_statement(
         rows,
         truncated,
     })
+}
+
+/// A plan the server refused for want of a privilege (the role's column grants leave
+/// restricted columns out; it has no grant on hidden tables): the guard's refusal of the
+/// relation it names, in the guard's words, so the answer does not depend on which layer
+/// saw it first. Any other failure stands as it is.
+fn denied_plan(failure: ExecFailure, policy: &GuardPolicy) -> ExecFailure {
+    if failure.error_type != ErrorType::PermissionDenied {
+        return failure;
+    }
+    // "permission denied for table customers", "... for sequence askdb_query_log_id_seq"
+    let relation = failure
+        .message
+        .strip_prefix("permission denied for ")
+        .and_then(|rest| rest.rsplit(' ').next())
+        .map(|name| name.trim_matches('"').to_lowercase());
+    match relation.and_then(|name| Refusal::for_denied_relation(&name, policy)) {
+        Some(refusal) => ExecFailure::refused(refusal),
+        None => failure,
+    }
 }
 
 /// The guard's verdict on the server's plan of the statement, as an execution failure

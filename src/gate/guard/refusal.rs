@@ -120,6 +120,20 @@ impl Refusal {
         )
     }
 
+    /// The database would not plan the statement for want of a privilege on `relation`:
+    /// the guard's words for what that relation is to the policy (a restricted column of
+    /// a visible table, or a table that does not exist for callers), or None when the
+    /// relation is one the policy allows whole (then the database's own error stands).
+    pub(crate) fn for_denied_relation(relation: &str, policy: &GuardPolicy) -> Option<Self> {
+        if !policy.is_visible(relation) {
+            return Some(Refusal::missing_table(relation, policy));
+        }
+        policy
+            .restricted_columns(relation)
+            .is_some_and(|columns| !columns.is_empty())
+            .then(|| restricted_refusal(&format!("a restricted column of {relation}")))
+    }
+
     /// The database's plan of the statement is larger than any plan of a query over the
     /// data: it carries a constant the planner folded from the statement's own values.
     pub(crate) fn plan_too_large(bytes: u64, limit: u64) -> Self {
