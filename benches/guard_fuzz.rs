@@ -61,6 +61,10 @@ const MINIMISE_TIME: Duration = Duration::from_secs(10);
 const WORKER_STACK_BYTES: usize = 512 * 1024 * 1024;
 
 static PANIC: Mutex<Option<(String, String)>> = Mutex::new(None);
+/// The running worker's process id (0 when none), for the supervisor's signal handler.
+static WORKER_PID: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+/// Set by the signal handler: the worker it ends is not a crash, and none is restarted.
+static STOPPING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 #[derive(Debug, Clone)]
 struct Args {
@@ -991,7 +995,17 @@ fn supervise(args: &Args) {
         args.dialect == SqlDialect::Postgres && args.database_check && postgres_database.is_none();
     let server = DropServer(std::sync::Arc::new(Mutex::new(server)));
     if postgres_database.is_some() {
-        fuzz_postgres::drop_on_signal(std::sync::Arc::clone(&server.0));
+        fuzz_postgres::drop_on_signal(std::sync::Arc::clone(&server.0), || {
+            // The worker would go on against a dropped database until its own time is
+            // up (a script's background jobs ignore the interrupt).
+            STOPPING.store(true, std::sync::atomic::Ordering::SeqCst);
+            let pid = WORKER_PID.load(std::sync::atomic::Ordering::SeqCst);
+            if pid != 0 {
+                let _ = std::process::Command::new("kill")
+                    .arg(pid.to_string())
+                    .status();
+            }
+        });
     }
     let findings_path = args.out.join(format!("findings-{name}.jsonl"));
     let _ = std::fs::remove_file(&findings_path);
@@ -1016,15 +1030,22 @@ fn supervise(args: &Args) {
         if let Some(database) = &postgres_database {
             worker.args(["--postgres-database", database]);
         }
-        let status = worker
+        let mut child = worker
             .arg("--worker")
             .args(["--dialect", name])
             .args(["--seconds", &remaining.to_string()])
             .args(["--seed", &seed.to_string()])
             .arg("--out")
             .arg(&args.out)
-            .status()
+            .spawn()
             .expect("the worker starts");
+        WORKER_PID.store(child.id(), std::sync::atomic::Ordering::SeqCst);
+        let status = child.wait().expect("the worker is waited for");
+        WORKER_PID.store(0, std::sync::atomic::Ordering::SeqCst);
+        while STOPPING.load(std::sync::atomic::Ordering::SeqCst) {
+            // The signal handler drops the database and ends the process.
+            std::thread::park();
+        }
         let stats: JsonValue = std::fs::read_to_string(&stats_path)
             .ok()
             .and_then(|text| serde_json::from_str(&text).ok())

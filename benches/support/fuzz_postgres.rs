@@ -148,9 +148,10 @@ impl Drop for Scratch {
 }
 
 /// Drops the scratch database when the run is interrupted (SIGINT, SIGTERM), which
-/// would otherwise end the process without unwinding: the slot is emptied, so the
-/// database is dropped once, either here or when the run ends.
-pub fn drop_on_signal(slot: Arc<Mutex<Option<Scratch>>>) {
+/// would otherwise end the process without unwinding, after `before` (which ends what
+/// still uses it): the slot is emptied, so the database is dropped once, either here or
+/// when the run ends.
+pub fn drop_on_signal(slot: Arc<Mutex<Option<Scratch>>>, before: impl FnOnce() + Send + 'static) {
     std::thread::spawn(move || {
         let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -171,6 +172,7 @@ pub fn drop_on_signal(slot: Arc<Mutex<Option<Scratch>>>) {
                 _ = terminate.recv() => {}
             }
         });
+        before();
         drop(slot.lock().ok().and_then(|mut scratch| scratch.take()));
         std::process::exit(130);
     });
