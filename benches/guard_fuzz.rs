@@ -12,9 +12,14 @@
 //! prepares the statement under SQLite's authorizer and judges what SQLite resolved)
 //! does not refuse what the parser check accepted: such a refusal (`parser_vs_database`)
 //! is a hole in the parser check or a false refusal by the database check. The
-//! PostgreSQL mode checks the parser alone against the defog files' schemas (no server),
-//! so it has no database check to compare with. Findings are deduplicated by signature, minimised by token
-//! deletion, printed and written to `target/guard-fuzz/findings-<dialect>.jsonl`.
+//! PostgreSQL mode has the same property on askdb's demo, loaded by `db setup` into a
+//! scratch database of the run's own on the development server
+//! (`support/fuzz_postgres.rs`, dropped with its roles when the run ends) and gated with
+//! the superuser URL, so the database check reads PostgreSQL's own plan; the defog
+//! databases are checked against their SQLite files' schemas, by the parser alone. When
+//! no server answers, the PostgreSQL mode says so and runs without the property.
+//! Findings are deduplicated by signature, minimised by token deletion, printed and
+//! written to `target/guard-fuzz/findings-<dialect>.jsonl`.
 //!
 //! Run it with `scripts/fuzz-guard.sh MINUTES [postgres|sqlite|both] [--write]`, or
 //! `cargo bench --bench guard_fuzz -- --dialect sqlite --minutes 2 --seed 1`;
@@ -22,6 +27,8 @@
 
 #[path = "support/fuzz_gen.rs"]
 mod fuzz_gen;
+#[path = "support/fuzz_postgres.rs"]
+mod fuzz_postgres;
 #[path = "support/fuzz_props.rs"]
 mod fuzz_props;
 #[path = "support/fuzz_rows.rs"]
@@ -54,6 +61,10 @@ const MINIMISE_TIME: Duration = Duration::from_secs(10);
 const WORKER_STACK_BYTES: usize = 512 * 1024 * 1024;
 
 static PANIC: Mutex<Option<(String, String)>> = Mutex::new(None);
+/// The running worker's process id (0 when none), for the supervisor's signal handler.
+static WORKER_PID: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+/// Set by the signal handler: the worker it ends is not a crash, and none is restarted.
+static STOPPING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 #[derive(Debug, Clone)]
 struct Args {
@@ -66,8 +77,10 @@ struct Args {
     /// `--one SQL --db LABEL`: evaluate one statement and print what each check says.
     one: Option<String>,
     db: String,
-    /// Whether accepted statements also go through the whole gate (SQLite only).
+    /// Whether accepted statements also go through the whole gate.
     database_check: bool,
+    /// The PostgreSQL mode's scratch database, made by the supervisor for its workers.
+    postgres_database: Option<String>,
 }
 
 fn parse_args() -> Args {
@@ -81,6 +94,7 @@ fn parse_args() -> Args {
         one: None,
         db: "demo".to_string(),
         database_check: true,
+        postgres_database: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -116,6 +130,12 @@ fn parse_args() -> Args {
             "--one" => args.one = Some(it.next().expect("--one takes a statement")),
             "--db" => args.db = it.next().expect("--db takes a database label"),
             "--no-database-check" => args.database_check = false,
+            "--postgres-database" => {
+                args.postgres_database = Some(
+                    it.next()
+                        .expect("--postgres-database takes a database name"),
+                )
+            }
             "--report" => {
                 args.report = Some(PathBuf::from(
                     it.next().expect("--report takes the file to write"),
@@ -149,9 +169,24 @@ struct Database {
     policy: std::sync::Arc<GuardPolicy>,
     know: Knowledge,
     runner: Option<Runner>,
-    /// The gate over the same copy, for the parser-vs-database property: SQLite only,
-    /// where the copy is the database the statement would run on.
+    /// The gate over the database the statement would run on, for the
+    /// parser-vs-database property: SQLite's copy, or the PostgreSQL demo on the server.
     gate: Option<Gate>,
+    /// Plans statements on the PostgreSQL server (`EXPLAIN`), as `runner` prepares them
+    /// on SQLite: whether the database compiles what the database check refused.
+    compiler: Option<fuzz_postgres::Compiler>,
+}
+
+impl Database {
+    /// The database's own error compiling the statement, None when it compiles.
+    fn compile_error(&self, runtime: &tokio::runtime::Runtime, sql: &str) -> Option<String> {
+        if let Some(runner) = &self.runner {
+            return runner.compile_error(sql);
+        }
+        self.compiler
+            .as_ref()
+            .and_then(|compiler| compiler.compile_error(runtime, sql))
+    }
 }
 
 struct Setup {
@@ -247,7 +282,37 @@ fn load_corpus(name: &str) -> Vec<(String, String, String)> {
         .collect()
 }
 
-fn setup(dialect: SqlDialect) -> Setup {
+/// The PostgreSQL demo in the scratch database, gated with the superuser URL: the
+/// policy, the names and the notes are the ones the gate read from the server.
+fn open_postgres_demo(runtime: &tokio::runtime::Runtime, database: &str) -> Database {
+    let url = fuzz_postgres::database_url(database);
+    let gate = runtime
+        .block_on(askdb::database::open_gate(
+            &askdb::database::DatabaseUrl::Postgres(url.clone()),
+            GateOptions {
+                // As on SQLite: a statement the database check accepts is also run, and a
+                // slow one is not a finding.
+                statement_timeout: STATEMENT_TIMEOUT,
+                label: Some("demo".to_string()),
+                ..GateOptions::default()
+            },
+        ))
+        .unwrap_or_else(|error| panic!("the PostgreSQL demo {database} opens: {error}"));
+    let compiler = fuzz_postgres::Compiler::connect(runtime, &url, STATEMENT_TIMEOUT)
+        .unwrap_or_else(|error| panic!("a compiling connection to {database}: {error}"));
+    Database {
+        label: "demo".to_string(),
+        policy: std::sync::Arc::new(gate.policy().clone()),
+        know: knowledge(&gate, SqlDialect::Postgres),
+        runner: None,
+        gate: Some(gate),
+        compiler: Some(compiler),
+    }
+}
+
+/// `postgres_database`: the PostgreSQL mode's scratch database with the demo, if the
+/// run has one; without it the demo is the SQLite file's schema, checked by the parser.
+fn setup(dialect: SqlDialect, postgres_database: Option<&str>) -> Setup {
     let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
     let scratch = tempfile::tempdir().expect("a scratch folder");
     let data_dir = askdb::home::shared_data_dir().expect("the external data at ../shared/data");
@@ -279,12 +344,21 @@ fn setup(dialect: SqlDialect) -> Setup {
             know,
             runner,
             gate: (dialect == SqlDialect::Sqlite).then_some(gate),
+            compiler: None,
         });
         databases.len() - 1
     };
-    let demo_path = scratch.path().join("demo-source.sqlite");
-    askdb::demo::write_sqlite(&demo_path).expect("the demo database builds");
-    let demo = open("demo".to_string(), &demo_path, &mut databases);
+    let demo = match (dialect, postgres_database) {
+        (SqlDialect::Postgres, Some(database)) => {
+            databases.push(open_postgres_demo(&runtime, database));
+            databases.len() - 1
+        }
+        _ => {
+            let demo_path = scratch.path().join("demo-source.sqlite");
+            askdb::demo::write_sqlite(&demo_path).expect("the demo database builds");
+            open("demo".to_string(), &demo_path, &mut databases)
+        }
+    };
     for file in ["hostile_sql.jsonl", "benign_sql.jsonl"] {
         for (id, applies, sql) in load_corpus(file) {
             if applies == "any" || applies == dialect_name(dialect) {
@@ -564,30 +638,36 @@ impl Context<'_> {
                 }) => {
                     stats.database_refused += 1;
                     let subject = message.split(';').next().unwrap_or_default();
-                    let compile_error = database
-                        .runner
-                        .as_ref()
-                        .and_then(|runner| runner.compile_error(&rendered));
+                    let subject = fold_column_name(subject, &database.know);
+                    let compile_error = database.compile_error(self.runtime, &rendered);
+                    let (engine, engine_name) = match dialect {
+                        SqlDialect::Sqlite => ("sqlite", "SQLite"),
+                        SqlDialect::Postgres => ("postgres", "PostgreSQL"),
+                    };
                     // The message names the table, column or function refused: one
                     // finding per thing the two checks disagree on, told apart by whether
-                    // SQLite compiles the statement at all. A refusal of a statement
-                    // SQLite compiles is a hole in the parser check or a false refusal;
-                    // one of a statement that fails anyway only words the failure (but
-                    // an error that depends on a hidden table is an oracle, so it stays
-                    // a finding of its own). A table SQLite does not have, which the gate
-                    // words as a refusal, is one finding whatever its name.
+                    // the database compiles the statement at all. A refusal of a statement
+                    // the database compiles is a hole in the parser check or a false
+                    // refusal; one of a statement that fails anyway only words the failure
+                    // (but an error that depends on a hidden table is an oracle, so it
+                    // stays a finding of its own). A table the database does not have,
+                    // which the gate words as a refusal, is one finding whatever its name.
                     let key = match &compile_error {
                         None => format!("{}:{subject}", reason.as_str()),
-                        Some(error) if error.contains("no such table") => {
-                            "sqlite_has_no_such_table".to_string()
+                        Some(error)
+                            if error.contains("no such table")
+                                || (error.starts_with("relation ")
+                                    && error.ends_with("does not exist")) =>
+                        {
+                            format!("{engine}_has_no_such_table")
                         }
-                        Some(_) => format!("fails_in_sqlite:{}:{subject}", reason.as_str()),
+                        Some(_) => format!("fails_in_{engine}:{}:{subject}", reason.as_str()),
                     };
                     found.push(Violation {
                         kind: "parser_vs_database",
                         key,
                         detail: format!(
-                            "the parser check accepted it; the database check refused {rendered}: {message} (SQLite alone: {})",
+                            "the parser check accepted it; the database check refused {rendered}: {message} ({engine_name} alone: {})",
                             compile_error.as_deref().unwrap_or("compiles")
                         ),
                     });
@@ -597,6 +677,23 @@ impl Context<'_> {
         }
         (Verdict::Accepted, found)
     }
+}
+
+/// PostgreSQL's own system columns: each a thing of its own when the checks disagree.
+const SYSTEM_COLUMNS: [&str; 6] = ["xmin", "xmax", "cmin", "cmax", "ctid", "tableoid"];
+
+/// A refusal's subject with the column name left out when the table has no such
+/// column and it is not a system column: a column-alias list names a table's columns
+/// anything, so each generated name and table would otherwise be a finding of its own.
+fn fold_column_name(subject: &str, know: &Knowledge) -> String {
+    let folded = subject.split_once(' ').and_then(|(name, rest)| {
+        let (table, column) = name.rsplit_once('.')?;
+        let columns = know.tables.get(table)?;
+        let unknown =
+            !columns.contains(column) && !SYSTEM_COLUMNS.contains(&column.to_lowercase().as_str());
+        unknown.then(|| format!("<not a column of the table> {rest}"))
+    });
+    folded.unwrap_or_else(|| subject.to_string())
 }
 
 fn signature(dialect: SqlDialect, violation: &Violation, sql: &str) -> String {
@@ -744,7 +841,7 @@ fn worker(args: &Args) {
     let findings_path = args.out.join(format!("findings-{name}.jsonl"));
     let stats_path = args.out.join(format!("worker-{name}-{}.json", args.seed));
     let _ = std::fs::remove_file(args.out.join(format!("current-{name}.sql")));
-    let setup = setup(dialect);
+    let setup = setup(dialect, args.postgres_database.as_deref());
     let current = std::fs::File::create(args.out.join(format!("current-{name}.sql")))
         .expect("the current-statement file");
     let mut known = known_signatures(&findings_path);
@@ -815,7 +912,12 @@ fn worker(args: &Args) {
 
 /// Evaluates one statement and prints the verdict and every violation.
 fn one(args: &Args, sql: &str) {
-    let setup = setup(args.dialect);
+    // A scratch database of its own, dropped when this returns or unwinds.
+    let server = postgres_server(args);
+    let setup = setup(
+        args.dialect,
+        server.as_ref().map(|scratch| scratch.database.as_str()),
+    );
     let db = setup
         .databases
         .iter()
@@ -846,11 +948,65 @@ fn one(args: &Args, sql: &str) {
     }
 }
 
+/// The PostgreSQL mode's scratch database with the demo, when the run checks the
+/// database: None for SQLite and with `--no-database-check`, and when no server answers
+/// or setup fails (said on the output: the run goes on without the property).
+fn postgres_server(args: &Args) -> Option<fuzz_postgres::Scratch> {
+    if args.dialect != SqlDialect::Postgres || !args.database_check {
+        return None;
+    }
+    match fuzz_postgres::Scratch::create() {
+        Ok(scratch) => {
+            eprintln!(
+                "guard fuzz postgres: the demo is in the scratch database {}",
+                scratch.database
+            );
+            Some(scratch)
+        }
+        Err(why) => {
+            println!("guard fuzz postgres: {why}; running without the parser-vs-database property");
+            None
+        }
+    }
+}
+
+/// Drops the scratch database when the supervisor ends, also by a panic (the signal
+/// handler's thread holds the slot too, so the slot alone would not drop it).
+struct DropServer(std::sync::Arc<Mutex<Option<fuzz_postgres::Scratch>>>);
+
+impl Drop for DropServer {
+    fn drop(&mut self) {
+        let scratch = match self.0.lock() {
+            Ok(mut slot) => slot.take(),
+            Err(poisoned) => poisoned.into_inner().take(),
+        };
+        drop(scratch);
+    }
+}
+
 /// Runs workers until the time is up, restarting after a crash (recorded as a finding
 /// with the statement that caused it), and writes the dialect's summary.
 fn supervise(args: &Args) {
     let name = dialect_name(args.dialect);
     std::fs::create_dir_all(&args.out).expect("the output folder");
+    let server = postgres_server(args);
+    let postgres_database = server.as_ref().map(|scratch| scratch.database.clone());
+    let no_server =
+        args.dialect == SqlDialect::Postgres && args.database_check && postgres_database.is_none();
+    let server = DropServer(std::sync::Arc::new(Mutex::new(server)));
+    if postgres_database.is_some() {
+        fuzz_postgres::drop_on_signal(std::sync::Arc::clone(&server.0), || {
+            // The worker would go on against a dropped database until its own time is
+            // up (a script's background jobs ignore the interrupt).
+            STOPPING.store(true, std::sync::atomic::Ordering::SeqCst);
+            let pid = WORKER_PID.load(std::sync::atomic::Ordering::SeqCst);
+            if pid != 0 {
+                let _ = std::process::Command::new("kill")
+                    .arg(pid.to_string())
+                    .status();
+            }
+        });
+    }
     let findings_path = args.out.join(format!("findings-{name}.jsonl"));
     let _ = std::fs::remove_file(&findings_path);
     let exe = std::env::current_exe().expect("the bench's own path");
@@ -871,15 +1027,25 @@ fn supervise(args: &Args) {
         if !args.database_check {
             worker.arg("--no-database-check");
         }
-        let status = worker
+        if let Some(database) = &postgres_database {
+            worker.args(["--postgres-database", database]);
+        }
+        let mut child = worker
             .arg("--worker")
             .args(["--dialect", name])
             .args(["--seconds", &remaining.to_string()])
             .args(["--seed", &seed.to_string()])
             .arg("--out")
             .arg(&args.out)
-            .status()
+            .spawn()
             .expect("the worker starts");
+        WORKER_PID.store(child.id(), std::sync::atomic::Ordering::SeqCst);
+        let status = child.wait().expect("the worker is waited for");
+        WORKER_PID.store(0, std::sync::atomic::Ordering::SeqCst);
+        while STOPPING.load(std::sync::atomic::Ordering::SeqCst) {
+            // The signal handler drops the database and ends the process.
+            std::thread::park();
+        }
         let stats: JsonValue = std::fs::read_to_string(&stats_path)
             .ok()
             .and_then(|text| serde_json::from_str(&text).ok())
@@ -901,6 +1067,7 @@ fn supervise(args: &Args) {
                 .unwrap_or_default();
             if stats.is_null() && sql.is_empty() {
                 eprintln!("the worker failed before its first statement ({status}); stopping");
+                drop(server);
                 std::process::exit(1);
             }
             let signature = format!("{name}:crash:{}:{}", status, features(&sql, args.dialect));
@@ -922,6 +1089,7 @@ fn supervise(args: &Args) {
         }
         seed += 1_000;
     }
+    drop(server);
     let findings: Vec<JsonValue> = std::fs::read_to_string(&findings_path)
         .unwrap_or_default()
         .lines()
@@ -929,13 +1097,18 @@ fn supervise(args: &Args) {
         .collect();
     let seconds = started.elapsed().as_secs_f64();
     let database_seconds = totals.database_nanos as f64 / 1e9;
-    // Only the SQLite mode has the database the statement would run on.
     let database_check = match (args.database_check, args.dialect) {
         (true, SqlDialect::Sqlite) => {
             "on: every accepted statement through Gate::run (SQLite authorizer)"
         }
         (false, _) => "off (--no-database-check)",
-        (true, SqlDialect::Postgres) => "none: the PostgreSQL mode has no server",
+        (true, SqlDialect::Postgres) if no_server => {
+            "none: PostgreSQL was not reachable (or db setup failed)"
+        }
+        // The defog databases have no server of their own in this mode.
+        (true, SqlDialect::Postgres) => {
+            "on: every accepted statement on the demo through Gate::run (PostgreSQL EXPLAIN, superuser, a scratch database loaded by db setup); the defog databases by the parser alone"
+        }
     };
     let summary = json!({
         "dialect": name,

@@ -11,11 +11,17 @@
 #   scripts/fuzz-guard.sh MINUTES [postgres|sqlite|both] [--write] [--seed N] [--debug]
 #                         [--no-database-check]
 #
-# On SQLite every statement the parser check accepts also goes through the whole gate,
-# whose database check judges what SQLite resolved; a refusal there is a finding
-# (parser_vs_database), and the time it takes is printed beside the rate. The PostgreSQL
-# mode checks the parser alone (no server), so it has no database check.
-# --no-database-check leaves it out, to measure the rate without it.
+# Every statement the parser check accepts also goes through the whole gate, whose
+# database check judges what the database resolved; a refusal there is a finding
+# (parser_vs_database), and the time it takes is printed beside the rate. On SQLite the
+# gate is over a copy of each database; on PostgreSQL over askdb's demo, loaded by
+# `db setup` into a scratch database of the run's own on the server at
+# ASKDB_TEST_POSTGRES_URL (else postgres://postgres@127.0.0.1:5432/postgres, as the
+# tests use) and gated as the superuser; the database and its roles are dropped when
+# the run ends, also when it fails or is interrupted. The defog databases are checked
+# by the parser alone in that mode. When no server answers, the PostgreSQL mode says so
+# and runs without the property. --no-database-check leaves it out, to measure the rate
+# without it.
 #
 # --debug runs the debug build (`cargo test --bench guard_fuzz --no-run`, which a
 # `cargo build --all-targets` has usually made already) instead of building a release one:
