@@ -198,8 +198,21 @@ pub(crate) fn verdict(
                 // A table-valued function's columns (json_each's `value`) are its own.
                 let function_column =
                     policy.columns_of(table).is_none() && policy.is_function_allowed(table);
-                if !known && !is_row_number_alias(column) && !function_column {
-                    return Err(session_fact_refusal(&format!("{table}.{column}")));
+                // A name the table does not have is a column renamed by an alias list
+                // (`products AS p (id)`: PostgreSQL's plan says `p.id`), whose place the
+                // plan does not say: it may be any column, so it is judged as the whole
+                // row. (System columns are session facts, found apart.)
+                let renamed_over_restricted = policy
+                    .restricted_columns(table)
+                    .is_some_and(|columns| !columns.is_empty());
+                if !known
+                    && !is_row_number_alias(column)
+                    && !function_column
+                    && renamed_over_restricted
+                {
+                    return Err(restricted_refusal(&format!(
+                        "{table}.{column}, a renamed column of a table with restricted columns,"
+                    )));
                 }
             }
             ColumnRead::BareName { table, name } => {
@@ -275,16 +288,28 @@ mod tests {
             verdict(&reading("bills", "total"), &policy, "public"),
             Ok(())
         );
+        // A renamed column (`bills AS b (n)`) reads a column of bills, any of them.
+        assert_eq!(verdict(&reading("bills", "n"), &policy, "public"), Ok(()));
         let cases = [
             (
                 reading("customers", "phone"),
                 RefusalReason::RestrictedColumn,
             ),
             (
+                reading("customers", "renamed"),
+                RefusalReason::RestrictedColumn,
+            ),
+            (
                 reading("askdb_query_log", "id"),
                 RefusalReason::UnknownTable,
             ),
-            (reading("customers", "xmin"), RefusalReason::SystemCatalog),
+            (
+                Resolution {
+                    session_facts: ["system column xmin".to_string()].into(),
+                    ..reading("bills", "total")
+                },
+                RefusalReason::SystemCatalog,
+            ),
         ];
         for (resolution, reason) in cases {
             let refusal = verdict(&resolution, &policy, "public").expect_err("refused");
