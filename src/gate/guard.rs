@@ -26,7 +26,9 @@ use sqlparser::ast::{
     SetExpr, Statement, TableAlias, TableFactor, TableWithJoins, Value, ValueWithSpan, Visit,
     Visitor, VisitorMut,
 };
+use sqlparser::keywords::Keyword;
 use sqlparser::parser::Parser;
+use sqlparser::tokenizer::{Token, TokenWithSpan};
 
 mod allow_list;
 pub mod bounds;
@@ -153,9 +155,13 @@ fn check_here(sql: &str, policy: &GuardPolicy) -> Result<CheckedQuery, Refusal> 
 fn parse_one(sql: &str, policy: &GuardPolicy) -> Result<Statement, Refusal> {
     let scanned = bounds::scan(sql, policy.dialect)?;
     let dialect = policy.dialect.parser_dialect();
+    let tokens = match policy.dialect {
+        SqlDialect::Postgres => parenthesize_table_statement(scanned.tokens),
+        SqlDialect::Sqlite => scanned.tokens,
+    };
     let mut statements = Parser::new(dialect.as_ref())
         .with_recursion_limit(bounds::PARSER_RECURSION_LIMIT)
-        .with_tokens_with_locations(scanned.tokens)
+        .with_tokens_with_locations(tokens)
         .parse_statements()
         .map_err(|error| {
             Refusal::new(
@@ -189,6 +195,33 @@ fn parse_one(sql: &str, policy: &GuardPolicy) -> Result<Statement, Refusal> {
         }
     }
     Ok(statement)
+}
+
+/// PostgreSQL's top-level `TABLE name` is `SELECT * FROM name`, but sqlparser 0.64 parses
+/// it only inside parentheses: `TABLE bills ORDER BY 1` is read as `(TABLE bills ORDER BY 1)`,
+/// the same query. The wrap is on tokens, so a comment cannot swallow the closing
+/// parenthesis, and the checks and the text that runs are both the wrapped tree: whatever
+/// the tokens turn out to mean once wrapped is what is checked and what runs.
+fn parenthesize_table_statement(mut tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
+    let significant = |token: &TokenWithSpan| {
+        !matches!(
+            token.token,
+            Token::Whitespace(_) | Token::EOF | Token::SemiColon
+        )
+    };
+    let Some(first) = tokens.iter().position(significant) else {
+        return tokens;
+    };
+    if !matches!(&tokens[first].token, Token::Word(word) if word.keyword == Keyword::TABLE && word.quote_style.is_none())
+    {
+        return tokens;
+    }
+    let Some(last) = tokens.iter().rposition(significant) else {
+        return tokens;
+    };
+    tokens.insert(last + 1, TokenWithSpan::wrap(Token::RParen));
+    tokens.insert(first, TokenWithSpan::wrap(Token::LParen));
+    tokens
 }
 
 /// Every check on the tree; returns the visible base tables read.

@@ -216,8 +216,8 @@ fn restricted_columns_in_every_form() {
     ] {
         refused(PG, sql, RefusalReason::RestrictedColumn);
     }
-    // `TABLE x` is not in the PostgreSQL grammar sqlparser knows: refused unparsed.
-    refused(PG, "TABLE customers", RefusalReason::ParseError);
+    // `TABLE x` reads every column of x.
+    refused(PG, "TABLE customers", RefusalReason::RestrictedColumn);
     accepted(PG, "SELECT count(*) FROM customers");
     // Shares cust_id alone with bills: no restricted column in the match.
     accepted(PG, "SELECT cust_name FROM customers NATURAL JOIN bills");
@@ -880,18 +880,42 @@ fn every_sqlite_function_on_the_allow_list_exists_in_askdbs_sqlite_build() {
     accepted(LITE, "SELECT j.value FROM json_each('[1, 2]') AS j");
 }
 
-/// PostgreSQL's `TABLE name` and `ROWS FROM (...)` are what users write, but sqlparser 0.64
-/// has no top-level `TABLE` statement and no `ROWS FROM` table factor: both stay refused as
-/// parse errors. When a parser upgrade starts accepting them, this fails, so the new tree
-/// shapes are reviewed (and given benign cases) before they pass the guard.
+/// PostgreSQL's `TABLE name` is what users write; sqlparser 0.64 parses it only inside
+/// parentheses, so the guard wraps a statement that starts with TABLE and checks (and runs)
+/// the wrapped tree. `ROWS FROM (...)` has no table factor in sqlparser 0.64: it stays a
+/// parse error, and when a parser upgrade starts accepting it this fails, so the new tree
+/// shape is reviewed (and given benign cases) before it passes the guard.
 #[test]
-fn top_level_table_and_rows_from_are_parse_errors_while_a_nested_table_is_checked() {
+fn top_level_table_is_checked_as_its_parenthesised_form_and_rows_from_is_a_parse_error() {
+    refused(
+        PG,
+        "SELECT * FROM ROWS FROM (generate_series(1, 3), generate_series(1, 2)) AS t(a, b)",
+        RefusalReason::ParseError,
+    );
     for sql in [
         "TABLE bills",
-        "SELECT * FROM ROWS FROM (generate_series(1, 3), generate_series(1, 2)) AS t(a, b)",
+        "table bills;",
+        "  TABLE bills ORDER BY 1 LIMIT 3 -- note",
     ] {
-        refused(PG, sql, RefusalReason::ParseError);
+        accepted(PG, sql);
     }
+    assert_eq!(
+        accepted(PG, "TABLE bills LIMIT 3").sql,
+        "(TABLE bills LIMIT 3) LIMIT 200"
+    );
+    for sql in ["TABLE customers", "TABLE bills UNION TABLE customers"] {
+        refused(PG, sql, RefusalReason::RestrictedColumn);
+    }
+    refused(PG, "TABLE askdb_query_log", RefusalReason::UnknownTable);
+    // Whatever the wrap makes of the tokens is what is checked: a closing parenthesis in
+    // the text cannot end the wrap early and leave an unchecked part.
+    refused(
+        PG,
+        "TABLE bills) UNION (SELECT phone FROM customers",
+        RefusalReason::RestrictedColumn,
+    );
+    // SQLite has no TABLE statement: no wrap.
+    refused(LITE, "TABLE bills", RefusalReason::ParseError);
     accepted(PG, "(TABLE bills)");
     accepted(PG, "SELECT * FROM (TABLE bills) AS t");
     for sql in [
