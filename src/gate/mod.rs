@@ -37,7 +37,7 @@ use crate::sql_text::quote_ident;
 use crate::text::{cut_text, redact_password};
 use executor::postgres::PostgresExecutor;
 use executor::sqlite::SqliteExecutor;
-use executor::{ExecFailure, ExecLimits, RawRows};
+use executor::{ExecFailure, ExecLimits, RawRows, Stage};
 pub use guard::{
     CheckedQuery, GuardPolicy, LimitAction, Refusal, RefusalReason, SqlDialect, RUNTIME_STACK_BYTES,
 };
@@ -579,7 +579,13 @@ impl Gate {
 
     /// Checks a statement with the guard only, without running it.
     pub fn check(&self, sql: &str) -> Result<CheckedQuery, Refusal> {
-        guard::check(sql, &self.inner.policy)
+        let policy = &self.inner.policy;
+        if let Some(checked) = self.inner.verdicts.parsed_before(policy.id(), sql) {
+            return Ok(checked);
+        }
+        let checked = guard::check(sql, policy)?;
+        self.inner.verdicts.remember_parsed(sql, &checked);
+        Ok(checked)
     }
 
     /// Runs one statement through the whole gate: guard, then the read-only executor.
@@ -602,40 +608,22 @@ impl Gate {
             ));
         }
         let started = Instant::now();
-        let policy = &self.inner.policy;
-        let verify = (!self
-            .inner
-            .verdicts
-            .accepted_before(policy.id(), checked.sql()))
-        .then(|| Arc::clone(policy));
-        let verified = verify.is_some();
-        match self.execute_with(checked.sql(), verify).await {
-            Ok(raw) => {
-                if verified {
-                    self.inner
-                        .verdicts
-                        .remember_accepted(policy.id(), checked.sql());
-                }
-                QueryOutcome::Rows(QueryResult {
-                    ok: true,
-                    row_count: raw.rows.len(),
-                    truncated: raw.truncated || reached_forced_cap(checked.limit(), raw.rows.len()),
-                    columns: raw.columns,
-                    rows: raw.rows,
-                    limit: checked.limit(),
-                    tables: checked.tables().to_vec(),
-                    elapsed_ms: started.elapsed().as_millis() as u64,
-                    sql: checked.sql().to_string(),
-                })
-            }
+        match self.judged(checked, Stage::Execute).await {
+            Ok(raw) => QueryOutcome::Rows(QueryResult {
+                ok: true,
+                row_count: raw.rows.len(),
+                truncated: raw.truncated || reached_forced_cap(checked.limit(), raw.rows.len()),
+                columns: raw.columns,
+                rows: raw.rows,
+                limit: checked.limit(),
+                tables: checked.tables().to_vec(),
+                elapsed_ms: started.elapsed().as_millis() as u64,
+                sql: checked.sql().to_string(),
+            }),
             Err(ExecFailure {
                 refusal: Some(refusal),
                 ..
-            }) => {
-                // The parser check accepted it; the database's own resolution did not.
-                self.inner.verdicts.count_disagreement();
-                QueryOutcome::Failed(QueryError::from_refusal(refusal, checked.sql()))
-            }
+            }) => QueryOutcome::Failed(QueryError::from_refusal(refusal, checked.sql())),
             Err(failure) => QueryOutcome::Failed(QueryError::from_failure(failure, checked.sql())),
         }
     }
@@ -645,70 +633,64 @@ impl Gate {
     /// what it resolved to. A statement accepted before under this policy is accepted
     /// from memory, as `run` would.
     pub async fn verify(&self, checked: &CheckedQuery) -> Result<(), Refusal> {
-        let policy = &self.inner.policy;
-        if checked.policy_id() != policy.id() {
+        if checked.policy_id() != self.inner.policy.id() {
             return Err(Refusal::foreign_policy());
         }
-        if self
-            .inner
-            .verdicts
-            .accepted_before(policy.id(), checked.sql())
-        {
-            return Ok(());
-        }
-        let outcome = match &self.inner.backend {
-            Backend::Sqlite(executor) => {
-                let executor = Arc::clone(executor);
-                let sql = checked.sql().to_string();
-                let policy = Arc::clone(policy);
-                tokio::task::spawn_blocking(move || sqlite_verdict(&executor, &sql, &policy))
-                    .await
-                    .unwrap_or_else(|error| {
-                        Err(ExecFailure::new(
-                            ErrorType::Unknown,
-                            format!("the check task failed: {error}"),
-                        ))
-                    })
-            }
-            Backend::Postgres(executor) => {
-                executor
-                    .verify(checked.sql(), self.inner.limits, policy)
-                    .await
-            }
-        };
-        match outcome {
-            Ok(()) => {
-                self.inner
-                    .verdicts
-                    .remember_accepted(policy.id(), checked.sql());
-                Ok(())
-            }
+        match self.judged(checked, Stage::Verdict).await {
+            Ok(_) => Ok(()),
             Err(ExecFailure {
                 refusal: Some(refusal),
                 ..
-            }) => {
-                self.inner.verdicts.count_disagreement();
-                Err(refusal)
-            }
+            }) => Err(refusal),
             // Not a verdict (the database could not be asked, or the statement does not
             // compile): nothing was accepted, and running it would report the error.
             Err(failure) => Err(Refusal::unreadable_resolution(&failure.message)),
         }
     }
 
+    /// The database check of a checked query, from memory when this policy accepted the
+    /// text before, then (at `Stage::Execute`) the run. The one place the memory is
+    /// filled and a disagreement between the two checks is counted.
+    async fn judged(&self, checked: &CheckedQuery, stage: Stage) -> Result<RawRows, ExecFailure> {
+        let policy = &self.inner.policy;
+        let verify = (!self
+            .inner
+            .verdicts
+            .accepted_before(policy.id(), checked.sql()))
+        .then(|| Arc::clone(policy));
+        if verify.is_none() && stage == Stage::Verdict {
+            return Ok(RawRows::default());
+        }
+        let verified = verify.is_some();
+        let outcome = self.execute_with(checked.sql(), verify, stage).await;
+        match &outcome {
+            Ok(_) if verified => self
+                .inner
+                .verdicts
+                .remember_accepted(policy.id(), checked.sql()),
+            // The parser check accepted it; the database's own resolution did not.
+            Err(ExecFailure {
+                refusal: Some(_), ..
+            }) => self.inner.verdicts.count_disagreement(),
+            _ => {}
+        }
+        outcome
+    }
+
     /// Runs text on the executor with no check of any kind. Private: the only callers
     /// are the doors below and the layer tests, which switch the guard off on purpose.
     async fn execute(&self, sql: &str) -> Result<RawRows, ExecFailure> {
-        self.execute_with(sql, None).await
+        self.execute_with(sql, None, Stage::Execute).await
     }
 
     /// Runs text on the executor; with `verify`, the database first compiles it and the
     /// guard judges what the database resolved against that policy, and nothing runs on
-    /// a refusal.
+    /// a refusal. At `Stage::Verdict` nothing runs at all.
     async fn execute_with(
         &self,
         sql: &str,
         verify: Option<Arc<GuardPolicy>>,
+        stage: Stage,
     ) -> Result<RawRows, ExecFailure> {
         let limits = self.inner.limits;
         match &self.inner.backend {
@@ -719,7 +701,10 @@ impl Gate {
                     if let Some(policy) = verify {
                         sqlite_verdict(&executor, &sql, &policy)?;
                     }
-                    executor.execute(&sql, limits)
+                    match stage {
+                        Stage::Verdict => Ok(RawRows::default()),
+                        Stage::Execute => executor.execute(&sql, limits),
+                    }
                 })
                 .await
                 .unwrap_or_else(|error| {
@@ -729,7 +714,11 @@ impl Gate {
                     ))
                 })
             }
-            Backend::Postgres(executor) => executor.execute(sql, limits, verify.as_deref()).await,
+            Backend::Postgres(executor) => {
+                executor
+                    .execute(sql, limits, verify.as_deref(), stage)
+                    .await
+            }
         }
     }
 

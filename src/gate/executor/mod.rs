@@ -15,8 +15,17 @@ use serde_json::Value as JsonValue;
 use crate::gate::guard::Refusal;
 use crate::gate::taxonomy::ErrorType;
 
+/// How far a statement goes on the executor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stage {
+    /// Compiled by the database and judged by the guard, never executed.
+    Verdict,
+    /// Executed, after the verdict when one is asked for.
+    Execute,
+}
+
 /// Rows as the database returned them, before the gate wraps them.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub(crate) struct RawRows {
     pub columns: Vec<String>,
     pub rows: Vec<Vec<JsonValue>>,

@@ -44,7 +44,7 @@ use tokio_postgres::error::ErrorPosition;
 use tokio_postgres::types::{FromSql, Kind, ToSql, Type};
 use tokio_postgres::{Config, NoTls};
 
-use super::{value_bytes, ExecFailure, ExecLimits, RawRows};
+use super::{value_bytes, ExecFailure, ExecLimits, RawRows, Stage};
 use crate::gate::guard::{postgres_plan, resolution, GuardPolicy, Refusal};
 use crate::gate::taxonomy::{self, ErrorType};
 use crate::schema::{ColumnSchema, ForeignKey, TableSchema};
@@ -94,15 +94,6 @@ pub(crate) enum BackendEnd {
 /// The longest a statement waits for a lock. A read that waits longer is queued
 /// behind someone's schema change; failing fast beats holding a connection.
 const MAX_LOCK_WAIT: Duration = Duration::from_secs(1);
-
-/// How far a statement goes in its session.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Stage {
-    /// Parsed, planned and judged by the guard, never executed.
-    Verdict,
-    /// Executed, after the verdict when one is asked for.
-    Execute,
-}
 
 /// The largest plan the guard reads. A plan past it holds a constant the planner folded
 /// from the statement's own values (`replace(repeat(...), ...)` planned as its result),
@@ -245,30 +236,8 @@ impl PostgresExecutor {
     /// With `verify`, the statement is first compiled by the server inside the same
     /// transaction (`EXPLAIN (VERBOSE, FORMAT JSON)`, sent in the same round trip as its
     /// Parse) and the plan judged by the guard against that policy; a refusal ends it
-    /// before it is bound or executed.
+    /// before it is bound or executed. At `Stage::Verdict` it ends after the verdict.
     pub async fn execute(
-        &self,
-        sql: &str,
-        limits: ExecLimits,
-        verify: Option<&GuardPolicy>,
-    ) -> Result<RawRows, ExecFailure> {
-        self.in_session(sql, limits, verify, Stage::Execute).await
-    }
-
-    /// The guard's database check alone: the statement is parsed and planned in a READ
-    /// ONLY transaction, the plan judged against the policy, and nothing is executed.
-    pub async fn verify(
-        &self,
-        sql: &str,
-        limits: ExecLimits,
-        policy: &GuardPolicy,
-    ) -> Result<(), ExecFailure> {
-        self.in_session(sql, limits, Some(policy), Stage::Verdict)
-            .await
-            .map(drop)
-    }
-
-    async fn in_session(
         &self,
         sql: &str,
         limits: ExecLimits,
