@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
-use crate::schema::SchemaNotes;
+use crate::schema::{SchemaNotes, TableSchema};
 
 /// What the rules decided about a question.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -43,13 +43,28 @@ pub struct Clarification {
     pub options: Vec<String>,
 }
 
-/// A vague word, how to spot it, and what to offer when the glossary is silent.
+/// A vague word, how to spot it, and where its options come from when the glossary is
+/// silent.
 struct Rule {
     term: &'static str,
     /// Word sequences (lower-case) that signal the term.
     phrases: &'static [&'static str],
     ask: &'static str,
-    options: &'static [&'static str],
+    options: Options,
+}
+
+/// Where a rule's options come from. Nothing of one database's business is written
+/// here: measures come from the database's notes or its schema, and the fiscal quarter
+/// only from notes that name the fiscal year's first month.
+#[derive(Clone, Copy)]
+enum Options {
+    /// What to rank or judge by: the notes' measures, else counts of the tables that
+    /// refer to the ones the question names and their numeric columns.
+    Measures,
+    /// A window of time, offered only where the schema holds dates.
+    RecentPeriods,
+    /// Which quarter, offered only where the schema holds dates.
+    Quarters,
 }
 
 const RULES: &[Rule] = &[
@@ -57,34 +72,25 @@ const RULES: &[Rule] = &[
         term: "best",
         phrases: &["best", "most valuable", "top performing"],
         ask: "What should \"best\" be measured by?",
-        options: &[
-            "highest total billed amount",
-            "most bills or orders",
-            "most money actually collected",
-            "most units sold",
-        ],
+        options: Options::Measures,
     },
     Rule {
         term: "top",
         phrases: &["top"],
         ask: "Top by which measure?",
-        options: &["highest total amount", "highest count", "most units"],
+        options: Options::Measures,
     },
     Rule {
         term: "recent",
         phrases: &["recent", "recently", "lately", "these days", "nowadays"],
         ask: "Which period counts as recent?",
-        options: &["the last 7 days", "the last 30 days", "the last 90 days"],
+        options: Options::RecentPeriods,
     },
     Rule {
         term: "last quarter",
         phrases: &["last quarter", "this quarter", "previous quarter"],
         ask: "Which quarter do you mean?",
-        options: &[
-            "the last complete calendar quarter in the data",
-            "the last 3 months up to the latest date in the data",
-            "the quarter of the fiscal year (April-March) before the current one",
-        ],
+        options: Options::Quarters,
     },
     Rule {
         term: "performance",
@@ -95,13 +101,229 @@ const RULES: &[Rule] = &[
             "doing well",
         ],
         ask: "Which figure should describe how it went?",
-        options: &[
-            "revenue (billed, excluding VOID)",
-            "money collected",
-            "number of bills",
-        ],
+        options: Options::Measures,
     },
 ];
+
+/// At most this many options are offered.
+const MAX_OPTIONS: usize = 4;
+
+const MONTHS: [&str; 12] = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+];
+
+/// What the rules know of one database's schema: the words of its names, what can be
+/// counted or summed, and whether it holds dates. Built once per gate.
+#[derive(Debug, Clone, Default)]
+pub struct SchemaTerms {
+    /// Every table and column name as lower-case words ([`schema_words`]).
+    pub words: BTreeSet<String>,
+    tables: Vec<MeasurableTable>,
+    has_dates: bool,
+}
+
+#[derive(Debug, Clone)]
+struct MeasurableTable {
+    name: String,
+    /// The table's name as words ("order items").
+    words: String,
+    /// Tables with a foreign key to this one.
+    referenced_by: Vec<String>,
+    /// Numeric columns that are neither keys nor identifiers, nor restricted.
+    measures: Vec<String>,
+}
+
+impl SchemaTerms {
+    /// The terms of the visible schema; restricted columns are never offered.
+    pub fn new(schema: &[TableSchema], notes: &SchemaNotes) -> Self {
+        let words = schema_words(schema.iter().flat_map(|table| {
+            std::iter::once(table.name.as_str())
+                .chain(table.columns.iter().map(|column| column.name.as_str()))
+        }));
+        let restricted: BTreeSet<String> = notes
+            .restricted_columns
+            .iter()
+            .map(|column| column.to_lowercase())
+            .collect();
+        let tables = schema
+            .iter()
+            .map(|table| {
+                let keys: BTreeSet<String> = table
+                    .primary_key
+                    .iter()
+                    .chain(table.foreign_keys.iter().flat_map(|key| key.columns.iter()))
+                    .map(|column| column.to_lowercase())
+                    .collect();
+                let measures = table
+                    .columns
+                    .iter()
+                    .filter(|column| is_numeric(&column.data_type))
+                    .filter(|column| {
+                        let name = column.name.to_lowercase();
+                        !keys.contains(&name)
+                            && !is_identifier_name(&name)
+                            && !restricted
+                                .contains(&format!("{}.{name}", table.name.to_lowercase()))
+                    })
+                    .map(|column| column.name.clone())
+                    .collect();
+                let referenced_by = schema
+                    .iter()
+                    .filter(|other| {
+                        other.name != table.name
+                            && other
+                                .foreign_keys
+                                .iter()
+                                .any(|key| key.references_table.eq_ignore_ascii_case(&table.name))
+                    })
+                    .map(|other| other.name.clone())
+                    .collect();
+                MeasurableTable {
+                    words: identifier_words(&table.name),
+                    name: table.name.clone(),
+                    referenced_by,
+                    measures,
+                }
+            })
+            .collect();
+        let has_dates = schema
+            .iter()
+            .flat_map(|table| &table.columns)
+            .any(|column| is_date_like(&column.name, &column.data_type));
+        SchemaTerms {
+            words,
+            tables,
+            has_dates,
+        }
+    }
+
+    /// Whether a word of the question is a word of a numeric column's name: "best
+    /// rank" beside `loser_rank` says what "best" is judged by.
+    fn measure_word(&self, word: &str) -> bool {
+        self.tables.iter().any(|table| {
+            table.measures.iter().any(|column| {
+                identifier_words(column)
+                    .split_whitespace()
+                    .any(|part| part == word || word.strip_suffix('s') == Some(part))
+            })
+        })
+    }
+
+    /// Measures from the schema: for the tables the question names (or, when it names
+    /// none, every table), how many rows of each table that refers to them, then their
+    /// numeric columns, each naming the table and column it means.
+    fn measure_options(&self, words: &[String]) -> Vec<String> {
+        let named: Vec<&MeasurableTable> = self
+            .tables
+            .iter()
+            .filter(|table| names_schema_name(words, &table.words))
+            .collect();
+        let candidates: Vec<&MeasurableTable> = if named.is_empty() {
+            self.tables.iter().collect()
+        } else {
+            named
+        };
+        let mut options = Vec::new();
+        for table in &candidates {
+            for referrer in &table.referenced_by {
+                options.push(format!(
+                    "most {} (a count of {referrer})",
+                    identifier_words(referrer)
+                ));
+            }
+        }
+        for table in &candidates {
+            for column in &table.measures {
+                options.push(format!(
+                    "highest {} ({}.{column})",
+                    identifier_words(column),
+                    table.name
+                ));
+            }
+        }
+        let mut seen = BTreeSet::new();
+        options.retain(|option| seen.insert(option.clone()));
+        options.truncate(MAX_OPTIONS);
+        options
+    }
+
+    fn options(&self, kind: Options, notes: &SchemaNotes, words: &[String]) -> Vec<String> {
+        match kind {
+            Options::Measures if !notes.measures.is_empty() => {
+                notes.measures.iter().take(MAX_OPTIONS).cloned().collect()
+            }
+            Options::Measures => self.measure_options(words),
+            Options::RecentPeriods if self.has_dates => vec![
+                "the last 7 days".to_string(),
+                "the last 30 days".to_string(),
+                "the last 90 days".to_string(),
+            ],
+            Options::Quarters if self.has_dates => {
+                let mut options = vec![
+                    "the last complete calendar quarter in the data".to_string(),
+                    "the last 3 months up to the latest date in the data".to_string(),
+                ];
+                if let Some(first) = notes
+                    .fiscal_year_start_month
+                    .filter(|month| (2..=12).contains(month))
+                {
+                    let first = usize::from(first) - 1;
+                    let last = (first + 11) % 12;
+                    options.push(format!(
+                        "the quarter of the fiscal year ({}-{}) before the current one",
+                        MONTHS[first], MONTHS[last]
+                    ));
+                }
+                options
+            }
+            Options::RecentPeriods | Options::Quarters => Vec::new(),
+        }
+    }
+}
+
+fn identifier_words(name: &str) -> String {
+    crate::words::words(name, crate::words::Split::Identifier).join(" ")
+}
+
+/// A declared type that holds numbers: SQLite's affinities and PostgreSQL's names.
+fn is_numeric(data_type: &str) -> bool {
+    let lowered = data_type.to_lowercase();
+    ["int", "real", "num", "dec", "float", "double", "money"]
+        .iter()
+        .any(|part| lowered.contains(part))
+}
+
+/// Names that number or code things rather than measure them (`id`, `zip_code`,
+/// `phone_no`): never offered as a measure.
+fn is_identifier_name(name: &str) -> bool {
+    let words = identifier_words(name);
+    let last = words.split_whitespace().last().unwrap_or("");
+    matches!(
+        last,
+        "id" | "ids" | "code" | "no" | "num" | "number" | "zip" | "phone" | "key" | "year"
+    )
+}
+
+fn is_date_like(name: &str, data_type: &str) -> bool {
+    let data_type = data_type.to_lowercase();
+    let name = identifier_words(name);
+    data_type.contains("date")
+        || data_type.contains("time")
+        || name
+            .split_whitespace()
+            .any(|word| matches!(word, "date" | "dt" | "time" | "day" | "year" | "month"))
+}
 
 fn words(text: &str) -> Vec<String> {
     crate::words::words(text, crate::words::Split::KeepHyphens)
@@ -147,15 +369,16 @@ fn names_a_measure(words: &[String]) -> bool {
 }
 
 /// "best selling", "best ratings", "best customers by revenue": the word after "best",
-/// or a "by" that ranks, names the measure "best" is judged by.
-fn best_is_concrete(words: &[String]) -> bool {
+/// or a "by" that ranks, names the measure "best" is judged by; so does a word of a
+/// numeric column's name right after it ("best rank" beside `loser_rank`).
+fn best_is_concrete(words: &[String], terms: &SchemaTerms) -> bool {
     const MEASURED: &[&str] = &[
         "selling", "sold", "sellers", "rated", "rating", "ratings", "reviewed", "paid", "paying",
         "scoring", "scored", "score", "scores",
     ];
-    let measured_next = words
-        .windows(2)
-        .any(|pair| pair[0] == "best" && MEASURED.contains(&pair[1].as_str()));
+    let measured_next = words.windows(2).any(|pair| {
+        pair[0] == "best" && (MEASURED.contains(&pair[1].as_str()) || terms.measure_word(&pair[1]))
+    });
     measured_next || words.iter().any(|word| word == "by")
 }
 
@@ -227,11 +450,12 @@ fn recent_is_superlative(words: &[String]) -> bool {
         .any(|pair| pair[0] == "most" && pair[1].starts_with("recent"))
 }
 
-/// Applies the rules to a question. `schema` holds the database's table and column
-/// names as words ([`schema_words`]): a vague word inside a name the question uses
-/// ("performance" where a `performance` table exists, "best finishes" beside
-/// `Best_Finish`) is that table or column, not a vague measure.
-pub fn check(question: &str, notes: &SchemaNotes, schema: &BTreeSet<String>) -> AmbiguityDecision {
+/// Applies the rules to a question. `terms` holds what the rules know of the database's
+/// schema ([`SchemaTerms`]): a vague word inside a name the question uses ("performance"
+/// where a `performance` table exists, "best finishes" beside `Best_Finish`) is that
+/// table or column, not a vague measure, and the options offered come from the notes or
+/// the schema. A word with fewer than two options to offer is left to the model.
+pub fn check(question: &str, notes: &SchemaNotes, terms: &SchemaTerms) -> AmbiguityDecision {
     let words = words(question);
     let mut decision = AmbiguityDecision {
         terms: Vec::new(),
@@ -254,13 +478,13 @@ pub fn check(question: &str, notes: &SchemaNotes, schema: &BTreeSet<String>) -> 
         if matches!(rule.term, "top" | "performance") && names_a_measure(&words) {
             continue;
         }
-        if rule.term == "best" && best_is_concrete(&words) {
+        if rule.term == "best" && best_is_concrete(&words, terms) {
             continue;
         }
         if rule.term == "recent" && recent_is_superlative(&words) {
             continue;
         }
-        let names_schema = schema.iter().any(|name| {
+        let names_schema = terms.words.iter().any(|name| {
             rule.phrases.iter().any(|phrase| {
                 phrase
                     .split_whitespace()
@@ -270,10 +494,14 @@ pub fn check(question: &str, notes: &SchemaNotes, schema: &BTreeSet<String>) -> 
         if names_schema {
             continue;
         }
+        let options = terms.options(rule.options, notes, &words);
         // A question that already names one of the options (the page sends
         // "question (option)" when an option is clicked) is resolved by it.
         let lowered = question.to_lowercase();
-        if let Some(option) = rule.options.iter().find(|option| lowered.contains(*option)) {
+        if let Some(option) = options
+            .iter()
+            .find(|option| lowered.contains(&option.to_lowercase()))
+        {
             decision.terms.push(VagueTerm {
                 term: rule.term.to_string(),
                 resolved_by_glossary: false,
@@ -296,14 +524,10 @@ pub fn check(question: &str, notes: &SchemaNotes, schema: &BTreeSet<String>) -> 
                     term: rule.term.to_string(),
                     resolved_by_glossary: false,
                 });
-                if decision.clarify.is_none() {
+                if decision.clarify.is_none() && options.len() >= 2 {
                     decision.clarify = Some(Clarification {
                         question: rule.ask.to_string(),
-                        options: rule
-                            .options
-                            .iter()
-                            .map(|option| option.to_string())
-                            .collect(),
+                        options,
                     });
                 }
             }
@@ -315,6 +539,7 @@ pub fn check(question: &str, notes: &SchemaNotes, schema: &BTreeSet<String>) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::schema::{ColumnSchema, ForeignKey};
 
     fn notes_with(entries: &[(&str, &str)]) -> SchemaNotes {
         let mut notes = SchemaNotes::default();
@@ -324,21 +549,158 @@ mod tests {
         notes
     }
 
+    fn table(name: &str, columns: &[(&str, &str)], references: &[(&str, &str)]) -> TableSchema {
+        TableSchema {
+            name: name.to_string(),
+            columns: columns
+                .iter()
+                .map(|(name, data_type)| ColumnSchema {
+                    name: name.to_string(),
+                    data_type: data_type.to_string(),
+                    nullable: true,
+                })
+                .collect(),
+            primary_key: vec![columns[0].0.to_string()],
+            unique: Vec::new(),
+            foreign_keys: references
+                .iter()
+                .map(|(column, target)| ForeignKey {
+                    columns: vec![column.to_string()],
+                    references_table: target.to_string(),
+                    references_columns: vec![column.to_string()],
+                })
+                .collect(),
+            row_count: None,
+        }
+    }
+
+    /// A small shop with no notes: customers, their orders, and a restricted column.
+    fn shop() -> Vec<TableSchema> {
+        vec![
+            table(
+                "customers",
+                &[
+                    ("customer_id", "INTEGER"),
+                    ("name", "TEXT"),
+                    ("credit_limit", "NUMERIC"),
+                    ("salary", "NUMERIC"),
+                    ("zip_code", "INTEGER"),
+                ],
+                &[],
+            ),
+            table(
+                "orders",
+                &[
+                    ("order_id", "INTEGER"),
+                    ("customer_id", "INTEGER"),
+                    ("order_total", "REAL"),
+                    ("order_date", "DATE"),
+                ],
+                &[("customer_id", "customers")],
+            ),
+        ]
+    }
+
+    fn shop_notes() -> SchemaNotes {
+        SchemaNotes {
+            restricted_columns: vec!["customers.salary".to_string()],
+            ..SchemaNotes::default()
+        }
+    }
+
+    fn shop_terms() -> SchemaTerms {
+        SchemaTerms::new(&shop(), &shop_notes())
+    }
+
+    fn no_schema() -> SchemaTerms {
+        SchemaTerms::default()
+    }
+
     #[test]
-    fn undefined_vague_words_ask_with_concrete_options() {
+    fn undefined_vague_words_ask_with_options_from_the_schema() {
+        let decision = check("Who are our best customers?", &shop_notes(), &shop_terms());
+        let clarify = decision.clarify.expect("asks");
+        assert_eq!(
+            clarify.options,
+            vec![
+                "most orders (a count of orders)",
+                "highest credit limit (customers.credit_limit)",
+            ],
+            "keys, codes and the restricted salary are not measures"
+        );
+        let decision = check("How did we do last quarter?", &shop_notes(), &shop_terms());
+        let clarify = decision.clarify.expect("asks");
+        assert_eq!(clarify.question, "Which quarter do you mean?");
+        assert_eq!(clarify.options.len(), 2, "no fiscal year in the notes");
+    }
+
+    #[test]
+    fn a_vague_word_with_nothing_concrete_to_offer_is_left_to_the_model() {
         let decision = check(
             "Who are our best customers?",
             &SchemaNotes::default(),
-            &BTreeSet::new(),
+            &no_schema(),
         );
-        let clarify = decision.clarify.expect("asks");
-        assert!((2..=4).contains(&clarify.options.len()));
-        let decision = check(
-            "How did we do last quarter?",
+        assert!(decision.clarify.is_none(), "{decision:?}");
+        assert_eq!(decision.terms.len(), 1, "the word is still recorded");
+        // No dates in the schema: "recent" has no window to offer.
+        let dateless = SchemaTerms::new(
+            &[table(
+                "players",
+                &[("player_id", "INTEGER"), ("name", "TEXT")],
+                &[],
+            )],
             &SchemaNotes::default(),
-            &BTreeSet::new(),
         );
-        assert!(decision.clarify.is_some());
+        assert!(check(
+            "Which players joined recently?",
+            &SchemaNotes::default(),
+            &dateless
+        )
+        .clarify
+        .is_none());
+    }
+
+    #[test]
+    fn the_notes_measures_and_fiscal_year_come_before_the_schema() {
+        let notes = SchemaNotes {
+            measures: vec!["highest revenue".to_string(), "most visits".to_string()],
+            fiscal_year_start_month: Some(7),
+            ..shop_notes()
+        };
+        let best = check("Who are our best customers?", &notes, &shop_terms());
+        assert_eq!(
+            best.clarify.expect("asks").options,
+            vec!["highest revenue", "most visits"]
+        );
+        let quarter = check("How did we do last quarter?", &notes, &shop_terms());
+        assert_eq!(
+            quarter.clarify.expect("asks").options[2],
+            "the quarter of the fiscal year (July-June) before the current one"
+        );
+    }
+
+    #[test]
+    fn a_word_of_a_numeric_column_after_best_names_the_measure() {
+        let tennis = SchemaTerms::new(
+            &[table(
+                "matches",
+                &[
+                    ("match_id", "INTEGER"),
+                    ("loser_rank", "INTEGER"),
+                    ("winner_rank", "INTEGER"),
+                ],
+                &[],
+            )],
+            &SchemaNotes::default(),
+        );
+        let decision = check(
+            "What is the best rank of losers across all contests?",
+            &SchemaNotes::default(),
+            &tennis,
+        );
+        assert!(decision.clarify.is_none(), "{decision:?}");
+        assert!(decision.terms.is_empty());
     }
 
     #[test]
@@ -347,7 +709,7 @@ mod tests {
             ("recent", "the last 30 days of data"),
             ("lately", "See recent."),
         ]);
-        let decision = check("What sold lately?", &notes, &BTreeSet::new());
+        let decision = check("What sold lately?", &notes, &shop_terms());
         assert!(decision.clarify.is_none());
         assert_eq!(
             decision.assumptions,
@@ -357,63 +719,96 @@ mod tests {
 
     #[test]
     fn plain_questions_and_concrete_tops_pass() {
-        let notes = SchemaNotes::default();
+        let notes = shop_notes();
+        let terms = shop_terms();
         for question in [
-            "How many bills are there?",
+            "How many orders are there?",
             "Top 5 products by revenue in 2025",
             "List the top 3 customers by amount billed",
             "List the restaurants starting from the best ratings to the lowest",
             "What are the top 5 best selling car models by total revenue?",
             "Who are our best customers by revenue?",
         ] {
-            let decision = check(question, &notes, &BTreeSet::new());
+            let decision = check(question, &notes, &terms);
             assert!(decision.clarify.is_none(), "{question}: {decision:?}");
         }
         // "best" with no measure after it or ranked by stays vague.
-        for question in ["Which are our best tracks?", "Which suppliers are best?"] {
+        for question in ["Which are our best customers?", "Which customers are best?"] {
             assert!(
-                check(question, &notes, &BTreeSet::new()).clarify.is_some(),
+                check(question, &notes, &terms).clarify.is_some(),
                 "{question}"
             );
         }
         // "laptop" contains "top" but is not the word top.
-        assert!(check("How many laptops?", &notes, &BTreeSet::new())
-            .terms
-            .is_empty());
+        assert!(check("How many laptops?", &notes, &terms).terms.is_empty());
     }
 
     #[test]
     fn a_chosen_option_resolves_the_word() {
         let decision = check(
-            "Who are our best customers? (most bills or orders)",
-            &SchemaNotes::default(),
-            &BTreeSet::new(),
+            "Who are our best customers? (most orders (a count of orders))",
+            &shop_notes(),
+            &shop_terms(),
         );
         assert!(decision.clarify.is_none(), "{decision:?}");
         assert_eq!(
             decision.assumptions,
-            vec!["\"best\" means: most bills or orders"]
+            vec!["\"best\" means: most orders (a count of orders)"]
         );
     }
 
     #[test]
     fn a_vague_word_that_names_the_schema_or_a_superlative_is_not_asked_about() {
-        let schema = schema_words(["orchestra", "performance", "poker_player", "Best_Finish"]);
+        let music = SchemaTerms::new(
+            &[
+                table(
+                    "orchestra",
+                    &[("orchestra_id", "INTEGER"), ("year_founded", "REAL")],
+                    &[],
+                ),
+                table(
+                    "performance",
+                    &[
+                        ("performance_id", "INTEGER"),
+                        ("orchestra_id", "INTEGER"),
+                        ("share", "REAL"),
+                    ],
+                    &[("orchestra_id", "orchestra")],
+                ),
+                table(
+                    "poker_player",
+                    &[
+                        ("poker_player_id", "INTEGER"),
+                        ("Best_Finish", "REAL"),
+                        ("Earnings", "REAL"),
+                    ],
+                    &[],
+                ),
+                table(
+                    "cartoon",
+                    &[("id", "INTEGER"), ("original_air_date", "TEXT")],
+                    &[],
+                ),
+            ],
+            &SchemaNotes::default(),
+        );
         let notes = SchemaNotes::default();
         for question in [
             "List the names of orchestras that have no performance.",
             "What are the final tables made and best finishes for all poker players?",
             "Find the production code of the most recently aired cartoon.",
         ] {
-            let decision = check(question, &notes, &schema);
+            let decision = check(question, &notes, &music);
             assert!(decision.clarify.is_none(), "{question}: {decision:?}");
         }
         // The same words stay vague where they name nothing.
-        assert!(check("Who are our best customers?", &notes, &schema)
-            .clarify
-            .is_some());
         assert!(
-            check("How did our performance go?", &notes, &BTreeSet::new())
+            check("Who are our best customers?", &shop_notes(), &shop_terms())
+                .clarify
+                .is_some()
+        );
+        assert!(
+            check("How did our performance go?", &shop_notes(), &shop_terms())
                 .clarify
                 .is_some()
         );
@@ -421,20 +816,20 @@ mod tests {
 
     #[test]
     fn performance_with_its_measure_named_is_not_asked_about() {
-        let notes = SchemaNotes::default();
+        let notes = shop_notes();
         let defined = "Which 3 tickers had the highest performance? To analyze stock \
                        performance, join the daily price and ticker tables and calculate \
                        the price change.";
-        assert!(check(defined, &notes, &BTreeSet::new()).clarify.is_none());
+        assert!(check(defined, &notes, &shop_terms()).clarify.is_none());
         assert!(check(
             "What was our performance by revenue?",
             &notes,
-            &BTreeSet::new()
+            &shop_terms()
         )
         .clarify
         .is_none());
         // Without a measure it is still asked, with the options.
-        let open = check("How was our performance?", &notes, &BTreeSet::new());
+        let open = check("How was our performance?", &notes, &shop_terms());
         assert_eq!(
             open.clarify.map(|ask| ask.question),
             Some("Which figure should describe how it went?".to_string())
@@ -442,15 +837,15 @@ mod tests {
     }
 
     #[test]
-    fn the_demo_glossary_resolves_recent_but_not_best() {
+    fn the_demo_notes_resolve_recent_and_offer_the_shops_measures_for_best() {
         let notes = crate::demo::demo_notes();
-        assert!(check("Show recent bills", &notes, &BTreeSet::new())
-            .clarify
-            .is_none());
-        assert!(
-            check("Who are our best customers?", &notes, &BTreeSet::new())
-                .clarify
-                .is_some()
-        );
+        let terms = SchemaTerms::new(&shop(), &notes);
+        assert!(check("Show recent bills", &notes, &terms).clarify.is_none());
+        let best = check("Who are our best customers?", &notes, &terms);
+        assert_eq!(best.clarify.expect("asks").options, notes.measures);
+        let quarter = check("How did we do last quarter?", &notes, &terms);
+        assert!(quarter.clarify.expect("asks").options.contains(
+            &"the quarter of the fiscal year (April-March) before the current one".to_string()
+        ));
     }
 }

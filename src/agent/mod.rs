@@ -171,7 +171,7 @@ pub struct Agent {
     /// schema.
     plain_schema: String,
     /// The words of the table and column names, for the vague-word rules.
-    schema_words: BTreeSet<String>,
+    schema_terms: ambiguity::SchemaTerms,
 }
 
 impl Agent {
@@ -201,7 +201,7 @@ impl Agent {
         let index = SchemaIndex::build(&gate, &cards).await?;
         let plain_schema = crate::linking::cards::sample_rows_schema(&gate).await?;
         Ok(Agent {
-            schema_words: schema_words_of(&gate),
+            schema_terms: ambiguity::SchemaTerms::new(gate.schema(), gate.notes()),
             gate,
             client,
             cards,
@@ -421,7 +421,7 @@ impl Agent {
             return Node::SelectSchema;
         }
         let started_ms = state.ms();
-        let decision = ambiguity::check(&state.question, self.gate.notes(), &self.schema_words);
+        let decision = ambiguity::check(&state.question, self.gate.notes(), &self.schema_terms);
         state
             .assumptions
             .extend(decision.assumptions.iter().cloned());
@@ -803,14 +803,6 @@ impl Agent {
     }
 }
 
-/// The words of a database's visible table and column names.
-fn schema_words_of(gate: &Gate) -> BTreeSet<String> {
-    ambiguity::schema_words(gate.schema().iter().flat_map(|table| {
-        std::iter::once(table.name.as_str())
-            .chain(table.columns.iter().map(|column| column.name.as_str()))
-    }))
-}
-
 /// What the agent would do with a question, before any model call: the rules' decision,
 /// the selected tables with their scores, whole or linked, prompt tokens.
 pub fn plan(
@@ -821,7 +813,11 @@ pub fn plan(
     options: &AskOptions,
 ) -> Result<Plan, AgentError> {
     let question = Agent::validate(question)?;
-    let ambiguity = ambiguity::check(&question, gate.notes(), &schema_words_of(gate));
+    let ambiguity = ambiguity::check(
+        &question,
+        gate.notes(),
+        &ambiguity::SchemaTerms::new(gate.schema(), gate.notes()),
+    );
     let selection = index.select(&question, &options.select);
     let system = system_prompt_for(gate, cards, &Strategy::default(), &selection);
     let prompt_tokens = crate::words::estimate_tokens(&system)

@@ -49,6 +49,14 @@ const CONVENTIONS: [&str; 9] = [
      neither answers business questions.",
 ];
 
+/// What "best" or "top" can mean for the shop, offered when a question leaves it open.
+const MEASURES: [&str; 4] = [
+    "highest total billed amount",
+    "most bills or orders",
+    "most money actually collected",
+    "most units sold",
+];
+
 const GLOSSARY: [(&str, &str); 22] = [
     (
         "revenue",
@@ -462,5 +470,7 @@ pub fn demo_notes() -> SchemaNotes {
         currency: Some("INR".to_string()),
         money_columns: MONEY_COLUMNS.iter().map(|s| s.to_string()).collect(),
         allowed_functions: Vec::new(),
+        measures: MEASURES.iter().map(|s| s.to_string()).collect(),
+        fiscal_year_start_month: Some(4),
     }
 }

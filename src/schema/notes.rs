@@ -35,6 +35,16 @@ pub struct SchemaNotes {
     /// Columns that hold money in [`Self::currency`], written `table.column`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub money_columns: Vec<String>,
+    /// What "best", "top" or "performance" can be measured by in this database, offered
+    /// as the options when a question leaves it open ("highest total billed amount").
+    /// Empty: the options come from the schema (counts of related tables, numeric
+    /// columns of the tables the question names).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub measures: Vec<String>,
+    /// The month (1-12) this business's fiscal year starts in, when it is not January:
+    /// "last quarter" then also offers the fiscal quarter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fiscal_year_start_month: Option<u8>,
     /// Functions this database adds to the guard's reviewed allow-list
     /// (`config/guard_allow_list.toml`), by name: for example a user-defined function
     /// known to read nothing outside its arguments. The guard's deny list still wins.
