@@ -100,7 +100,11 @@ async fn clarifications_on_every_external_database_name_only_what_it_has() {
         }
     }
     // The rules still ask somewhere: the test would pass vacuously otherwise.
-    assert!(asked > 50, "only {asked} clarifications over {} databases", databases.len());
+    assert!(
+        asked > 50,
+        "only {asked} clarifications over {} databases",
+        databases.len()
+    );
     println!(
         "{asked} clarifications, {offered} options over {} databases",
         databases.len()

@@ -509,6 +509,94 @@ impl Agent {
         Node::Failed(failure, prompts::suspect_facts(&checks, &periods))
     }
 
+    /// Looks for the concept of a column no table has under another name: the names
+    /// and descriptions of the selected tables' columns, then one small model call.
+    /// Found with an attempt left: a repair told the column. Otherwise a decline that
+    /// says what was looked for and where (or, found too late, a give-up naming it).
+    pub(super) async fn search_concept(
+        &self,
+        state: &mut State<'_>,
+        failure: Failure,
+        log: &CallLog,
+    ) -> Result<Node, AgentError> {
+        let concept = state.absent_columns.last().cloned().unwrap_or_default();
+        let mut names: BTreeSet<String> = state
+            .selection
+            .as_ref()
+            .map(|selection| {
+                selection
+                    .tables
+                    .iter()
+                    .map(|table| table.table.to_lowercase())
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.extend(state.forced_tables.iter().map(|table| table.to_lowercase()));
+        let tables: Vec<&crate::schema::TableSchema> = self
+            .gate
+            .schema()
+            .iter()
+            .filter(|table| names.contains(&table.name.to_lowercase()))
+            .collect();
+        let notes = self.gate.notes();
+        let mut found = concept::in_names_and_descriptions(&concept, &tables, notes)
+            .map(|column| (column, concept::FoundBy::NamesAndDescriptions));
+        if found.is_none() && !tables.is_empty() {
+            let columns = concept::readable_columns(&tables, notes);
+            let request = prompts::concept_column_request(&state.question, &concept, &columns);
+            let reply = self.call(state, &request, log).await?;
+            found = concept::from_reply(&reply.text, &tables, notes)
+                .map(|column| (column, concept::FoundBy::Model));
+        }
+        let table_names: Vec<&str> = tables.iter().map(|table| table.name.as_str()).collect();
+        let Some((column, found_by)) = found else {
+            state.note(
+                "search_concept",
+                format!(
+                    "\"{concept}\" is held by no column of {}",
+                    table_names.join(", ")
+                ),
+            );
+            return Ok(self.decline(
+                state,
+                prompts::concept_not_found_reason(&concept, &table_names),
+            ));
+        };
+        let qualified = column.qualified();
+        state.note(
+            "search_concept",
+            format!(
+                "\"{concept}\" is held in {qualified} ({})",
+                found_by.as_str()
+            ),
+        );
+        if !state.progress().may_start_round() {
+            self.finish(
+                state,
+                Decision::GiveUp,
+                Some(format!(
+                    "the question's \"{concept}\" may be held in {qualified}, but no attempt is left to use it"
+                )),
+                None,
+            );
+            return Ok(Node::Done);
+        }
+        state.forced_tables.insert(column.table.clone());
+        state.repairs.push(RepairTurn {
+            reply: prompts::quoted_reply(failure.kind, &failure.sql),
+            feedback: prompts::feedback_message(
+                failure.kind,
+                &failure.message,
+                Some(&prompts::concept_column_fact(
+                    &concept,
+                    &qualified,
+                    found_by.as_str(),
+                )),
+            ),
+        });
+        Ok(Node::Generate(self.repair_round()))
+    }
+
     /// Schema facts for the repair of a failure (who owns an unknown column, how to
     /// join it; the cards of the tables in a type mismatch), and the retrieval changes
     /// the failure asks for.

@@ -31,6 +31,7 @@ pub mod ambiguity;
 pub mod answer;
 mod attempt;
 pub mod candidates;
+pub mod concept;
 pub mod empty;
 pub mod events;
 pub mod failure;
@@ -377,6 +378,9 @@ impl Agent {
                 Node::Try(sqls, round) => self.try_candidates(&mut state, sqls, round).await,
                 Node::Inspect(result) => self.inspect(&mut state, result).await,
                 Node::Failed(failure, facts) => self.after_failure(&mut state, failure, facts),
+                Node::SearchConcept(failure) => {
+                    self.search_concept(&mut state, failure, &log).await?
+                }
                 Node::Answer(result) => self.answer(&mut state, result, options, &log).await?,
                 Node::Done => break,
             };
@@ -597,6 +601,7 @@ impl Agent {
         );
         let round = match step {
             NextStep::Decline(reason) => return self.decline(state, reason),
+            NextStep::SearchConcept => return Node::SearchConcept(failure),
             NextStep::GiveUp(reason) => {
                 self.finish(state, Decision::GiveUp, Some(reason), None);
                 return Node::Done;

@@ -601,6 +601,48 @@ pub fn absent_columns_reason(columns: &[String]) -> String {
     format!("no table has {}", columns.join(", "))
 }
 
+/// The one small call that asks which column holds a concept the model twice named
+/// under a name no table has: the candidate tables' readable columns, and a JSON reply.
+pub fn concept_column_request(
+    question: &str,
+    concept: &str,
+    columns: &[(&str, &str)],
+) -> ModelRequest {
+    let listed: Vec<String> = columns
+        .iter()
+        .map(|(table, column)| format!("{table}.{column}"))
+        .collect();
+    let prompt = format!(
+        "Question: {question}\nA query needed \"{concept}\", but no column has that name.\n\
+         Columns: {}\n\n\
+         Which one column holds what \"{concept}\" means in the question, perhaps under \
+         another word? Reply with JSON only: {{\"column\": \"table.column\"}}, or \
+         {{\"column\": null}} when none of them holds it.",
+        listed.join(", ")
+    );
+    ModelRequest::new(Purpose::FindColumn, question, vec![Message::user(prompt)])
+        .with_max_tokens(40)
+}
+
+/// The fact a repair is given when a concept was found under another name.
+pub fn concept_column_fact(concept: &str, column: &str, found_by: &str) -> String {
+    format!(
+        "No column is named {concept}; what the question means by it is held in {column} \
+         (found in {found_by}). Use {column}."
+    )
+}
+
+/// What a decline says when the concept was looked for and not found: what was looked
+/// for, and where.
+pub fn concept_not_found_reason(concept: &str, tables: &[&str]) -> String {
+    format!(
+        "the question needs data this database does not hold: no column holds \"{concept}\" \
+         (askdb looked in the names and descriptions of the columns of {}, and asked the \
+         model which of them holds it); askdb declines rather than invent it",
+        tables.join(", ")
+    )
+}
+
 /// The model check's one tiny request, shared by `GET /api/health` and `askdb model
 /// check` so both ask the same thing. `label` names the caller in logs and the ledger; it
 /// is not sent.

@@ -36,6 +36,8 @@ pub(super) enum Node {
     Try(Vec<String>, Round),
     Inspect(QueryResult),
     Failed(Failure, Option<String>),
+    /// A column no table has, named twice: look for the concept under another name.
+    SearchConcept(Failure),
     Answer(QueryResult),
     Done,
 }

@@ -318,6 +318,8 @@ async fn two_columns_no_table_has_end_in_a_decline_not_a_third_invention() {
                 "repair_sql",
                 sql_reply("SELECT c.email_address FROM customers c"),
             ),
+            // Asked which column holds it, the model says none does.
+            line(q, "find_column", json!({"column": null})),
         ],
     )
     .await;
@@ -326,15 +328,87 @@ async fn two_columns_no_table_has_end_in_a_decline_not_a_third_invention() {
         .await
         .expect("declines");
     assert_eq!(result.decision, Decision::Decline, "{:?}", result.reason);
-    assert_eq!(result.model_calls.len(), 2);
+    assert_eq!(result.model_calls.len(), 3);
     assert_eq!(result.history.len(), 2);
     let reason = result.reason.as_deref().unwrap_or_default();
     assert!(
-        reason.contains("email") && reason.contains("does not hold"),
-        "{reason}"
+        reason.contains("\"email_address\"")
+            && reason.contains("does not hold")
+            && reason.contains("looked in the names and descriptions of the columns of")
+            && reason.contains("customers"),
+        "the decline says what was looked for and where: {reason}"
     );
     assert_eq!(result.history[0].error_type, FailureKind::AbsentColumn);
     assert_eq!(result.history[1].error_type, FailureKind::AbsentColumn);
+}
+
+#[tokio::test]
+async fn a_concept_found_under_another_name_is_repaired_with_it_instead_of_declined() {
+    let fixture = demo();
+    let q = "What is the spending cap of each customer?";
+    let agent = agent(
+        &fixture.path,
+        &[
+            line(
+                q,
+                "write_sql",
+                sql_reply("SELECT c.spending_cap FROM customers c"),
+            ),
+            line(
+                q,
+                "repair_sql",
+                sql_reply("SELECT c.spend_cap FROM customers c"),
+            ),
+            line(
+                q,
+                "find_column",
+                json!({"column": "customers.credit_limit"}),
+            ),
+            line(
+                q,
+                "repair_sql",
+                sql_reply("SELECT c.cust_name, c.credit_limit FROM customers c"),
+            ),
+        ],
+    )
+    .await;
+    let (result, recorder) = ask_recorded(&agent, q).await;
+    assert_eq!(result.decision, Decision::Answer, "{:?}", result.reason);
+    assert_eq!(result.history.len(), 2);
+    assert_eq!(next_steps(&recorder), vec!["repair", "search_concept"]);
+    let told = repair_prompts(&recorder);
+    assert!(
+        told.last()
+            .is_some_and(|prompt| prompt.contains("held in customers.credit_limit")),
+        "{told:?}"
+    );
+    // A column the model names that the tables lack, or a restricted one, is no answer.
+    let agent = agent_with_script_for_restricted(&fixture.path, q).await;
+    let result = agent
+        .ask(q, &AskOptions::default())
+        .await
+        .expect("declines");
+    assert_eq!(result.decision, Decision::Decline, "{:?}", result.reason);
+}
+
+async fn agent_with_script_for_restricted(path: &Path, q: &str) -> Agent {
+    agent(
+        path,
+        &[
+            line(
+                q,
+                "write_sql",
+                sql_reply("SELECT c.spending_cap FROM customers c"),
+            ),
+            line(
+                q,
+                "repair_sql",
+                sql_reply("SELECT c.spend_cap FROM customers c"),
+            ),
+            line(q, "find_column", json!({"column": "customers.phone"})),
+        ],
+    )
+    .await
 }
 
 #[tokio::test]

@@ -76,15 +76,18 @@ pub enum Purpose {
     Clarify,
     /// A tiny call that proves the provider answers (`askdb model check`).
     Check,
+    /// Which column holds a concept the model named under a name no table has.
+    FindColumn,
 }
 
 impl Purpose {
-    pub const ALL: [Purpose; 5] = [
+    pub const ALL: [Purpose; 6] = [
         Purpose::WriteSql,
         Purpose::RepairSql,
         Purpose::WriteAnswer,
         Purpose::Clarify,
         Purpose::Check,
+        Purpose::FindColumn,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -94,6 +97,7 @@ impl Purpose {
             Purpose::WriteAnswer => "write_answer",
             Purpose::Clarify => "clarify",
             Purpose::Check => "check",
+            Purpose::FindColumn => "find_column",
         }
     }
 

@@ -176,6 +176,9 @@ pub fn summary(event: &AgentEvent) -> String {
                 },
                 NextKind::Diagnose => "checking why there are no rows".to_string(),
                 NextKind::Answer => "answering as it is".to_string(),
+                NextKind::SearchConcept => {
+                    "looking for what it names under another name".to_string()
+                }
             };
             let what = if *kind == FailureKind::Suspect {
                 "The rows do not fit the question"
