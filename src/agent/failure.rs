@@ -312,7 +312,15 @@ impl Progress {
     /// Whether a further model round may start: an attempt is left and it would end
     /// within the time budget.
     pub fn may_start_round(&self) -> bool {
-        self.attempts < self.max_attempts && !self.out_of_time
+        self.attempts < self.max_attempts && !self.budget_spent()
+    }
+
+    /// Whether the time budget stops the next model round. Never the first repair: the
+    /// promise is three attempts, and a budget may shorten the wait for the third, not
+    /// take away the repair of a first failure (on a slow machine one round can take
+    /// most of the budget).
+    pub fn budget_spent(&self) -> bool {
+        self.out_of_time && self.attempts >= 2
     }
 }
 
@@ -379,12 +387,16 @@ fn recorded_kind(failure: &Failure, progress: &Progress) -> FailureKind {
     }
 }
 
-/// Doubted rows get one sampled second look, in which they vote too, while a round may
-/// start; the first reply's confidence is judged once, in the first round only. Rows
-/// that look empty get the one diagnostic first.
+/// Doubted rows get one sampled second look, in which they vote too, while an attempt
+/// is left within the time budget (rows in hand are an answer: unlike a failure's
+/// repair, a second look is not owed past the budget); the first reply's confidence is
+/// judged once, in the first round only. Rows that look empty get the one diagnostic
+/// first.
 fn after_doubt(outcome: &Outcome<'_>, progress: &Progress) -> NextStep {
-    let doubting =
-        !progress.single_attempt && progress.samples_on_doubt && progress.may_start_round();
+    let doubting = !progress.single_attempt
+        && progress.samples_on_doubt
+        && progress.attempts < progress.max_attempts
+        && !progress.out_of_time;
     let second_look = match outcome {
         // An empty result is looked into once (the diagnostic, or the vote of a second
         // look that already took it); one-attempt modes answer it as it is.
@@ -449,7 +461,7 @@ fn after_failure(failure: &Failure, kind: FailureKind, progress: &Progress) -> N
         if let Some(fix) = rule_fix {
             return NextStep::Rewrite(fix.clone());
         }
-        if progress.attempts >= progress.max_attempts || progress.out_of_time {
+        if progress.attempts >= progress.max_attempts || progress.budget_spent() {
             return NextStep::AnswerWithWarnings;
         }
     }
@@ -484,7 +496,7 @@ fn after_failure(failure: &Failure, kind: FailureKind, progress: &Progress) -> N
     }
     // A round that would end past the time budget is not started: the user gets the
     // honest give-up now rather than, most often, the same give-up later.
-    if progress.out_of_time {
+    if progress.budget_spent() {
         return NextStep::GiveUp(format!(
             "another attempt would run past the question's time budget after {} of {} attempts; the last: {}: {}",
             progress.attempts,

@@ -45,8 +45,34 @@ fn fresh() -> Progress {
 }
 
 #[test]
+fn a_first_failure_gets_its_repair_whatever_the_time_budget_says() {
+    let slow_first_round = Progress {
+        out_of_time: true,
+        ..fresh()
+    };
+    assert_eq!(fresh().attempts, 1);
+    for kind in [
+        FailureKind::Database(ErrorType::UnknownColumn),
+        FailureKind::Database(ErrorType::UnknownTable),
+        FailureKind::MalformedReply,
+    ] {
+        assert_eq!(
+            next_step(&failure(kind), &slow_first_round),
+            NextStep::Repair,
+            "{kind}"
+        );
+    }
+    assert_eq!(
+        next_step(&failure(FailureKind::Suspect), &slow_first_round),
+        NextStep::Repair
+    );
+    assert!(slow_first_round.may_start_round());
+}
+
+#[test]
 fn no_model_round_starts_past_the_time_budget_but_a_rule_rewrite_still_runs() {
     let late = Progress {
+        attempts: 2,
         out_of_time: true,
         ..fresh()
     };
