@@ -396,6 +396,17 @@ async fn a_model_that_accepts_and_never_answers_is_a_504_at_the_ask_timeout_and_
     );
     assert_eq!(body["error"], "ask_timeout", "{body}");
     assert!(model.received() >= 1, "the model was asked");
+    // The abandoned call does not stay open on the model server: its connection is
+    // closed, which is what stops a llama.cpp generation.
+    let gave_up = Instant::now();
+    while model.abandoned() < model.received() && gave_up.elapsed() < Duration::from_secs(5) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        model.abandoned(),
+        model.received(),
+        "every call the question gave up on was closed on the model server"
+    );
 
     model.set(Behaviour::Answer(COUNT_REPLY.to_string()));
     let (status, body) = post(

@@ -27,6 +27,9 @@ pub struct FakeModel {
     pub port: u16,
     behaviour: Arc<Mutex<Behaviour>>,
     received: Arc<AtomicUsize>,
+    /// Held requests whose client closed the connection: on llama.cpp's server a closed
+    /// connection is what cancels the generation.
+    abandoned: Arc<AtomicUsize>,
     tasks: Arc<Mutex<Vec<JoinHandle<()>>>>,
 }
 
@@ -38,6 +41,7 @@ impl FakeModel {
             port,
             behaviour: Arc::new(Mutex::new(behaviour)),
             received: Arc::default(),
+            abandoned: Arc::default(),
             tasks: Arc::default(),
         };
         model.serve(listener);
@@ -52,6 +56,11 @@ impl FakeModel {
     /// Chat completions received so far (each is one model call attempt).
     pub fn received(&self) -> usize {
         self.received.load(Ordering::SeqCst)
+    }
+
+    /// Held requests the client gave up on by closing the connection.
+    pub fn abandoned(&self) -> usize {
+        self.abandoned.load(Ordering::SeqCst)
     }
 
     pub fn set(&self, behaviour: Behaviour) {
@@ -91,13 +100,15 @@ impl FakeModel {
     fn serve(&self, listener: TcpListener) {
         let behaviour = Arc::clone(&self.behaviour);
         let received = Arc::clone(&self.received);
+        let abandoned = Arc::clone(&self.abandoned);
         let tasks = Arc::clone(&self.tasks);
         let accept = tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
                 let behaviour = Arc::clone(&behaviour);
                 let received = Arc::clone(&received);
+                let abandoned = Arc::clone(&abandoned);
                 let connection = tokio::spawn(async move {
-                    let _ = answer(stream, behaviour, received).await;
+                    let _ = answer(stream, behaviour, received, abandoned).await;
                 });
                 if let Ok(mut list) = tasks.lock() {
                     list.push(connection);
@@ -120,6 +131,7 @@ async fn answer(
     mut stream: TcpStream,
     behaviour: Arc<Mutex<Behaviour>>,
     received: Arc<AtomicUsize>,
+    abandoned: Arc<AtomicUsize>,
 ) -> std::io::Result<()> {
     let mut buffer = Vec::new();
     let mut chunk = [0u8; 8192];
@@ -166,8 +178,12 @@ async fn answer(
         Behaviour::Hang => {
             // Until killed (the task is aborted) or the client gives up.
             loop {
-                if stream.read(&mut chunk).await? == 0 {
-                    return Ok(());
+                match stream.read(&mut chunk).await {
+                    Ok(0) | Err(_) => {
+                        abandoned.fetch_add(1, Ordering::SeqCst);
+                        return Ok(());
+                    }
+                    Ok(_) => {}
                 }
             }
         }
