@@ -539,7 +539,7 @@ pub fn check(question: &str, notes: &SchemaNotes, terms: &SchemaTerms) -> Ambigu
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schema::{ColumnSchema, ForeignKey};
+    use crate::schema::ForeignKey;
 
     fn notes_with(entries: &[(&str, &str)]) -> SchemaNotes {
         let mut notes = SchemaNotes::default();
@@ -550,28 +550,20 @@ mod tests {
     }
 
     fn table(name: &str, columns: &[(&str, &str)], references: &[(&str, &str)]) -> TableSchema {
-        TableSchema {
-            name: name.to_string(),
-            columns: columns
-                .iter()
-                .map(|(name, data_type)| ColumnSchema {
-                    name: name.to_string(),
-                    data_type: data_type.to_string(),
-                    nullable: true,
-                })
-                .collect(),
-            primary_key: vec![columns[0].0.to_string()],
-            unique: Vec::new(),
-            foreign_keys: references
-                .iter()
-                .map(|(column, target)| ForeignKey {
-                    columns: vec![column.to_string()],
-                    references_table: target.to_string(),
-                    references_columns: vec![column.to_string()],
-                })
-                .collect(),
-            row_count: None,
+        let names: Vec<&str> = columns.iter().map(|(name, _)| *name).collect();
+        let mut table = TableSchema::for_tests(name, &names, "TEXT", &names[..1]);
+        for (column, (_, data_type)) in table.columns.iter_mut().zip(columns) {
+            column.data_type = data_type.to_string();
         }
+        table.foreign_keys = references
+            .iter()
+            .map(|(column, target)| ForeignKey {
+                columns: vec![column.to_string()],
+                references_table: target.to_string(),
+                references_columns: vec![column.to_string()],
+            })
+            .collect();
+        table
     }
 
     /// A small shop with no notes: customers, their orders, and a restricted column.

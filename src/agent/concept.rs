@@ -167,24 +167,10 @@ pub fn from_reply(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schema::{ColumnSchema, TableNote};
+    use crate::schema::TableNote;
 
     fn table(name: &str, columns: &[&str]) -> TableSchema {
-        TableSchema {
-            name: name.to_string(),
-            columns: columns
-                .iter()
-                .map(|column| ColumnSchema {
-                    name: column.to_string(),
-                    data_type: "TEXT".to_string(),
-                    nullable: true,
-                })
-                .collect(),
-            primary_key: Vec::new(),
-            unique: Vec::new(),
-            foreign_keys: Vec::new(),
-            row_count: None,
-        }
+        TableSchema::for_tests(name, columns, "TEXT", &[])
     }
 
     fn notes() -> SchemaNotes {
