@@ -784,8 +784,13 @@ fn sqlite_verdict(
     match not_compiled {
         None => Ok(()),
         Some(failure) => Err(match sqlite_missing_table(&failure) {
-            Some(name) => ExecFailure::refused(Refusal::missing_table(name, policy)),
-            None => failure,
+            // A table the policy holds as visible and the file lacks is a schema that
+            // changed under the gate (drift), not a name the parser check missed: the
+            // database's own error stands, repairable, and no disagreement is counted.
+            Some(name) if !policy.is_visible(name) => {
+                ExecFailure::refused(Refusal::missing_table(name, policy))
+            }
+            _ => failure,
         }),
     }
 }

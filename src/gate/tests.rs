@@ -510,6 +510,27 @@ async fn an_unknown_table_after_in_is_refused_like_any_unknown_table() {
     );
 }
 
+/// A table dropped after the gate opened is the schema changing under it (drift): the
+/// database's own error, repairable, not a refusal that would count as the parser
+/// check missing a name.
+#[tokio::test]
+async fn a_table_dropped_under_an_open_gate_is_the_databases_error_not_a_refusal() {
+    let demo = demo_copy();
+    let gate = open(&demo.path, GateOptions::default()).await;
+    rusqlite::Connection::open(&demo.path)
+        .and_then(|connection| connection.execute_batch("DROP TABLE stock_adjustments"))
+        .expect("drop");
+    let QueryOutcome::Failed(error) = gate
+        .run_query("SELECT count(*) FROM stock_adjustments")
+        .await
+    else {
+        panic!("ran");
+    };
+    assert_eq!(error.reason, None, "{error:?}");
+    assert_eq!(error.error_type, ErrorType::UnknownTable, "{error:?}");
+    assert!(error.repairable, "{error:?}");
+}
+
 #[tokio::test]
 async fn a_missing_or_bogus_file_fails_clearly_and_creates_nothing() {
     let dir = tempfile::tempdir().expect("temp dir");
