@@ -208,14 +208,17 @@ impl SchemaTerms {
         }
     }
 
-    /// Whether a word of the question is a word of a numeric column's name: "best
-    /// rank" beside `loser_rank` says what "best" is judged by.
+    /// Whether a word of the question is the noun a numeric column measures, its name's
+    /// last word: "best rank" beside `loser_rank`, "top 5 largest area" beside
+    /// `SurfaceArea` say what is ranked. (The name's other words are most often the
+    /// entity, as "order" in `order_total`, which says nothing of the measure.)
     fn measure_word(&self, word: &str) -> bool {
         self.tables.iter().any(|table| {
             table.measures.iter().any(|column| {
                 identifier_words(column)
                     .split_whitespace()
-                    .any(|part| part == word || word.strip_suffix('s') == Some(part))
+                    .last()
+                    .is_some_and(|noun| noun == word || word.strip_suffix('s') == Some(noun))
             })
         })
     }
@@ -364,6 +367,22 @@ fn names_a_measure(words: &[String]) -> bool {
         "value",
         "longest",
         "stock",
+        // Superlatives name their measure as plainly as "highest" does.
+        "largest",
+        "biggest",
+        "greatest",
+        "smallest",
+        "lowest",
+        "least",
+        "fewest",
+        "shortest",
+        "oldest",
+        "youngest",
+        "newest",
+        "latest",
+        "earliest",
+        "heaviest",
+        "lightest",
     ];
     words.iter().any(|word| MEASURES.contains(&word.as_str()))
 }
@@ -475,7 +494,9 @@ pub fn check(question: &str, notes: &SchemaNotes, terms: &SchemaTerms) -> Ambigu
         {
             continue;
         }
-        if matches!(rule.term, "top" | "performance") && names_a_measure(&words) {
+        if matches!(rule.term, "top" | "performance")
+            && (names_a_measure(&words) || words.iter().any(|word| terms.measure_word(word)))
+        {
             continue;
         }
         if rule.term == "best" && best_is_concrete(&words, terms) {
@@ -693,6 +714,35 @@ mod tests {
         );
         assert!(decision.clarify.is_none(), "{decision:?}");
         assert!(decision.terms.is_empty());
+        let world = SchemaTerms::new(
+            &[table(
+                "country",
+                &[
+                    ("Code", "TEXT"),
+                    ("SurfaceArea", "REAL"),
+                    ("Population", "INTEGER"),
+                ],
+                &[],
+            )],
+            &SchemaNotes::default(),
+        );
+        for question in [
+            "What are the names of countries with the top 3 population?",
+            "Which countries are the top 5 by area?",
+            "What are the names and areas of countries with the top 5 largest area?",
+        ] {
+            let decision = check(question, &SchemaNotes::default(), &world);
+            assert!(decision.clarify.is_none(), "{question}: {decision:?}");
+        }
+        // The entity word of a measure's name is not the measure: "orders" is not
+        // `order_total`'s measure, "total" is.
+        assert!(!shop_terms().measure_word("orders"));
+        assert!(shop_terms().measure_word("totals"));
+        assert!(
+            check("Show the top customers", &shop_notes(), &shop_terms())
+                .clarify
+                .is_some()
+        );
     }
 
     #[test]
