@@ -312,6 +312,76 @@ pub fn check(question: &str, notes: &SchemaNotes, schema: &BTreeSet<String>) -> 
     decision
 }
 
+/// Words that open a question of its own ("how many...", "list..."): a follow-up that
+/// opens with one after a declined write is a new read, not more of the write.
+const QUESTION_OPENERS: &[&str] = &[
+    "how", "what", "which", "who", "whom", "whose", "when", "where", "why", "is", "are", "was",
+    "were", "do", "does", "did", "can", "list", "show", "count", "give", "find", "tell", "name",
+    "sum", "total",
+];
+
+/// The rules for a question in a conversation ([`check`] when it is the first). The
+/// follow-up is read with the latest earlier turn that was not a clarification:
+/// - a restricted column named across the two ("their numbers" after "customers'
+///   phones") is declined, so a follow-up of a declined turn stays declined;
+/// - a write is declined when the follow-up asks it, or continues a declined write
+///   without opening a question of its own ("and the 2024 ones too");
+/// - a vague word the earlier question settles ("the top ones" after "customers by
+///   revenue") is not asked about again, and the glossary's reading it got stands;
+/// - the follow-up's own period stands; without one it keeps the earlier question's.
+pub fn check_in_context(
+    question: &str,
+    context: &super::conversation::Context,
+    notes: &SchemaNotes,
+    schema: &BTreeSet<String>,
+) -> AmbiguityDecision {
+    use super::conversation::TurnOutcome;
+    use super::question_rules::{named_period_assumption, restricted_column_named, write_request};
+    let mut decision = check(question, notes, schema);
+    let Some(previous) = context
+        .turns
+        .iter()
+        .rev()
+        .find(|turn| turn.outcome != TurnOutcome::Clarification)
+    else {
+        return decision;
+    };
+    let earlier = previous.standalone();
+    let together = format!("{earlier}\n{question}");
+    if decision.restricted_column.is_none() {
+        decision.restricted_column = restricted_column_named(&together, notes);
+    }
+    let opens_question = words(question)
+        .first()
+        .is_some_and(|word| QUESTION_OPENERS.contains(&word.as_str()));
+    if decision.write_request.is_none() && !opens_question {
+        decision.write_request = write_request(earlier)
+            .map(|reason| format!("it continues an earlier request to change data ({reason})"));
+    }
+    let in_context = check(&together, notes, schema);
+    if decision.clarify.is_some() && in_context.clarify.is_none() {
+        decision.clarify = None;
+        decision.terms = in_context.terms;
+        let periods = [
+            named_period_assumption(&together),
+            named_period_assumption(question),
+        ];
+        for assumption in in_context.assumptions {
+            if !periods.contains(&Some(assumption.clone()))
+                && !decision.assumptions.contains(&assumption)
+            {
+                decision.assumptions.push(assumption);
+            }
+        }
+    }
+    if named_period_assumption(question).is_none() {
+        if let Some(period) = named_period_assumption(earlier) {
+            decision.assumptions.push(period);
+        }
+    }
+    decision
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -451,6 +521,71 @@ mod tests {
             check("Who are our best customers?", &notes, &BTreeSet::new())
                 .clarify
                 .is_some()
+        );
+    }
+
+    fn earlier(
+        question: &str,
+        outcome: super::super::conversation::TurnOutcome,
+    ) -> super::super::conversation::Context {
+        let mut result =
+            crate::agent::AgentResult::for_tests(question, crate::agent::Decision::Answer);
+        result.decision = match outcome {
+            super::super::conversation::TurnOutcome::Declined => crate::agent::Decision::Decline,
+            _ => crate::agent::Decision::Answer,
+        };
+        super::super::conversation::Context::new(vec![
+            super::super::conversation::Turn::from_result(1, &result),
+        ])
+    }
+
+    #[test]
+    fn a_follow_up_is_judged_with_the_question_it_continues() {
+        use super::super::conversation::TurnOutcome;
+        let notes = SchemaNotes {
+            restricted_columns: vec!["customers.phone_number".to_string()],
+            ..SchemaNotes::default()
+        };
+        let schema = BTreeSet::new();
+        let top = "Which are the top ones?";
+        assert!(check(top, &notes, &schema).clarify.is_some(), "vague alone");
+        let settled = check_in_context(
+            top,
+            &earlier("Revenue by customer in 2025", TurnOutcome::Answered),
+            &notes,
+            &schema,
+        );
+        assert_eq!(
+            settled.clarify, None,
+            "the earlier question names the measure"
+        );
+        assert!(
+            settled.assumptions.iter().any(|a| a.contains("(2025)")),
+            "{:?}",
+            settled.assumptions
+        );
+        let own_year = check_in_context(
+            "And in 2024?",
+            &earlier("Revenue by customer in 2025", TurnOutcome::Answered),
+            &notes,
+            &schema,
+        );
+        assert_eq!(own_year.assumptions.len(), 1, "{:?}", own_year.assumptions);
+        assert!(own_year.assumptions[0].contains("(2024)"));
+        let phones = earlier("List the customers' phone numbers", TurnOutcome::Declined);
+        assert!(check_in_context("and for 2024?", &phones, &notes, &schema)
+            .restricted_column
+            .is_some());
+        let write = earlier("Delete the voided bills", TurnOutcome::Declined);
+        assert!(
+            check_in_context("and the 2024 ones", &write, &notes, &schema)
+                .write_request
+                .is_some()
+        );
+        assert!(
+            check_in_context("How many are there?", &write, &notes, &schema)
+                .write_request
+                .is_none()
         );
     }
 }
