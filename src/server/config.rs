@@ -98,6 +98,8 @@ pub struct ServerConfig {
     pub telemetry: crate::telemetry::TelemetryConfig,
     /// Start the local model at once and use it, whatever ASKDB_PROVIDER says.
     pub local_model: bool,
+    /// How long conversations live, how many are held, how many turns each keeps.
+    pub conversations: crate::conversation::Limits,
 }
 
 impl Default for ServerConfig {
@@ -115,6 +117,7 @@ impl Default for ServerConfig {
             drift: None,
             telemetry: crate::telemetry::TelemetryConfig::off(),
             local_model: false,
+            conversations: crate::conversation::Limits::default(),
         }
     }
 }
@@ -154,6 +157,7 @@ impl ServeArgs {
                 ..crate::telemetry::TelemetryConfig::from_env()
             },
             local_model: self.local_model,
+            conversations: crate::conversation::Limits::default(),
         })
     }
 }
