@@ -123,6 +123,22 @@ impl Turn {
         }
     }
 
+    /// A turn whose question came to no decision (the model could not be asked): kept as
+    /// not answered, so a conversation can go on past it.
+    pub fn unanswered(number: u32, question: &str) -> Turn {
+        Turn {
+            number,
+            question: question.to_string(),
+            understood_as: None,
+            sql: None,
+            columns: Vec::new(),
+            row_count: 0,
+            outcome: TurnOutcome::GaveUp,
+            reason: None,
+            clarify: None,
+        }
+    }
+
     /// The turn as one standalone question: how it was understood, else as asked.
     pub fn standalone(&self) -> &str {
         self.understood_as.as_deref().unwrap_or(&self.question)

@@ -162,6 +162,9 @@ pub enum SetName {
     Chinook,
     Spider,
     Defog,
+    /// SParC's multi-turn dev set, asked as conversations in three modes side by side
+    /// (agent, plain, alone; `--mode` does not apply).
+    Sparc,
 }
 
 impl SetName {
@@ -171,6 +174,7 @@ impl SetName {
             SetName::Chinook => "chinook",
             SetName::Spider => "spider",
             SetName::Defog => "defog",
+            SetName::Sparc => "sparc",
         }
     }
 }
@@ -205,7 +209,7 @@ pub enum EvalCommand {
     },
     /// Ask a golden set through the agent and grade it by execution.
     #[command(
-        after_help = "Examples:\n  askdb eval run --set demo --mode both\n  askdb eval run --set spider --sample 150 --seed 7 --mode all"
+        after_help = "Examples:\n  askdb eval run --set demo --mode both\n  askdb eval run --set spider --sample 150 --seed 7 --mode all\n  askdb eval run --set sparc --sample 100 --seed 7"
     )]
     Run {
         /// The set to ask.

@@ -518,6 +518,26 @@ async fn eval(settings: &Settings, command: EvalCommand) -> Result<Output, CliEr
             resume,
             runs_dir,
         } => {
+            if set == Some(args::SetName::Sparc) {
+                let sparc_settings = crate::eval::sparc::SparcSettings {
+                    sample: which.sample,
+                    seed: which.seed,
+                    limit: which.limit,
+                    strategy: config::parse_strategy(&strategy)?.to_string(),
+                    row_cap: runner::EVAL_ROW_CAP,
+                };
+                let data_dir = crate::home::shared_data_dir()
+                    .map_err(|missing| runner::EvalError::Data(missing.to_string()))?;
+                let client = ModelClient::from_config(&ProviderConfig::from_env()?)?;
+                let (dir, summary) =
+                    crate::eval::sparc::run(&sparc_settings, &client, &data_dir, &runs_dir).await?;
+                let text = format!(
+                    "{}run folder: {}\n",
+                    crate::eval::sparc::render(&summary),
+                    dir.display()
+                );
+                return Output::new(&summary, text, Exit::Success);
+            }
             let run_settings = settings.run_settings(
                 set,
                 questions,
