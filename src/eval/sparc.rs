@@ -27,7 +27,7 @@ use super::external::spiderman_db_path;
 use super::metrics::{paired_difference, PairedDifference};
 use super::metrics::{wilson_interval, Interval};
 use super::metrics::{Expected, QuestionOutcome, RunOutcome};
-use super::runner::{open_eval_agent, open_eval_gate, write_error, EvalError};
+use super::runner::{open_eval_agent, open_eval_gate, warm_up, write_error, EvalError};
 use crate::agent::conversation::{Context, Turn};
 use crate::agent::events::NoObserver;
 use crate::agent::strategy::Strategy;
@@ -577,6 +577,8 @@ pub async fn run(
             );
             let gate = open_eval_gate(&db, settings.row_cap).await?;
             let agent = open_eval_agent(gate, client, strategy, &db).await?;
+            // Both prompts' prefixes read once per database, outside every latency.
+            warm_up(&agent, &db, &[Mode::Agent, Mode::Plain], &dir).await?;
             agents.insert(interaction.db_name.clone(), agent);
         }
         let Some(agent) = agents.get(&interaction.db_name) else {
@@ -584,6 +586,10 @@ pub async fn run(
         };
         let golds = gold_rows(agent.gate(), interaction).await;
         for mode in SparcMode::ALL {
+            // The agent's and the plain prompt take turns: each interaction's prefix is
+            // put back from the server's saved copy first, as a server answering one
+            // prompt keeps it cached (a no-op where the provider saves none).
+            agent.restore_prefix(mode == SparcMode::Plain).await;
             for record in ask_interaction(agent, interaction, mode, &golds).await {
                 let line = serde_json::to_string(&record).unwrap_or_default();
                 writeln!(file, "{line}").map_err(|error| write_error(&records_path, error))?;
