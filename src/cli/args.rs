@@ -97,6 +97,10 @@ pub enum Command {
         /// Do not write each step on stderr as it happens.
         #[arg(long, short = 'q')]
         quiet: bool,
+        /// Ask in a conversation kept in askdb's data directory: `new` starts one (its id
+        /// is printed), an id an earlier answer printed continues it as a follow-up.
+        #[arg(long, value_name = "ID|new")]
+        conversation: Option<String>,
     },
     /// Show what askdb would do with a question, before any model call.
     #[command(after_help = "Example:\n  askdb plan \"Top 5 customers by revenue\"")]

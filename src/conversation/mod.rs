@@ -1,7 +1,9 @@
 //! Conversations kept between questions: who may continue one, what a follow-up is
 //! asked with, and the bounds that keep them small. One trait, [`ConversationStore`],
-//! with the in-memory implementation of one process ([`memory::InMemoryStore`]); a
-//! store several replicas share implements the same trait.
+//! with the in-memory implementation of one process ([`memory::InMemoryStore`], the
+//! server's) and files in askdb's data directory ([`files::FileStore`], the command
+//! line's, whose every question is a process of its own); a store several replicas
+//! share implements the same trait.
 //!
 //! A question takes a [`TurnLease`] before the agent runs: a new conversation, or the
 //! next turn of a known one with its earlier turns ([`crate::agent::conversation::Context`]).
@@ -10,6 +12,7 @@
 //! when the answer is in ([`TurnLease::finish`]); dropped without it (an error, a
 //! timeout, a client gone) it leaves the conversation as it was.
 
+pub mod files;
 pub mod memory;
 
 use std::hash::{BuildHasher, Hasher};
@@ -112,7 +115,7 @@ pub enum ConversationError {
     /// Unknown, expired or replaced: the server answers 404.
     #[error(
         "no conversation {id}: it expired after a while without a question, or never existed; \
-         ask without a conversation_id to start a new one"
+         ask without its id to start a new one"
     )]
     NotFound { id: String },
     /// A question on it is still being answered: the server answers 409.
@@ -124,6 +127,9 @@ pub enum ConversationError {
     /// Every conversation held is answering a question, so none can make room: 503.
     #[error("askdb holds as many conversations as it allows and each is answering a question")]
     Full,
+    /// The store could not be read or written (a file store's directory).
+    #[error("the conversation store failed: {0}")]
+    Storage(String),
 }
 
 /// A turn begun: the conversation, the turn's number and the earlier turns it continues.

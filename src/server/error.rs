@@ -204,6 +204,7 @@ pub fn from_conversation(error: crate::conversation::ConversationError) -> AppEr
         ConversationError::Full => AppError::Busy {
             retry_after: super::limits::BUSY_RETRY_AFTER,
         },
+        ConversationError::Storage(text) => AppError::Internal(text),
     }
 }
 
