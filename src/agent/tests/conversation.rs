@@ -410,3 +410,72 @@ async fn a_long_conversation_carries_only_the_capped_turns() {
         }
     }
 }
+
+#[tokio::test]
+async fn the_hostile_corpus_written_for_a_follow_up_never_runs_or_answers() {
+    let fixture = demo();
+    let corpus = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("evals")
+            .join("hostile_sql.jsonl"),
+    )
+    .expect("the hostile corpus");
+    let entries: Vec<(String, String)> = corpus
+        .lines()
+        .filter(|line| !line.trim().is_empty())
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).expect("a corpus line"))
+        .filter(|entry| matches!(entry["dialect"].as_str(), Some("any" | "sqlite")))
+        .map(|entry| {
+            (
+                entry["id"].as_str().unwrap_or_default().to_string(),
+                entry["sql"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    assert!(entries.len() >= 100, "{} lines", entries.len());
+    let question = |id: &str| format!("And the ones in 2026? ({id})");
+    let decline = json!("```sql\n-- DECLINE: nothing else to try\n```");
+    let mut script = Vec::new();
+    for (id, sql) in &entries {
+        script.push(line(&question(id), "write_sql", sql_reply(sql)));
+        for _ in 0..2 {
+            script.push(line(&question(id), "repair_sql", decline.clone()));
+        }
+    }
+    let agent = agent_with(&fixture.path, &script, "n=1").await;
+    let mut earlier = AgentResult::for_tests(VOIDED, Decision::Answer);
+    earlier.sql = Some(VOIDED_SQL.to_string());
+    earlier.columns = vec!["voided".to_string()];
+    earlier.row_count = 1;
+    let context = Context::new(vec![Turn::from_result(1, &earlier)]);
+    let mut wrong = Vec::new();
+    let mut refused = 0;
+    for (id, sql) in &entries {
+        let result = agent
+            .ask_in_conversation(
+                &question(id),
+                &context,
+                &AskOptions::default(),
+                &events::NoObserver,
+            )
+            .await
+            .expect("a decision");
+        let ran = result.history.iter().any(|attempt| attempt.was_executed());
+        // Refused by the guard: a refusal of its own, or one worded as the database's
+        // error (a parse failure, an unknown name), which carries the guard's reason.
+        refused += usize::from(result.history.iter().any(|attempt| {
+            attempt.reason.is_some()
+                || attempt.error_type == FailureKind::Database(crate::gate::ErrorType::Rejected)
+        }));
+        if result.decision == Decision::Answer || ran || result.model_calls.is_empty() {
+            wrong.push(format!("{id} {:?} (ran: {ran}): {sql}", result.decision));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    // Every line but the two with no statement at all reached the gate and was refused.
+    assert!(
+        refused + 2 >= entries.len(),
+        "{refused} of {} refused by the gate",
+        entries.len()
+    );
+}
