@@ -479,3 +479,44 @@ async fn the_hostile_corpus_written_for_a_follow_up_never_runs_or_answers() {
         entries.len()
     );
 }
+
+#[tokio::test]
+async fn a_follow_up_links_the_tables_of_the_questions_it_continues() {
+    let fixture = demo();
+    // Alone, these words link bills, payments, products and suppliers, not the orders.
+    let narrow = "Only the ones above 5000";
+    let agent = agent_with(
+        &fixture.path,
+        &[line(
+            narrow,
+            "write_sql",
+            restated(
+                "the purchase orders with an id above 5",
+                "SELECT po_id, order_dt FROM purchase_orders WHERE po_id > 5",
+            ),
+        )],
+        "schema=linked",
+    )
+    .await;
+    let mut earlier = AgentResult::for_tests("List the purchase orders", Decision::Answer);
+    earlier.sql = Some("SELECT po_id, order_dt FROM purchase_orders".to_string());
+    let context = Context::new(vec![Turn::from_result(1, &earlier)]);
+    let result = agent
+        .ask_in_conversation(
+            narrow,
+            &context,
+            &AskOptions::default(),
+            &events::NoObserver,
+        )
+        .await
+        .expect("a decision");
+    assert_eq!(result.schema_mode, events::SchemaMode::Linked);
+    assert!(
+        result
+            .schema_tables
+            .iter()
+            .any(|table| table == "purchase_orders"),
+        "{:?}",
+        result.schema_tables
+    );
+}
