@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 
 use super::external::spiderman_db_path;
 use super::metrics::{paired_difference, PairedDifference};
-use super::metrics::{wilson_interval, Interval};
+use super::metrics::{percentile_nearest_rank, wilson_interval, Interval};
 use super::metrics::{Expected, QuestionOutcome, RunOutcome};
 use super::runner::{open_eval_agent, open_eval_gate, warm_up, write_error, EvalError};
 use crate::agent::conversation::{Context, Turn};
@@ -112,6 +112,7 @@ pub fn load_sparc(data_dir: &Path) -> Result<Vec<Interaction>, EvalError> {
 /// A gold query with its double-quoted strings as SQL string literals: Spider's and
 /// SParC's gold write `Airline = "JetBlue Airways"`, which SQLite reads as a string only
 /// when no column has that name, and the guard reads as the identifier it is in SQL.
+/// Spider's `! =` is read as `!=`.
 pub fn gold_text(sql: &str) -> String {
     let mut out = String::with_capacity(sql.len());
     let mut chars = sql.chars().peekable();
@@ -145,7 +146,12 @@ pub fn gold_text(sql: &str) -> String {
             other => out.push(other),
         }
     }
-    out.trim().trim_end_matches(';').trim().to_string()
+    // Spider writes `! =` for `!=` in a few golds; no SQL reads it.
+    out.replace("! =", "!=")
+        .trim()
+        .trim_end_matches(';')
+        .trim()
+        .to_string()
 }
 
 /// `size` interactions (all when None) from a shuffle seeded with `seed`, back in
@@ -331,6 +337,10 @@ pub struct ModeFigures {
     pub first_turns: Rate,
     pub follow_ups: Rate,
     pub interactions: Rate,
+    /// Median seconds-to-answer of first turns and of follow-ups (every turn asked,
+    /// graded or not): a follow-up should take no longer than a first question.
+    pub first_turn_p50_ms: Option<u64>,
+    pub follow_up_p50_ms: Option<u64>,
 }
 
 /// What a SParC run measured.
@@ -399,6 +409,16 @@ fn rate_of(outcomes: &[QuestionOutcome]) -> Rate {
     Rate::of(successes as u64, scored.len() as u64)
 }
 
+fn median_latency(records: &[TurnRecord], mode: SparcMode, which: fn(u32) -> bool) -> Option<u64> {
+    let mut latencies: Vec<u64> = records
+        .iter()
+        .filter(|record| record.mode == mode && !record.infrastructure && which(record.turn))
+        .map(|record| record.latency_ms)
+        .collect();
+    latencies.sort_unstable();
+    percentile_nearest_rank(&latencies, 50)
+}
+
 /// The figures of a run's records.
 pub fn summarize(records: &[TurnRecord]) -> SparcSummary {
     let mut interactions: Vec<&str> = records.iter().map(|r| r.interaction.as_str()).collect();
@@ -435,6 +455,8 @@ pub fn summarize(records: &[TurnRecord]) -> SparcSummary {
                 first_turns: rate_of(&turn_outcomes(records, mode, |turn| turn == 1)),
                 follow_ups: rate_of(&turn_outcomes(records, mode, |turn| turn > 1)),
                 interactions: Rate::of(all_right as u64, graded as u64),
+                first_turn_p50_ms: median_latency(records, mode, |turn| turn == 1),
+                follow_up_p50_ms: median_latency(records, mode, |turn| turn > 1),
             }
         })
         .collect();
@@ -494,17 +516,20 @@ fn difference_text(name: &str, difference: &PairedDifference) -> String {
 pub fn render(summary: &SparcSummary) -> String {
     let mut text = format!(
         "SParC: {} interactions, {} turns; {} turn(s) left ungraded (their gold fails or returns no rows on these files)\n\n\
-         | mode | questions | first turns | follow-ups | interactions |\n|---|---|---|---|---|\n",
+         | mode | questions | first turns | follow-ups | interactions | median ms, first / follow-up |\n|---|---|---|---|---|---|\n",
         summary.interactions, summary.turns, summary.ungraded_gold_turns
     );
     for figures in &summary.modes {
+        let ms = |value: Option<u64>| value.map_or_else(|| "-".to_string(), |ms| ms.to_string());
         text.push_str(&format!(
-            "| {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} / {} |\n",
             figures.mode.as_str(),
             rate_text(&figures.questions),
             rate_text(&figures.first_turns),
             rate_text(&figures.follow_ups),
-            rate_text(&figures.interactions)
+            rate_text(&figures.interactions),
+            ms(figures.first_turn_p50_ms),
+            ms(figures.follow_up_p50_ms)
         ));
     }
     text.push('\n');

@@ -19,6 +19,10 @@ fn gold_strings_in_double_quotes_become_sql_literals() {
         gold_text("SELECT 'it''s \"x\"' , \"O'Hare\""),
         "SELECT 'it''s \"x\"' , 'O''Hare'"
     );
+    assert_eq!(
+        gold_text("SELECT a FROM t WHERE LANGUAGE ! =  'English'"),
+        "SELECT a FROM t WHERE LANGUAGE !=  'English'"
+    );
 }
 
 #[test]
@@ -206,6 +210,7 @@ async fn a_run_asks_every_turn_in_three_modes_and_counts_what_the_script_implies
     let text = render(&summary);
     assert!(text.contains("1 turn(s) left ungraded"), "{text}");
     assert!(text.contains("| agent | 100.0% (3/3"), "{text}");
+    assert!(agent.first_turn_p50_ms.is_some() && agent.follow_up_p50_ms.is_some());
     assert!(dir.join("summary.json").exists());
 }
 
