@@ -564,8 +564,14 @@ async fn eval(settings: &Settings, command: EvalCommand) -> Result<Output, CliEr
                 let data_dir = crate::home::shared_data_dir()
                     .map_err(|missing| runner::EvalError::Data(missing.to_string()))?;
                 let client = ModelClient::from_config(&ProviderConfig::from_env()?)?;
-                let (dir, summary) =
-                    crate::eval::sparc::run(&sparc_settings, &client, &data_dir, &runs_dir).await?;
+                let (dir, summary) = crate::eval::sparc::run(
+                    &sparc_settings,
+                    &client,
+                    &data_dir,
+                    &runs_dir,
+                    resume.as_deref(),
+                )
+                .await?;
                 let text = format!(
                     "{}run folder: {}\n",
                     crate::eval::sparc::render(&summary),

@@ -17,7 +17,6 @@
 //! asked, so the conversation goes on); the count is reported.
 
 use std::collections::HashMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -27,7 +26,10 @@ use super::external::spiderman_db_path;
 use super::metrics::{paired_difference, PairedDifference};
 use super::metrics::{percentile_nearest_rank, wilson_interval, Interval};
 use super::metrics::{Expected, QuestionOutcome, RunOutcome};
-use super::runner::{open_eval_agent, open_eval_gate, warm_up, write_error, EvalError};
+use super::runner::{
+    append_record, open_eval_agent, open_eval_gate, open_records, read_lines, warm_up, write_error,
+    EvalError,
+};
 use crate::agent::conversation::{Context, Turn};
 use crate::agent::events::NoObserver;
 use crate::agent::strategy::Strategy;
@@ -562,13 +564,39 @@ pub struct SparcSettings {
 
 /// Asks the sampled interactions from `data_dir` in every mode, writing each turn's
 /// record to `turns.jsonl` and the figures to `summary.json` in a new folder below
-/// `runs_root/sparc/`. Returns the folder and the summary.
+/// `runs_root/sparc/` (or, with `resume`, in that folder, with its own settings, asking
+/// only what it lacks). An interaction's turns in one mode are written together once
+/// all are asked, so a run stopped (Ctrl-C, a crash) resumes at a whole interaction.
+/// Returns the folder and the summary.
 pub async fn run(
     settings: &SparcSettings,
     client: &ModelClient,
     data_dir: &Path,
     runs_root: &Path,
+    resume: Option<&Path>,
 ) -> Result<(PathBuf, SparcSummary), EvalError> {
+    let (dir, settings) = match resume {
+        Some(dir) => {
+            let path = dir.join("settings.json");
+            let text = std::fs::read_to_string(&path).map_err(|error| EvalError::Read {
+                path: path.display().to_string(),
+                error,
+            })?;
+            let settings: SparcSettings = serde_json::from_str(&text)
+                .map_err(|error| EvalError::Data(format!("{}: {error}", path.display())))?;
+            (dir.to_path_buf(), settings)
+        }
+        None => {
+            let (_, stamp) = crate::calendar::utc_now();
+            let dir = runs_root.join("sparc").join(stamp);
+            std::fs::create_dir_all(&dir).map_err(|error| write_error(&dir, error))?;
+            let path = dir.join("settings.json");
+            let text = serde_json::to_vec_pretty(settings)
+                .map_err(|error| EvalError::Data(error.to_string()))?;
+            std::fs::write(&path, text).map_err(|error| write_error(&path, error))?;
+            (dir, settings.clone())
+        }
+    };
     let mut interactions = sample(load_sparc(data_dir)?, settings.sample, settings.seed);
     if let Some(limit) = settings.limit {
         interactions.truncate(limit);
@@ -580,21 +608,24 @@ pub async fn run(
             .map_err(|error: crate::agent::strategy::StrategyError| {
                 EvalError::Data(error.to_string())
             })?;
-    let (_, stamp) = crate::calendar::utc_now();
-    let dir = runs_root.join("sparc").join(stamp);
-    std::fs::create_dir_all(&dir).map_err(|error| write_error(&dir, error))?;
-    let settings_path = dir.join("settings.json");
-    std::fs::write(
-        &settings_path,
-        serde_json::to_vec_pretty(settings).unwrap_or_default(),
-    )
-    .map_err(|error| write_error(&settings_path, error))?;
     let records_path = dir.join("turns.jsonl");
-    let mut file =
-        std::fs::File::create(&records_path).map_err(|error| write_error(&records_path, error))?;
+    let mut records = whole_groups(&records_path, &interactions)?;
+    let mut file = open_records(&records_path)?;
+    let interrupted = tokio::signal::ctrl_c();
+    tokio::pin!(interrupted);
     let mut agents: HashMap<String, Agent> = HashMap::new();
-    let mut records = Vec::new();
-    for interaction in &interactions {
+    'interactions: for interaction in &interactions {
+        let done: Vec<SparcMode> = SparcMode::ALL
+            .into_iter()
+            .filter(|mode| {
+                records
+                    .iter()
+                    .any(|record| record.interaction == interaction.id && record.mode == *mode)
+            })
+            .collect();
+        if done.len() == SparcMode::ALL.len() {
+            continue;
+        }
         if !agents.contains_key(&interaction.db_name) {
             let db = format!(
                 "sqlite:{}",
@@ -611,13 +642,22 @@ pub async fn run(
         };
         let golds = gold_rows(agent.gate(), interaction).await;
         for mode in SparcMode::ALL {
+            if done.contains(&mode) {
+                continue;
+            }
             // The agent's and the plain prompt take turns: each interaction's prefix is
             // put back from the server's saved copy first, as a server answering one
             // prompt keeps it cached (a no-op where the provider saves none).
             agent.restore_prefix(mode == SparcMode::Plain).await;
-            for record in ask_interaction(agent, interaction, mode, &golds).await {
-                let line = serde_json::to_string(&record).unwrap_or_default();
-                writeln!(file, "{line}").map_err(|error| write_error(&records_path, error))?;
+            let asked = tokio::select! {
+                asked = ask_interaction(agent, interaction, mode, &golds) => asked,
+                _ = &mut interrupted => {
+                    eprintln!("\ninterrupted: resume with --resume {}", dir.display());
+                    break 'interactions;
+                }
+            };
+            for record in asked {
+                append_record(&mut file, &records_path, &record)?;
                 records.push(record);
             }
         }
@@ -626,12 +666,48 @@ pub async fn run(
     eprintln!();
     let summary = summarize(&records);
     let summary_path = dir.join("summary.json");
-    std::fs::write(
-        &summary_path,
-        serde_json::to_vec_pretty(&summary).unwrap_or_default(),
-    )
-    .map_err(|error| write_error(&summary_path, error))?;
+    let text =
+        serde_json::to_vec_pretty(&summary).map_err(|error| EvalError::Data(error.to_string()))?;
+    std::fs::write(&summary_path, text).map_err(|error| write_error(&summary_path, error))?;
     Ok((dir, summary))
+}
+
+/// The records of a run folder whose interaction was asked whole in its mode; the file
+/// is rewritten without any other (a stop between an interaction's turns).
+fn whole_groups(path: &Path, interactions: &[Interaction]) -> Result<Vec<TurnRecord>, EvalError> {
+    let read: Vec<TurnRecord> = read_lines(path)?;
+    let turns: HashMap<&str, usize> = interactions
+        .iter()
+        .map(|interaction| (interaction.id.as_str(), interaction.turns.len()))
+        .collect();
+    let mut counts: HashMap<(&str, SparcMode), usize> = HashMap::new();
+    for record in &read {
+        *counts
+            .entry((record.interaction.as_str(), record.mode))
+            .or_default() += 1;
+    }
+    let whole = |record: &TurnRecord| {
+        counts
+            .get(&(record.interaction.as_str(), record.mode))
+            .copied()
+            == turns.get(record.interaction.as_str()).copied()
+    };
+    let kept: Vec<TurnRecord> = read
+        .iter()
+        .filter(|record| whole(record))
+        .cloned()
+        .collect();
+    if kept.len() != read.len() {
+        let mut text = String::new();
+        for record in &kept {
+            let line = serde_json::to_string(record)
+                .map_err(|error| EvalError::Data(error.to_string()))?;
+            text.push_str(&line);
+            text.push('\n');
+        }
+        std::fs::write(path, text).map_err(|error| write_error(path, error))?;
+    }
+    Ok(kept)
 }
 
 #[cfg(test)]

@@ -144,7 +144,7 @@ async fn a_run_asks_every_turn_in_three_modes_and_counts_what_the_script_implies
         strategy: "n=1".to_string(),
         row_cap: 200,
     };
-    let (dir, summary) = run(&settings, &client, data.path(), runs.path())
+    let (dir, summary) = run(&settings, &client, data.path(), runs.path(), None)
         .await
         .expect("the run ends");
     let records: Vec<TurnRecord> = std::fs::read_to_string(dir.join("turns.jsonl"))
@@ -212,6 +212,30 @@ async fn a_run_asks_every_turn_in_three_modes_and_counts_what_the_script_implies
     assert!(text.contains("| agent | 100.0% (3/3"), "{text}");
     assert!(agent.first_turn_p50_ms.is_some() && agent.follow_up_p50_ms.is_some());
     assert!(dir.join("summary.json").exists());
+    // A run stopped between an interaction's turns resumes with whole interactions:
+    // the cut group is asked again (the script has no replies left, so it fails on
+    // infrastructure), the rest is kept.
+    let text = std::fs::read_to_string(dir.join("turns.jsonl")).expect("records");
+    let cut: Vec<&str> = text.lines().take(11).collect();
+    std::fs::write(dir.join("turns.jsonl"), cut.join("\n") + "\n").expect("cut");
+    let (_, resumed) = run(&settings, &client, data.path(), runs.path(), Some(&dir))
+        .await
+        .expect("resumes");
+    let lines = std::fs::read_to_string(dir.join("turns.jsonl")).expect("records");
+    assert_eq!(
+        lines.lines().count(),
+        12,
+        "the cut interaction asked again, whole"
+    );
+    let alone = resumed
+        .modes
+        .iter()
+        .find(|figures| figures.mode == SparcMode::Alone)
+        .expect("alone");
+    assert_eq!(
+        alone.first_turns.total, 1,
+        "the re-asked turns failed on infrastructure"
+    );
 }
 
 #[tokio::test]
