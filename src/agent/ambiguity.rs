@@ -322,10 +322,11 @@ const QUESTION_OPENERS: &[&str] = &[
 
 /// The rules for a question in a conversation ([`check`] when it is the first). The
 /// follow-up is read with the latest earlier turn that was not a clarification:
-/// - a restricted column named across the two ("their numbers" after "customers'
-///   phones") is declined, so a follow-up of a declined turn stays declined;
-/// - a write is declined when the follow-up asks it, or continues a declined write
-///   without opening a question of its own ("and the 2024 ones too");
+/// - a follow-up that continues the earlier question without opening one of its own
+///   ("and for 2024?") is declined when the two together name a restricted column, or
+///   when the earlier question was a declined write ("and the 2024 ones too" after
+///   "Delete the voided bills"); one that opens its own question ("How many are
+///   there?") is judged on its own words for these, as any question is;
 /// - a vague word the earlier question settles ("the top ones" after "customers by
 ///   revenue") is not asked about again, and the glossary's reading it got stands;
 /// - the follow-up's own period stands; without one it keeps the earlier question's.
@@ -346,18 +347,27 @@ pub fn check_in_context(
     else {
         return decision;
     };
-    let earlier = previous.standalone();
-    let together = format!("{earlier}\n{question}");
-    if decision.restricted_column.is_none() {
-        decision.restricted_column = restricted_column_named(&together, notes);
-    }
+    // The user's own earlier words for what they asked for (a restatement is the
+    // model's, and "Change in revenue..." must not read as a write); the standalone
+    // question for what it meant (its measure, its period).
+    let asked_before = format!("{}\n{question}", previous.question);
+    // A follow-up that opens a question of its own is judged on its own words for what
+    // it asks for; one that continues ("and for 2024?") asks for what the earlier did.
     let opens_question = words(question)
         .first()
         .is_some_and(|word| QUESTION_OPENERS.contains(&word.as_str()));
-    if decision.write_request.is_none() && !opens_question {
-        decision.write_request = write_request(earlier)
+    if decision.restricted_column.is_none() && !opens_question {
+        decision.restricted_column = restricted_column_named(&asked_before, notes);
+    }
+    if decision.write_request.is_none()
+        && previous.outcome == TurnOutcome::Declined
+        && !opens_question
+    {
+        decision.write_request = write_request(&previous.question)
             .map(|reason| format!("it continues an earlier request to change data ({reason})"));
     }
+    let earlier = previous.standalone();
+    let together = format!("{earlier}\n{question}");
     let in_context = check(&together, notes, schema);
     if decision.clarify.is_some() && in_context.clarify.is_none() {
         decision.clarify = None;
