@@ -35,6 +35,10 @@ SPIDER_REPO=taoyds/spider
 SPIDER_COMMIT=b7b5b8c890cd30e35427348bb9eb8c6d1350ca7c
 SPIDERMAN_REPO=cloudera/spiderman
 SPIDERMAN_COMMIT=c11367b8dbe1e693dab376ee4ac41ef0072691cd
+# SParC's dev set as editsql keeps it (the upstream file, with the token and parse fields
+# askdb's loader ignores; it reads `interaction` as `turns`).
+SPARC_REPO=ryanzhumich/editsql
+SPARC_COMMIT=741710a
 
 DEFOG_DBS=(academic advising atis broker car_dealership derm_treatment ewallet geography
     restaurants scholar yelp)
@@ -50,6 +54,7 @@ EXPECTED_SHA256="
 e3fde5c1a5b51a2a91429a702c9ca6e69ba56e6c7f5e112724d70c3d03db695e chinook/Chinook_PostgreSql.sql
 7651ba378ac2fcd0dfc3c66fb101f7a7eed3ba39a612ec642b96e20702061f15 chinook/Chinook_Sqlite.sqlite
 5064d720db431474b0a0b0cef9d2b5e362b6c6f80602b35c6443b07cbc979f77 chinook/LICENSE.md
+35bb6194c3fdf42aec14c5f83e38a0d235be106c0319ae58790b9f8b4b4056ff sparc/LICENSE-editsql
 c71d239df91726fc519c6eb72d318ec65820627232b2f796219e87dcf35d0ab4 defog/LICENSE
 9dc990157e7650f74abd3bc11ac7591e3f0efa4ad234cd4a466230cd83e1610d defog/postgres/academic.json
 b107573b8724c3bad01496e284c870f6c91ca1186ce80307bdc914dce6a305c6 defog/postgres/academic.sql
@@ -202,6 +207,10 @@ done
 fetch "$(raw "$SPIDERMAN_REPO" "$SPIDERMAN_COMMIT" LICENSE)" spiderman/LICENSE
 fetch "$(raw "$SPIDERMAN_REPO" "$SPIDERMAN_COMMIT" dataset_mysql/test_queries.csv)" \
     spiderman/test_queries.csv
+
+# --- sparc: multi-turn dev interactions over Spider's dev databases --------------------------
+fetch "$(raw "$SPARC_REPO" "$SPARC_COMMIT" LICENSE)" sparc/LICENSE-editsql
+fetch "$(raw "$SPARC_REPO" "$SPARC_COMMIT" data/sparc/dev.json)" sparc/dev.json
 
 # --- defog: SQLite files, built locally ------------------------------------------------------
 # defog publishes no SQLite files: they come from the PostgreSQL dumps through defog-data's

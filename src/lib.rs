@@ -39,6 +39,7 @@ pub mod agent;
 pub mod calendar;
 pub mod cli;
 pub mod compare;
+pub mod conversation;
 pub mod database;
 pub mod demo;
 pub mod drift;

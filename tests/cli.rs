@@ -307,3 +307,84 @@ fn eval_flags_checks_the_gold_answers_of_a_set_without_a_model() {
     let usage = askdb(home.path(), &["eval", "flags"]);
     assert_eq!(usage.status.code(), Some(2), "a run or --gold is required");
 }
+
+/// `askdb ask` with the scripted model reading `script`.
+fn ask_scripted(home: &Path, script: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_askdb"))
+        .args(args)
+        .env("ASKDB_HOME", home)
+        .env("ASKDB_PROVIDER", "scripted")
+        .env("ASKDB_SCRIPT", script)
+        .env_remove("ASKDB_DATABASE_URL")
+        .env_remove("ASKDB_NOTES")
+        .env_remove("ASKDB_STRATEGY")
+        .output()
+        .expect("askdb runs")
+}
+
+#[test]
+fn ask_continues_a_conversation_from_one_process_to_the_next() {
+    let home = tempfile::tempdir().expect("temp dir");
+    let script = home.path().join("script.jsonl");
+    let first = "How many bills were voided in 2025?";
+    let follow = "And in 2026?";
+    std::fs::write(
+        &script,
+        [
+            serde_json::json!({"question": first, "purpose": "write_sql", "reply": "```sql\nSELECT COUNT(*) AS voided FROM bills WHERE status = 'VOID' AND strftime('%Y', txn_dt) = '2025'\n```"}),
+            serde_json::json!({"question": follow, "purpose": "write_sql", "reply": "```sql\n-- Understood as: the number of bills voided in 2026\nSELECT COUNT(*) AS voided FROM bills WHERE status = 'VOID' AND strftime('%Y', txn_dt) = '2026'\n```"}),
+        ]
+        .map(|line| line.to_string())
+        .join("\n"),
+    )
+    .expect("writes the script");
+    let started = ask_scripted(
+        home.path(),
+        &script,
+        &[
+            "--json",
+            "ask",
+            "-q",
+            "--no-explain",
+            first,
+            "--conversation",
+            "new",
+        ],
+    );
+    assert!(started.status.success(), "{started:?}");
+    let value = json(&started);
+    assert_eq!(value["turn"], 1);
+    let id = value["conversation_id"]
+        .as_str()
+        .expect("an id")
+        .to_string();
+    let followed = ask_scripted(
+        home.path(),
+        &script,
+        &["ask", "-q", "--no-explain", follow, "--conversation", &id],
+    );
+    assert!(followed.status.success(), "{followed:?}");
+    let text = stdout(&followed);
+    assert!(
+        text.contains("Understood as: the number of bills voided in 2026"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("conversation: {id} (turn 2)")),
+        "{text}"
+    );
+    let unknown = ask_scripted(
+        home.path(),
+        &script,
+        &[
+            "ask",
+            "-q",
+            follow,
+            "--conversation",
+            "0123456789abcdef0123456789abcdef",
+        ],
+    );
+    assert!(!unknown.status.success());
+    let error = String::from_utf8_lossy(&unknown.stderr);
+    assert!(error.contains("start a new one"), "{error}");
+}

@@ -1053,3 +1053,67 @@ async fn health_is_false_when_the_database_becomes_unreachable() {
         "no connection details reach the client: {detail}"
     );
 }
+
+#[tokio::test]
+async fn a_follow_up_over_real_http_continues_its_conversation_and_a_race_is_refused() {
+    let files = tempfile::tempdir().expect("temp dir");
+    let first = "How many bills were voided in 2025?";
+    let follow = "And in 2026?";
+    let follow_up_reply = "```sql\n-- Understood as: the number of bills voided in 2026\nSELECT COUNT(*) AS voided FROM bills WHERE status = 'VOID' AND strftime('%Y', txn_dt) = '2026'\n```";
+    let script = write_script(
+        files.path(),
+        &[
+            json!({"question": first, "purpose": "write_sql", "reply": "```sql\nSELECT COUNT(*) AS voided FROM bills WHERE status = 'VOID' AND strftime('%Y', txn_dt) = '2025'\n```"}),
+            json!({"question": follow, "purpose": "write_sql", "delay_ms": 1500, "reply": follow_up_reply}),
+        ],
+    );
+    let server = Server::start(
+        &[
+            "--asks-per-minute",
+            "0",
+            "--explain",
+            "false",
+            "--conversation-ttl-mins",
+            "5",
+        ],
+        &[("ASKDB_PROVIDER", "scripted"), ("ASKDB_SCRIPT", &script)],
+    );
+    let http = client();
+    let (status, body) = post(&http, &server.at("/api/ask"), &json!({"question": first})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let id = body["conversation_id"].as_str().expect("an id").to_string();
+    assert_eq!(body["turn"], 1);
+    let follow_up = {
+        let (http, url, id) = (http.clone(), server.at("/api/ask"), id.clone());
+        tokio::spawn(async move {
+            post(
+                &http,
+                &url,
+                &json!({"question": follow, "conversation_id": id}),
+            )
+            .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (status, racing) = post(
+        &http,
+        &server.at("/api/ask/stream"),
+        &json!({"question": follow, "conversation_id": id}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{racing}");
+    assert_eq!(racing["error"], "conversation_busy");
+    let (status, body) = follow_up.await.expect("the follow-up ends");
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["conversation_id"], id.as_str());
+    assert_eq!(body["turn"], 2);
+    assert_eq!(body["understood_as"], "the number of bills voided in 2026");
+    let (status, body) = post(
+        &http,
+        &server.at("/api/ask"),
+        &json!({"question": follow, "conversation_id": "ffffffffffffffffffffffffffffffff"}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    assert_eq!(body["error"], "unknown_conversation");
+}

@@ -206,6 +206,9 @@ async fn phoenix_shows_a_repaired_question_as_one_trace_and_eval_verdicts_and_as
         }
     }
     assert_eq!(attribute(root, "askdb.question"), REPAIRED);
+    // The conversation is OpenInference's session, so Phoenix groups its turns.
+    assert_eq!(attribute(root, "session.id"), &body["conversation_id"]);
+    assert_eq!(int(attribute(root, "askdb.conversation.turn")), 1);
     assert_eq!(attribute(root, "askdb.decision"), "answer");
     assert_eq!(int(attribute(root, "askdb.attempts")), 2);
     assert_eq!(int(attribute(root, "askdb.rows")), 6);

@@ -15,9 +15,10 @@ use crate::llm::{CallLog, ModelReply, ModelRequest};
 impl Agent {
     pub(super) fn request(&self, state: &State, round: Round) -> Option<ModelRequest> {
         if state.mode == Mode::Plain {
-            return Some(prompts::plain_request(
+            return Some(prompts::plain_request_in_context(
                 self.gate.dialect(),
                 &self.plain_schema,
+                &state.context.earlier_questions(),
                 &state.question,
             ));
         }
@@ -28,16 +29,26 @@ impl Agent {
                 &self.cards,
                 &self.strategy,
                 selection,
-                &state.question,
+                &state.linking_text(),
             )
         } else {
             self.system_prompt_for(selection)
+        };
+        let question_text = if state.context.is_follow_up() {
+            prompts::follow_up_message(
+                &self.strategy,
+                &state.context,
+                &state.question,
+                &state.assumptions,
+            )
+        } else {
+            prompts::question_message(&state.question, &state.assumptions)
         };
         let request = prompts::generation_request(
             &self.strategy,
             &state.question,
             system,
-            prompts::question_message(&state.question, &state.assumptions),
+            question_text,
             &state.repairs,
         );
         Some(match round {
@@ -123,7 +134,12 @@ impl Agent {
                 _ if *truncated => {
                     unreadable.get_or_insert((FailureKind::CutOff, text.clone()));
                 }
-                Reply::Sql { sql, assumptions } => {
+                Reply::Sql {
+                    sql,
+                    assumptions,
+                    understood_as,
+                } => {
+                    state.restated(&sql, understood_as);
                     for assumption in assumptions {
                         if !state.assumptions.contains(&assumption) {
                             state.assumptions.push(assumption);
@@ -249,6 +265,7 @@ impl Agent {
             let chosen = results[vote.chosen].clone();
             if let Some(Some(index)) = origin.get(vote.chosen) {
                 state.first_round(true, &tried[*index].sql);
+                state.chosen(&tried[*index].sql);
             }
             if round == Round::Sampled {
                 // A vote already took a second look: its answer is not doubted again.
@@ -370,7 +387,7 @@ impl Agent {
         // filter, before the empty-result diagnostic looks at its text filters.
         if state.mode != Mode::Plain {
             let answer = plausibility::Answer {
-                question: &state.question,
+                question: state.question_in_context(),
                 sql: &result.sql,
                 dialect: self.gate.dialect(),
                 columns: &result.columns,

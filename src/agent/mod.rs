@@ -32,6 +32,7 @@ pub mod answer;
 mod attempt;
 pub mod candidates;
 pub mod concept;
+pub mod conversation;
 pub mod empty;
 pub mod events;
 pub mod failure;
@@ -61,6 +62,7 @@ use crate::gate::{ErrorType, Gate, GateError, QueryResult};
 use crate::linking::cards::TableCard;
 use crate::linking::{SchemaIndex, SelectOptions, Selection};
 use crate::llm::{CallLog, LlmError, ModelClient, ModelRequest, Warmed};
+use conversation::Context;
 use events::{AgentEvent, ChosenTable, NoObserver, Observer, RulesOutcome, SchemaMode};
 use failure::{Failure, FailureKind, NextKind, NextStep, Outcome, Spent};
 use prompts::{system_prompt_for, RepairTurn};
@@ -227,6 +229,9 @@ impl Agent {
     fn new_state<'o>(&self, question: String, mode: Mode, observer: &'o dyn Observer) -> State<'o> {
         State {
             question,
+            context: Context::default(),
+            understood_as: None,
+            restatements: Vec::new(),
             mode,
             strategy: self.strategy,
             started: Instant::now(),
@@ -366,9 +371,36 @@ impl Agent {
         options: &AskOptions,
         observer: &dyn Observer,
     ) -> Result<AgentResult, AgentError> {
-        let question = Self::validate(question)?;
+        self.ask_in_conversation(question, &Context::default(), options, observer)
+            .await
+    }
+
+    /// Answers a question that continues the earlier turns of `context` (a first
+    /// question when it has none): the rules judge it in that context, the model reads
+    /// the turns after the schema and restates it as one standalone question
+    /// (`understood_as`), and every step after is a first question's: the guard,
+    /// repairs, candidates and the answer checks (which read the restatement).
+    pub async fn ask_in_conversation(
+        &self,
+        question: &str,
+        context: &Context,
+        options: &AskOptions,
+        observer: &dyn Observer,
+    ) -> Result<AgentResult, AgentError> {
+        let asked = Self::validate(question)?;
         let log = CallLog::default();
+        // A reply naming an option of the clarification just asked is that earlier
+        // question, clarified: it is asked in the earlier turns' context.
+        let (question, context) = match context.clarified(&asked) {
+            Some(clarified) => (
+                clarified,
+                Context::new(context.turns[..context.turns.len().saturating_sub(1)].to_vec()),
+            ),
+            None => (asked.clone(), context.clone()),
+        };
+        let clarified = question != asked;
         let mut state = self.new_state(question, options.mode, observer);
+        state.context = context;
         let mut node = Node::Rules;
         loop {
             node = match node {
@@ -408,6 +440,13 @@ impl Agent {
         };
         result.cost_usd = totals.cost_usd;
         result.latency_ms = state.ms();
+        // The turn is recorded as asked; what it was understood as says the rest.
+        result.question = asked;
+        result.understood_as = match (state.understood_as.take(), clarified) {
+            (Some(understood), _) if state.context.is_follow_up() || clarified => Some(understood),
+            (_, true) => Some(state.question.clone()),
+            _ => None,
+        };
         state.emit(AgentEvent::Finished {
             started_ms: result.latency_ms,
             decision: result.decision,
@@ -425,7 +464,12 @@ impl Agent {
             return Node::SelectSchema;
         }
         let started_ms = state.ms();
-        let decision = ambiguity::check(&state.question, self.gate.notes(), &self.schema_terms);
+        let decision = ambiguity::check_in_context(
+            &state.question,
+            &state.context,
+            self.gate.notes(),
+            &self.schema_terms,
+        );
         state
             .assumptions
             .extend(decision.assumptions.iter().cloned());
@@ -500,7 +544,7 @@ impl Agent {
             select.force_linking = true;
             select.k = select.k.min(COMPACT_PROMPT_TABLES);
         }
-        let mut selection = self.index.select(&state.question, &select);
+        let mut selection = self.index.select(&state.linking_text(), &select);
         // Tables a schema-aware repair asked for are always included.
         for table in &state.forced_tables {
             let tokens = self.index.card(table).map(|card| card.tokens).unwrap_or(0);
@@ -686,7 +730,7 @@ impl Agent {
             let shown: Vec<&Vec<JsonValue>> =
                 result.rows.iter().take(ROWS_FOR_EXPLANATION).collect();
             let request = prompts::explanation_request(
-                &state.question,
+                state.question_in_context(),
                 &result.sql,
                 &result.columns,
                 &serde_json::to_string(&shown).unwrap_or_default(),
@@ -697,7 +741,7 @@ impl Agent {
             let reply = self.call(state, &request, log).await?;
             let (text, findings) = plausibility::check_explanation(
                 reply.text.trim(),
-                &state.question,
+                state.question_in_context(),
                 &result.rows,
                 self.gate.notes(),
             );
@@ -709,7 +753,8 @@ impl Agent {
                     state.warnings.push(finding);
                 }
             }
-            unverified = answer::unverified_numbers(&text, &state.question, &result.rows);
+            unverified =
+                answer::unverified_numbers(&text, state.question_in_context(), &result.rows);
             explanation = Some(text);
         }
         state.note(
@@ -782,6 +827,7 @@ impl Agent {
             trace_id: None,
             first_attempt_ok: state.first_attempt_ok,
             first_sql: state.first_sql.clone(),
+            understood_as: None,
         }
     }
 

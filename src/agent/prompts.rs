@@ -11,6 +11,13 @@
 //!   model where the provider continues a turn, and the closing fence stops it), or the
 //!   JSON action object ([`ReplyFormat::Json`], kept for the ablation).
 //!
+//! - A follow-up ([`follow_up_message`]) is asked in the question's place, after the
+//!   same system prompt: the earlier turns it continues (each question, the SQL that
+//!   answered it, its columns and row count; never rows), the follow-up, and the request
+//!   to open the reply with the follow-up as one standalone question. The cached prefix
+//!   is the system prompt, so a follow-up reads the schema from the cache like a first
+//!   question (decision 0011).
+//!
 //! The repair instruction is chosen by the failure's kind alone
 //! ([`repair_instruction`]); a kind that is repaired without an instruction fails a test.
 
@@ -18,6 +25,7 @@ use std::collections::BTreeSet;
 
 use serde_json::json;
 
+use super::conversation::{Context, Turn, TurnOutcome};
 use super::failure::FailureKind;
 use super::plausibility::Check;
 use super::repair_facts::ColumnFact;
@@ -44,7 +52,12 @@ pub const SQL_STOP: &str = "```";
 /// assumptions the model made, in the order models write them (llama.cpp turns the
 /// schema into a grammar that fixes the order; decision record 0005).
 pub fn generation_schema() -> serde_json::Value {
-    json!({
+    generation_schema_of(false)
+}
+
+/// The action reply's schema; a follow-up's has its standalone restatement first.
+fn generation_schema_of(follow_up: bool) -> serde_json::Value {
+    let mut schema = json!({
         "type": "object",
         "properties": {
             "action": {"type": "string", "enum": ["sql", "clarify", "decline"]},
@@ -55,7 +68,16 @@ pub fn generation_schema() -> serde_json::Value {
             "assumptions": {"type": "array", "items": {"type": "string"}, "maxItems": 4}
         },
         "required": ["action"]
-    })
+    });
+    if follow_up {
+        if let Some(properties) = schema["properties"].as_object_mut() {
+            let mut ordered = serde_json::Map::new();
+            ordered.insert("understood_as".to_string(), json!({"type": "string"}));
+            ordered.extend(std::mem::take(properties));
+            *properties = ordered;
+        }
+    }
+    schema
 }
 
 fn dialect_rules(dialect: SqlDialect) -> &'static str {
@@ -172,6 +194,93 @@ pub fn question_message(question: &str, assumptions: &[String]) -> String {
     text
 }
 
+/// What a follow-up's reply opens with, asked of the model.
+fn restatement_instruction(strategy: &Strategy) -> String {
+    match strategy.reply {
+        ReplyFormat::Sql => format!(
+            "Open the block with `{} <the follow-up as one standalone question>` on its own \
+             line, then the query.",
+            super::reply::UNDERSTOOD_MARKER
+        ),
+        ReplyFormat::Json => "Put the follow-up as one standalone question in \
+                              \"understood_as\"."
+            .to_string(),
+    }
+}
+
+/// One earlier turn as a follow-up's prompt shows it: in full (the SQL that answered it,
+/// its columns and row count), or as its standalone question alone.
+fn earlier_turn(turn: &Turn, full: bool) -> String {
+    if !full {
+        return format!("Turn {}: {}", turn.number, turn.standalone());
+    }
+    let mut text = format!("Turn {}: {}", turn.number, turn.question);
+    if let Some(understood) = &turn.understood_as {
+        text.push_str(&format!("\nUnderstood as: {understood}"));
+    }
+    match turn.outcome {
+        TurnOutcome::Answered => {
+            if let Some(sql) = &turn.sql {
+                text.push_str(&format!("\nAnswered with:\n{sql}"));
+            }
+            let rows = match turn.row_count {
+                1 => "1 row".to_string(),
+                n => format!("{n} rows"),
+            };
+            text.push_str(&format!(
+                "\nResult: {rows}; columns: {}",
+                turn.columns.join(", ")
+            ));
+        }
+        TurnOutcome::Declined => {
+            text.push_str("\nDeclined; nothing ran.");
+        }
+        TurnOutcome::GaveUp => {
+            text.push_str("\nNot answered: every query tried failed, so no SQL answered it.");
+        }
+        TurnOutcome::Clarification => {
+            if let Some(clarify) = &turn.clarify {
+                text.push_str(&format!(
+                    "\nAsked back: {} ({})",
+                    clarify.question,
+                    clarify.options.join("; ")
+                ));
+            }
+        }
+    }
+    text
+}
+
+/// The user message of a follow-up: the earlier turns the prompt carries
+/// ([`Context::in_prompt`]), the follow-up with the assumptions the rules resolved, and
+/// what to write. Stands where [`question_message`] stands, after the same system
+/// prompt.
+pub fn follow_up_message(
+    strategy: &Strategy,
+    context: &Context,
+    question: &str,
+    assumptions: &[String],
+) -> String {
+    let mut text = format!("{FOLLOW_UP_OPENING}, oldest first:\n");
+    for (turn, full) in context.in_prompt() {
+        text.push_str(&earlier_turn(turn, full));
+        text.push_str("\n\n");
+    }
+    text.push_str(&format!("Follow-up question: {question}"));
+    if !assumptions.is_empty() {
+        text.push_str("\nAssume:");
+        for assumption in assumptions {
+            text.push_str(&format!("\n- {assumption}"));
+        }
+    }
+    text.push_str(&format!(
+        "\n\nWrite one SELECT that answers the follow-up on its own, read in the context of \
+         the turns above: repeat every filter and join of an earlier query it keeps. {}",
+        restatement_instruction(strategy)
+    ));
+    text
+}
+
 /// One failed attempt as the conversation shows it: what the model wrote, and the user
 /// turn that says what went wrong and what to do.
 #[derive(Debug, Clone, PartialEq)]
@@ -233,13 +342,46 @@ pub fn generation_request(
             .with_stop(&[SQL_STOP])
             .with_max_tokens(SQL_MAX_TOKENS),
         ReplyFormat::Json => {
-            let schema = generation_schema();
+            let schema = generation_schema_of(question_text_is_follow_up(&request.messages));
             let instruction = json_reply_instruction(&schema);
             request
                 .with_json_schema(schema, instruction)
                 .with_max_tokens(JSON_MAX_TOKENS)
         }
     }
+}
+
+/// Whether a request's question message is a follow-up's.
+fn question_text_is_follow_up(messages: &[Message]) -> bool {
+    messages
+        .get(1)
+        .is_some_and(|message| message.content.starts_with(FOLLOW_UP_OPENING))
+}
+
+/// How a follow-up's message begins.
+const FOLLOW_UP_OPENING: &str = "Earlier in this conversation";
+
+/// The plain reference prompt with the earlier questions of its conversation before the
+/// question, and nothing else of them (no SQL, no results): what a plain demo would send
+/// for a follow-up. With no earlier question it is [`plain_request`].
+pub fn plain_request_in_context(
+    dialect: SqlDialect,
+    schema: &str,
+    earlier: &[&str],
+    question: &str,
+) -> ModelRequest {
+    let mut request = plain_request(dialect, schema, question);
+    if !earlier.is_empty() {
+        let mut text = String::from("Earlier questions:\n");
+        for asked in earlier {
+            text.push_str(&format!("- {asked}\n"));
+        }
+        text.push_str(&format!("Question: {question}"));
+        if let Some(message) = request.messages.get_mut(1) {
+            message.content = text;
+        }
+    }
+    request
 }
 
 /// The plain reference prompt (`--mode plain`): a one-line system prompt, every table as

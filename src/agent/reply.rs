@@ -1,7 +1,9 @@
 //! Reading what the model wrote, tolerantly: SQL in a fenced block (the default reply),
 //! the JSON action object (`{"action": "sql" | "clarify" | "decline", ...}`), or a bare
 //! statement from a model that ignored the format. A decline marker (`-- DECLINE: why`)
-//! written instead of SQL is a decline. Anything else is malformed.
+//! written instead of SQL is a decline. Anything else is malformed. A follow-up's reply
+//! opens with its standalone restatement (`-- Understood as: ...`, or the JSON field
+//! `understood_as`), read off before the SQL, which never carries it to the guard.
 
 use serde::Deserialize;
 
@@ -10,12 +12,17 @@ use super::ClarifyRequest;
 /// The marker a model writes instead of SQL to decline.
 pub const DECLINE_MARKER: &str = "-- DECLINE:";
 
+/// The marker a follow-up's reply opens with, before its standalone restatement.
+pub const UNDERSTOOD_MARKER: &str = "-- Understood as:";
+
 /// A parsed generation reply.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Reply {
     Sql {
         sql: String,
         assumptions: Vec<String>,
+        /// The question as one standalone question, when the reply states it.
+        understood_as: Option<String>,
     },
     Clarify(ClarifyRequest),
     Decline(String),
@@ -32,6 +39,7 @@ struct RawReply {
     reason: Option<String>,
     #[serde(default)]
     assumptions: Vec<String>,
+    understood_as: Option<String>,
 }
 
 /// The content of the first fenced block (```sql ... ``` or ``` ... ```); the closing
@@ -89,17 +97,49 @@ fn from_json(raw: RawReply) -> Reply {
             raw.reason
                 .unwrap_or_else(|| "the model declined without a reason".to_string()),
         ),
-        (_, Some(sql)) => Reply::Sql {
-            sql: statement(&sql),
-            assumptions: raw.assumptions,
-        },
+        (_, Some(sql)) => {
+            let (understood_as, sql) = understood(&sql);
+            Reply::Sql {
+                sql: statement(sql),
+                assumptions: raw.assumptions,
+                understood_as: raw
+                    .understood_as
+                    .map(|text| text.trim().to_string())
+                    .filter(|text| !text.is_empty())
+                    .or(understood_as),
+            }
+        }
         _ => Reply::Malformed("the reply has no SQL, clarification or reason".to_string()),
+    }
+}
+
+/// The restatement a text opens with (`-- Understood as: ...` lines, the first kept),
+/// and the text after it.
+fn understood(text: &str) -> (Option<String>, &str) {
+    let mut rest = text.trim_start();
+    let mut found = None;
+    loop {
+        let line_end = rest.find('\n').unwrap_or(rest.len());
+        let line = &rest[..line_end];
+        let marker = UNDERSTOOD_MARKER.len();
+        let is_marker = line.len() >= marker
+            && line.is_char_boundary(marker)
+            && line[..marker].eq_ignore_ascii_case(UNDERSTOOD_MARKER);
+        if !is_marker {
+            return (found, rest);
+        }
+        let said = line[marker..].trim();
+        if found.is_none() && !said.is_empty() {
+            found = Some(said.to_string());
+        }
+        rest = rest[line_end..].trim_start();
     }
 }
 
 /// Reads a generation reply in any of the forms above.
 pub fn parse_reply(text: &str) -> Reply {
     if let Some(body) = fenced(text) {
+        let (understood_as, body) = understood(body);
         if let Some(reason) = decline_marked(body) {
             return Reply::Decline(reason);
         }
@@ -107,6 +147,7 @@ pub fn parse_reply(text: &str) -> Reply {
             return Reply::Sql {
                 sql: statement(body),
                 assumptions: Vec::new(),
+                understood_as,
             };
         }
         // A fenced JSON object is the JSON form.
@@ -117,6 +158,7 @@ pub fn parse_reply(text: &str) -> Reply {
     if let Ok(raw) = crate::llm::json::parse_json_reply_as::<RawReply>(text) {
         return from_json(raw);
     }
+    let (understood_as, text) = understood(text);
     if let Some(reason) = decline_marked(text) {
         return Reply::Decline(reason);
     }
@@ -124,6 +166,7 @@ pub fn parse_reply(text: &str) -> Reply {
         return Reply::Sql {
             sql: statement(text),
             assumptions: Vec::new(),
+            understood_as,
         };
     }
     let shown: String = text.chars().take(200).collect();
@@ -199,6 +242,36 @@ mod tests {
             Reply::Malformed(_)
         ));
         assert!(matches!(parse_reply("```sql\n\n```"), Reply::Malformed(_)));
+    }
+
+    #[test]
+    fn a_follow_ups_restatement_is_read_off_before_its_sql() {
+        let reply = parse_reply(
+            "```sql\n-- Understood as: the number of bills voided in 2024\nSELECT count(*) FROM bills\n```",
+        );
+        assert_eq!(
+            reply,
+            Reply::Sql {
+                sql: "SELECT count(*) FROM bills".to_string(),
+                assumptions: Vec::new(),
+                understood_as: Some("the number of bills voided in 2024".to_string()),
+            }
+        );
+        assert_eq!(
+            parse_reply(
+                "```sql\n-- understood as: deleting them\n-- DECLINE: askdb only reads\n```"
+            ),
+            Reply::Decline("askdb only reads".to_string())
+        );
+        assert!(matches!(
+            parse_reply(r#"{"action": "sql", "sql": "SELECT 1", "understood_as": "one"}"#),
+            Reply::Sql { understood_as: Some(text), .. } if text == "one"
+        ));
+        // The marker alone is no SQL.
+        assert!(matches!(
+            parse_reply("```sql\n-- Understood as: x\n```"),
+            Reply::Malformed(_)
+        ));
     }
 
     #[test]

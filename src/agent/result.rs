@@ -160,6 +160,50 @@ pub struct AgentResult {
     /// The SQL of the first round's answer (or its first failure), for rescue/broken
     /// accounting.
     pub first_sql: Option<String>,
+    /// A follow-up as one standalone question ("the number of bills voided in 2024"),
+    /// so the user sees what was answered; None for a conversation's first question.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub understood_as: Option<String>,
+}
+
+#[cfg(test)]
+impl AgentResult {
+    /// A result with nothing in it but its question and decision.
+    pub(crate) fn for_tests(question: &str, decision: Decision) -> AgentResult {
+        AgentResult {
+            question: question.to_string(),
+            mode: Mode::Agent,
+            decision,
+            sql: None,
+            columns: Vec::new(),
+            rows: Vec::new(),
+            row_count: 0,
+            truncated: false,
+            attempts: 0,
+            candidates_tried: 0,
+            history: Vec::new(),
+            tables_used: Vec::new(),
+            assumptions: Vec::new(),
+            explanation: None,
+            unverified_numbers: Vec::new(),
+            warnings: Vec::new(),
+            chart: super::answer::choose_chart(&[], &[]),
+            clarify: None,
+            reason: None,
+            schema_mode: SchemaMode::None,
+            schema_tables: Vec::new(),
+            strategy: String::new(),
+            tokens: Tokens::default(),
+            cost_usd: 0.0,
+            latency_ms: 0,
+            model_calls: Vec::new(),
+            trace: Vec::new(),
+            trace_id: None,
+            first_attempt_ok: None,
+            first_sql: None,
+            understood_as: None,
+        }
+    }
 }
 
 /// What `plan` shows before any model call.

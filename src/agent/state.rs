@@ -4,6 +4,7 @@
 use std::collections::BTreeSet;
 use std::time::Instant;
 
+use super::conversation::Context;
 use super::events::{AgentEvent, Observer};
 use super::failure::Failure;
 use super::failure::{Progress, Spent};
@@ -43,7 +44,17 @@ pub(super) enum Node {
 }
 
 pub(super) struct State<'o> {
+    /// The question as the prompt asks it (a reply to a clarification is the earlier
+    /// question with the option chosen).
     pub(super) question: String,
+    /// The earlier turns of the conversation it continues (none for a first question).
+    pub(super) context: Context,
+    /// The standalone restatement of a follow-up, from the reply whose rows answered it
+    /// (else the latest reply that gave one).
+    pub(super) understood_as: Option<String>,
+    /// Each reply's restatement by its whitespace-folded SQL, so the vote's choice
+    /// brings its own.
+    pub(super) restatements: Vec<(String, String)>,
     pub(super) mode: Mode,
     pub(super) strategy: Strategy,
     pub(super) started: Instant,
@@ -128,6 +139,46 @@ impl State<'_> {
         let now = self.ms();
         let last_round = now.saturating_sub(self.round_started_ms);
         now.saturating_add(last_round) > u64::from(budget_s) * 1000
+    }
+
+    /// The question as the rule checks of an answer read it: a follow-up as understood
+    /// in its context, else as asked.
+    pub(super) fn question_in_context(&self) -> &str {
+        match (&self.understood_as, self.context.is_follow_up()) {
+            (Some(understood), true) => understood,
+            _ => &self.question,
+        }
+    }
+
+    /// What schema linking reads: a follow-up with the earlier questions it continues,
+    /// so "only the ones in Pune" still links the tables of the bills it narrows.
+    pub(super) fn linking_text(&self) -> String {
+        let mut text = self.context.earlier_questions().join(" ");
+        if !text.is_empty() {
+            text.push(' ');
+        }
+        text.push_str(&self.question);
+        text
+    }
+
+    /// Keeps a reply's restatement, and makes it the question's until a chosen reply
+    /// brings its own.
+    pub(super) fn restated(&mut self, sql: &str, understood_as: Option<String>) {
+        if let Some(text) = understood_as {
+            self.restatements
+                .push((super::reply::normalise_sql(sql), text.clone()));
+            if self.understood_as.is_none() {
+                self.understood_as = Some(text);
+            }
+        }
+    }
+
+    /// The chosen reply's restatement becomes the question's.
+    pub(super) fn chosen(&mut self, sql: &str) {
+        let normal = super::reply::normalise_sql(sql);
+        if let Some((_, text)) = self.restatements.iter().find(|(key, _)| *key == normal) {
+            self.understood_as = Some(text.clone());
+        }
     }
 
     pub(super) fn first_round(&mut self, ok: bool, sql: &str) {

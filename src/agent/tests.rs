@@ -1703,3 +1703,5 @@ async fn a_compact_prompt_carries_a_few_tables_and_only_the_notes_they_need() {
         whole.len()
     );
 }
+
+mod conversation;

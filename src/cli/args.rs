@@ -97,6 +97,10 @@ pub enum Command {
         /// Do not write each step on stderr as it happens.
         #[arg(long, short = 'q')]
         quiet: bool,
+        /// Ask in a conversation kept in askdb's data directory: `new` starts one (its id
+        /// is printed), an id an earlier answer printed continues it as a follow-up.
+        #[arg(long, value_name = "ID|new")]
+        conversation: Option<String>,
     },
     /// Show what askdb would do with a question, before any model call.
     #[command(after_help = "Example:\n  askdb plan \"Top 5 customers by revenue\"")]
@@ -162,6 +166,9 @@ pub enum SetName {
     Chinook,
     Spider,
     Defog,
+    /// SParC's multi-turn dev set, asked as conversations in three modes side by side
+    /// (agent, plain, alone; `--mode` does not apply).
+    Sparc,
 }
 
 impl SetName {
@@ -171,6 +178,7 @@ impl SetName {
             SetName::Chinook => "chinook",
             SetName::Spider => "spider",
             SetName::Defog => "defog",
+            SetName::Sparc => "sparc",
         }
     }
 }
@@ -205,7 +213,7 @@ pub enum EvalCommand {
     },
     /// Ask a golden set through the agent and grade it by execution.
     #[command(
-        after_help = "Examples:\n  askdb eval run --set demo --mode both\n  askdb eval run --set spider --sample 150 --seed 7 --mode all"
+        after_help = "Examples:\n  askdb eval run --set demo --mode both\n  askdb eval run --set spider --sample 150 --seed 7 --mode all\n  askdb eval run --set sparc --sample 100 --seed 7"
     )]
     Run {
         /// The set to ask.

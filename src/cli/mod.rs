@@ -14,10 +14,12 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use crate::agent::events::{AgentEvent, Observer};
+use crate::agent::events::{AgentEvent, NoObserver, Observer};
 use crate::agent::prompts;
 use crate::agent::strategy::Strategy;
 use crate::agent::{Agent, AgentError, AskOptions, Decision, Mode};
+use crate::conversation::files::FileStore;
+use crate::conversation::{ConversationError, ConversationId, ConversationStore, TurnLease};
 use crate::database::DatabaseError;
 use crate::eval::runner::{self, EvalError};
 use crate::gate::{Gate, GateError};
@@ -113,6 +115,8 @@ pub enum CliError {
     Drift(#[from] crate::drift::DriftError),
     #[error(transparent)]
     QueryLog(#[from] crate::querylog::LogError),
+    #[error(transparent)]
+    Conversation(#[from] ConversationError),
     #[error("{0}")]
     Settings(String),
     #[error("cannot read {path}: {error}")]
@@ -173,8 +177,23 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
             no_explain,
             strategy,
             quiet,
+            conversation,
         } => {
             let strategy = config::parse_strategy(&strategy)?;
+            // The conversation before the agent: an unknown id costs no model start.
+            let lease = match conversation.as_deref() {
+                None => None,
+                Some(text) => {
+                    let store: std::sync::Arc<dyn ConversationStore> = std::sync::Arc::new(
+                        FileStore::in_data_dir(crate::conversation::Limits::default()),
+                    );
+                    let id = match text.trim() {
+                        "new" => None,
+                        id => Some(ConversationId::parse(id)?),
+                    };
+                    Some(TurnLease::begin(&store, id.as_ref())?)
+                }
+            };
             let agent = open_agent(&settings, strategy).await?;
             let options = AskOptions {
                 mode: if baseline {
@@ -185,20 +204,36 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
                 explain: !no_explain,
                 ..AskOptions::default()
             };
-            let mut result = if quiet {
-                agent.ask(&question, &options).await?
-            } else {
-                agent
-                    .ask_observed(&question, &options, &StepsOnStderr)
-                    .await?
-            };
+            let context = lease
+                .as_ref()
+                .map(|lease| lease.context().clone())
+                .unwrap_or_default();
+            let observer: &dyn Observer = if quiet { &NoObserver } else { &StepsOnStderr };
+            let mut result = agent
+                .ask_in_conversation(&question, &context, &options, observer)
+                .await?;
             result.assumptions = crate::text::each_once(std::mem::take(&mut result.assumptions));
-            let text = crate::agent::render_text(&result);
-            Output::new(
-                &result,
-                text,
-                Exit::from_ok(result.decision != Decision::GiveUp),
-            )
+            let mut text = crate::agent::render_text(&result);
+            let exit = Exit::from_ok(result.decision != Decision::GiveUp);
+            match lease {
+                None => Output::new(&result, text, exit),
+                Some(lease) => {
+                    let (conversation_id, turn) = (lease.id().to_string(), lease.number());
+                    lease.finish(&result);
+                    if let Some(understood) = &result.understood_as {
+                        text.push_str(&format!("Understood as: {understood}\n"));
+                    }
+                    text.push_str(&format!(
+                        "conversation: {conversation_id} (turn {turn}); continue it with --conversation {conversation_id}\n"
+                    ));
+                    let report = crate::server::api::AskResponse {
+                        conversation_id,
+                        turn,
+                        result,
+                    };
+                    Output::new(&report, text, exit)
+                }
+            }
         }
         Command::Plan { question } => {
             // Planning needs no model: build the index over the gate and select.
@@ -518,6 +553,32 @@ async fn eval(settings: &Settings, command: EvalCommand) -> Result<Output, CliEr
             resume,
             runs_dir,
         } => {
+            if set == Some(args::SetName::Sparc) {
+                let sparc_settings = crate::eval::sparc::SparcSettings {
+                    sample: which.sample,
+                    seed: which.seed,
+                    limit: which.limit,
+                    strategy: config::parse_strategy(&strategy)?.to_string(),
+                    row_cap: runner::EVAL_ROW_CAP,
+                };
+                let data_dir = crate::home::shared_data_dir()
+                    .map_err(|missing| runner::EvalError::Data(missing.to_string()))?;
+                let client = ModelClient::from_config(&ProviderConfig::from_env()?)?;
+                let (dir, summary) = crate::eval::sparc::run(
+                    &sparc_settings,
+                    &client,
+                    &data_dir,
+                    &runs_dir,
+                    resume.as_deref(),
+                )
+                .await?;
+                let text = format!(
+                    "{}run folder: {}\n",
+                    crate::eval::sparc::render(&summary),
+                    dir.display()
+                );
+                return Output::new(&summary, text, Exit::Success);
+            }
             let run_settings = settings.run_settings(
                 set,
                 questions,

@@ -9,3 +9,4 @@ pub mod metrics;
 pub mod pool;
 pub mod results;
 pub mod runner;
+pub mod sparc;

@@ -36,8 +36,9 @@ use crate::linking::SelectOptions;
 use crate::llm::{ModelClient, ResponseCache};
 use crate::telemetry::Telemetry;
 
+pub(crate) use folder::warm_up;
 pub(crate) use folder::{append_record, create_folder, open_records, read_lines, read_manifest_of};
-use folder::{database_hashes, sqlite_file_hash, warm_up};
+use folder::{database_hashes, sqlite_file_hash};
 pub use folder::{read_manifest, read_records, read_warm_ups, WarmUp};
 pub use report::{rate_text, render_report, strategy_text};
 pub use sets::{load_set, seeded_sample, Sampling};

@@ -38,7 +38,7 @@ const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The columns `askdb db setup` adds to a PostgreSQL log beyond the original ones
 /// (`id`, `asked_at`, `question`, `sql`, `decision`, `error_type`, `latency_ms`).
-pub const POSTGRES_LOG_COLUMNS: [(&str, &str); 9] = [
+pub const POSTGRES_LOG_COLUMNS: [(&str, &str); 11] = [
     ("attempts", "integer"),
     ("error_types", "text"),
     ("row_count", "bigint"),
@@ -48,11 +48,13 @@ pub const POSTGRES_LOG_COLUMNS: [(&str, &str); 9] = [
     ("model", "text"),
     ("trace_id", "text"),
     ("mode", "text"),
+    ("conversation_id", "text"),
+    ("turn", "integer"),
 ];
 
 const INSERT_COLUMNS: &str = "asked_at, question, sql, decision, error_type, latency_ms, \
      attempts, error_types, row_count, input_tokens, output_tokens, cost_usd, model, \
-     trace_id, mode";
+     trace_id, mode, conversation_id, turn";
 
 /// One answered question.
 #[derive(Debug, Clone, Serialize)]
@@ -77,6 +79,10 @@ pub struct LogRecord {
     pub trace_id: Option<String>,
     /// `agent` or `baseline`.
     pub mode: String,
+    /// The conversation the question was asked in, and its turn there (1 for the
+    /// first), when it was asked through the HTTP API.
+    pub conversation_id: Option<String>,
+    pub turn: Option<u32>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -247,14 +253,14 @@ fn saturating_i64(value: u64) -> i64 {
 fn postgres_insert_sql() -> String {
     format!(
         "INSERT INTO {QUERY_LOG_TABLE} ({INSERT_COLUMNS}) VALUES \
-         ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)"
+         ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)"
     )
 }
 
 fn sqlite_insert_sql() -> String {
     format!(
         "INSERT INTO {QUERY_LOG_TABLE} ({INSERT_COLUMNS}, database) VALUES \
-         (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)"
+         (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)"
     )
 }
 
@@ -265,8 +271,29 @@ fn sqlite_create_sql() -> String {
          id INTEGER PRIMARY KEY AUTOINCREMENT, asked_at TEXT NOT NULL, question TEXT, \
          sql TEXT, decision TEXT, error_type TEXT, latency_ms INTEGER, attempts INTEGER, \
          error_types TEXT, row_count INTEGER, input_tokens INTEGER, output_tokens INTEGER, \
-         cost_usd REAL, model TEXT, trace_id TEXT, mode TEXT, database TEXT)"
+         cost_usd REAL, model TEXT, trace_id TEXT, mode TEXT, database TEXT, \
+         conversation_id TEXT, turn INTEGER)"
     )
+}
+
+/// The columns a SQLite log made by an older askdb lacks, added when it is opened so
+/// it keeps its rows.
+const SQLITE_LATER_COLUMNS: [(&str, &str); 2] = [("conversation_id", "TEXT"), ("turn", "INTEGER")];
+
+fn add_later_sqlite_columns(connection: &rusqlite::Connection) -> rusqlite::Result<()> {
+    let mut statement = connection.prepare(&format!("PRAGMA table_info({QUERY_LOG_TABLE})"))?;
+    let present: Vec<String> = statement
+        .query_map([], |row| row.get::<_, String>(1))?
+        .collect::<rusqlite::Result<_>>()?;
+    for (column, data_type) in SQLITE_LATER_COLUMNS {
+        if !present.iter().any(|name| name == column) {
+            connection.execute(
+                &format!("ALTER TABLE {QUERY_LOG_TABLE} ADD COLUMN {column} {data_type}"),
+                [],
+            )?;
+        }
+    }
+    Ok(())
 }
 
 async fn connect_postgres(url: &str) -> Result<tokio_postgres::Client, LogError> {
@@ -296,7 +323,8 @@ async fn insert_postgres<C: tokio_postgres::GenericClient>(
     let input = saturating_i64(record.input_tokens);
     let output = saturating_i64(record.output_tokens);
     let insert = postgres_insert_sql();
-    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 15] = [
+    let turn = record.turn.map(|turn| saturating_i32(u64::from(turn)));
+    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 17] = [
         &record.asked_at,
         &record.question,
         &record.sql,
@@ -312,6 +340,8 @@ async fn insert_postgres<C: tokio_postgres::GenericClient>(
         &record.model,
         &record.trace_id,
         &record.mode,
+        &record.conversation_id,
+        &turn,
     ];
     client
         .execute(insert.as_str(), &params)
@@ -330,6 +360,7 @@ fn open_sqlite(path: &Path) -> Result<rusqlite::Connection, LogError> {
     connection
         .busy_timeout(WRITE_TIMEOUT)
         .and_then(|()| connection.execute(&sqlite_create_sql(), []).map(|_| ()))
+        .and_then(|()| add_later_sqlite_columns(&connection))
         .map_err(|error| LogError::Connect(format!("{}: {error}", path.display())))?;
     Ok(connection)
 }
@@ -358,6 +389,8 @@ fn insert_sqlite(
                 record.model,
                 record.trace_id,
                 record.mode,
+                record.conversation_id,
+                record.turn,
                 database,
             ],
         )
@@ -455,6 +488,8 @@ fn probe_record() -> LogRecord {
         model: None,
         trace_id: None,
         mode: "probe".to_string(),
+        conversation_id: None,
+        turn: None,
     }
 }
 

@@ -13,12 +13,13 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tokio::sync::OwnedSemaphorePermit;
 
-use super::error::{empty_question, question_too_long, ApiJson, AppError};
+use super::error::{empty_question, from_conversation, question_too_long, ApiJson, AppError};
 use super::health::{self, HealthReport, MODEL_CHECK_TTL};
 use super::limits::{BUSY_RETRY_AFTER, DATABASE_BUSY_RETRY_AFTER};
 use super::AppState;
 use crate::agent::events::{NoObserver, Observer};
 use crate::agent::{AgentResult, AskOptions, Mode, MAX_QUESTION_CHARS};
+use crate::conversation::{ConversationId, TurnLease};
 use crate::gate::{ErrorType, QueryOutcome, TableDescription};
 
 /// The address the request came from, for the per-client rate limit. It is the TCP
@@ -50,6 +51,22 @@ pub struct AskRequest {
     /// Ask the model for a short explanation; the server's `--explain` by default.
     #[serde(default)]
     pub explain: Option<bool>,
+    /// The conversation this question continues (as an earlier answer returned it);
+    /// absent, the question starts a new one.
+    #[serde(default)]
+    pub conversation_id: Option<String>,
+}
+
+/// What POST /api/ask returns (and the stream's `result` event): the agent's result
+/// with the conversation it belongs to and its turn there.
+#[derive(Debug, Serialize)]
+pub struct AskResponse {
+    /// Send it back as `conversation_id` to ask a follow-up.
+    pub conversation_id: String,
+    /// 1 for a conversation's first question.
+    pub turn: u32,
+    #[serde(flatten)]
+    pub result: AgentResult,
 }
 
 /// A question that passed every check before the agent runs: what to ask, how, and
@@ -58,6 +75,9 @@ pub struct PreparedAsk {
     pub question: String,
     pub options: AskOptions,
     pub client: IpAddr,
+    /// The conversation's turn, held until the answer is recorded; given back unchanged
+    /// when the ask fails or its client goes.
+    lease: Option<TurnLease>,
     _slot: OwnedSemaphorePermit,
 }
 
@@ -87,6 +107,17 @@ pub fn prepare_ask(
             })?,
     };
     state.agent()?;
+    // The conversation is part of the input: an unknown one or one still answering is
+    // refused before a slot or a token is spent. Its lease goes back if either is not
+    // free.
+    let id = request
+        .conversation_id
+        .as_deref()
+        .map(ConversationId::parse)
+        .transpose()
+        .map_err(from_conversation)?;
+    let lease =
+        TurnLease::begin(&state.shared.conversations, id.as_ref()).map_err(from_conversation)?;
     // The slot first: a client told "busy" has not spent a token of its rate. A
     // rate-limited request gives the slot back at once when it returns.
     let Some(slot) = state.shared.slots.try_take() else {
@@ -107,6 +138,7 @@ pub fn prepare_ask(
             ..AskOptions::default()
         },
         client,
+        lease: Some(lease),
         _slot: slot,
     })
 }
@@ -129,15 +161,20 @@ impl Observer for Fanout<'_> {
 /// assumption once).
 pub async fn run_ask(
     state: &AppState,
-    prepared: &PreparedAsk,
+    prepared: &mut PreparedAsk,
     observer: &dyn Observer,
-) -> Result<AgentResult, AppError> {
+) -> Result<AskResponse, AppError> {
     let agent = state.agent()?;
+    let lease = prepared
+        .lease
+        .take()
+        .ok_or_else(|| AppError::Internal("the question was already asked".to_string()))?;
     let asked_at = std::time::SystemTime::now();
     let limit = state.config().ask_timeout;
     let trace = state
         .telemetry()
         .question(&prepared.question, prepared.options.mode.as_str());
+    trace.conversation(lease.id().as_str(), lease.number());
     let all = Fanout([state.metrics(), &trace, observer]);
     let asked = async {
         // While the model reads the schema for the first time, the question is asked
@@ -145,7 +182,9 @@ pub async fn run_ask(
         let cold = state.warm_up().before_question().await;
         let mut options = prepared.options.clone();
         options.compact_prompt |= cold.is_some();
-        let result = agent.ask_observed(&prepared.question, &options, &all).await;
+        let result = agent
+            .ask_in_conversation(&prepared.question, lease.context(), &options, &all)
+            .await;
         drop(cold);
         result
     };
@@ -164,15 +203,26 @@ pub async fn run_ask(
     result.trace_id = trace.trace_id();
     trace.finish(&result);
     state.metrics().question(&result);
+    let conversation_id = lease.id().to_string();
+    let turn = lease.number();
     if let Some(log) = state.query_log() {
         let model = Some(agent.client().provider().model().to_string());
-        log.record(super::monitor::log_record(&result, asked_at, model));
+        let mut record = super::monitor::log_record(&result, asked_at, model);
+        record.conversation_id = Some(conversation_id.clone());
+        record.turn = Some(turn);
+        log.record(record);
     }
+    // Recorded before the answer is sent, so a client's next question finds it.
+    lease.finish(&result);
     eprintln!(
         "askdb serve: ask from {}: {:?} after {} attempt(s) in {} ms, ${:.4}",
         prepared.client, result.decision, result.attempts, result.latency_ms, result.cost_usd
     );
-    Ok(result)
+    Ok(AskResponse {
+        conversation_id,
+        turn,
+        result,
+    })
 }
 
 /// POST /api/ask: [`prepare_ask`], then the agent; the whole result at the end.
@@ -180,10 +230,10 @@ pub async fn ask(
     State(state): State<AppState>,
     ClientIp(client): ClientIp,
     ApiJson(request): ApiJson<AskRequest>,
-) -> Result<Json<AgentResult>, AppError> {
-    let prepared = prepare_ask(&state, client, &request)?;
-    let result = run_ask(&state, &prepared, &NoObserver).await?;
-    Ok(Json(result))
+) -> Result<Json<AskResponse>, AppError> {
+    let mut prepared = prepare_ask(&state, client, &request)?;
+    let response = run_ask(&state, &mut prepared, &NoObserver).await?;
+    Ok(Json(response))
 }
 
 /// The body of POST /api/sql.

@@ -72,7 +72,17 @@ pub struct ServeArgs {
     /// the page. askdb stops the model when it stops. Needs python3 with venv and pip.
     #[arg(long, env = "ASKDB_LOCAL_MODEL_START", default_value_t = false)]
     pub local_model: bool,
+    /// Minutes a conversation is kept after its latest question; a follow-up after that
+    /// gets 404 and starts over.
+    #[arg(long, env = "ASKDB_CONVERSATION_TTL_MINS", default_value_t = DEFAULT_CONVERSATION_TTL_MINS)]
+    pub conversation_ttl_mins: u64,
+    /// Conversations held at once; past it a new one replaces the one idle longest.
+    #[arg(long, env = "ASKDB_MAX_CONVERSATIONS", default_value_t = crate::conversation::DEFAULT_MAX_CONVERSATIONS)]
+    pub max_conversations: usize,
 }
+
+/// Minutes a conversation is kept after its latest question, by default.
+pub const DEFAULT_CONVERSATION_TTL_MINS: u64 = crate::conversation::DEFAULT_TTL.as_secs() / 60;
 
 /// Checked server settings.
 #[derive(Debug, Clone)]
@@ -98,6 +108,8 @@ pub struct ServerConfig {
     pub telemetry: crate::telemetry::TelemetryConfig,
     /// Start the local model at once and use it, whatever ASKDB_PROVIDER says.
     pub local_model: bool,
+    /// How long conversations live, how many are held, how many turns each keeps.
+    pub conversations: crate::conversation::Limits,
 }
 
 impl Default for ServerConfig {
@@ -115,6 +127,7 @@ impl Default for ServerConfig {
             drift: None,
             telemetry: crate::telemetry::TelemetryConfig::off(),
             local_model: false,
+            conversations: crate::conversation::Limits::default(),
         }
     }
 }
@@ -138,6 +151,13 @@ impl ServeArgs {
                     .to_string(),
             );
         }
+        if self.conversation_ttl_mins == 0 || self.max_conversations == 0 {
+            return Err(
+                "--conversation-ttl-mins and --max-conversations must be at least 1 \
+                 (ASKDB_CONVERSATION_TTL_MINS, ASKDB_MAX_CONVERSATIONS)"
+                    .to_string(),
+            );
+        }
         Ok(ServerConfig {
             addr: self.addr,
             asks_per_minute: self.asks_per_minute,
@@ -154,6 +174,11 @@ impl ServeArgs {
                 ..crate::telemetry::TelemetryConfig::from_env()
             },
             local_model: self.local_model,
+            conversations: crate::conversation::Limits {
+                ttl: Duration::from_secs(self.conversation_ttl_mins.saturating_mul(60)),
+                max_conversations: self.max_conversations,
+                ..crate::conversation::Limits::default()
+            },
         })
     }
 }

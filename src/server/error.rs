@@ -34,6 +34,8 @@ pub enum AppError {
     NotFound { code: &'static str, detail: String },
     /// 405.
     MethodNotAllowed,
+    /// 409: the request conflicts with one under way (a conversation still answering).
+    Conflict { code: &'static str, detail: String },
     /// 429: this client asked too often.
     RateLimited { retry_after: Duration },
     /// 503: every ask slot is taken.
@@ -64,6 +66,7 @@ impl AppError {
             AppError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             AppError::NotFound { .. } => StatusCode::NOT_FOUND,
             AppError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            AppError::Conflict { .. } => StatusCode::CONFLICT,
             AppError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             AppError::Busy { .. }
             | AppError::ModelNotConfigured(_)
@@ -79,7 +82,9 @@ impl AppError {
     /// The stable machine-readable code of the body's `error` field.
     pub fn code(&self) -> &'static str {
         match self {
-            AppError::BadRequest { code, .. } | AppError::NotFound { code, .. } => code,
+            AppError::BadRequest { code, .. }
+            | AppError::NotFound { code, .. }
+            | AppError::Conflict { code, .. } => code,
             AppError::InvalidRequest(_) => "invalid_request",
             AppError::UnsupportedMediaType => "unsupported_media_type",
             AppError::PayloadTooLarge { .. } => "payload_too_large",
@@ -99,9 +104,9 @@ impl AppError {
     /// The sentence shown to the client.
     pub fn detail(&self) -> String {
         match self {
-            AppError::BadRequest { detail, .. } | AppError::NotFound { detail, .. } => {
-                detail.clone()
-            }
+            AppError::BadRequest { detail, .. }
+            | AppError::NotFound { detail, .. }
+            | AppError::Conflict { detail, .. } => detail.clone(),
             AppError::InvalidRequest(detail) => detail.clone(),
             AppError::UnsupportedMediaType => {
                 "send the body as JSON with Content-Type: application/json".to_string()
@@ -180,6 +185,26 @@ impl AppError {
             AgentError::Model(error) => AppError::Model(error),
             AgentError::Gate(error) => AppError::Internal(format!("database: {error}")),
         }
+    }
+}
+
+/// A question that cannot continue the conversation it names.
+pub fn from_conversation(error: crate::conversation::ConversationError) -> AppError {
+    use crate::conversation::ConversationError;
+    let detail = error.to_string();
+    match error {
+        ConversationError::NotFound { .. } => AppError::NotFound {
+            code: "unknown_conversation",
+            detail,
+        },
+        ConversationError::Busy { .. } => AppError::Conflict {
+            code: "conversation_busy",
+            detail,
+        },
+        ConversationError::Full => AppError::Busy {
+            retry_after: super::limits::BUSY_RETRY_AFTER,
+        },
+        ConversationError::Storage(text) => AppError::Internal(text),
     }
 }
 

@@ -2,8 +2,8 @@
 //!
 //! | route | does |
 //! |---|---|
-//! | `POST /api/ask` | `{question, mode, explain?}` -> the agent's full result ([`crate::agent::AgentResult`]) |
-//! | `POST /api/ask/stream` | the same body -> server-sent events: a `step` per agent step as it happens, then `result` (the same JSON as `POST /api/ask`) or `error` ([`stream`]) |
+//! | `POST /api/ask` | `{question, mode, explain?, conversation_id?}` -> the agent's full result ([`crate::agent::AgentResult`]) with its `conversation_id` and `turn`; a known `conversation_id` makes the question a follow-up (404 when unknown or expired, 409 while it answers another) |
+//! | `POST /api/ask/stream` | the same body (a `conversation_id` too) -> server-sent events: a `step` per agent step as it happens, then `result` (the same JSON as `POST /api/ask`) or `error` ([`stream`]) |
 //! | `POST /api/sql` | `{sql}` -> the gate's `run_query` result (rows or a structured error) |
 //! | `GET /api/schema` | tables with descriptions, row counts and columns |
 //! | `GET /api/eval` | the newest committed evaluation summary, verbatim (404 when none) |
@@ -51,6 +51,8 @@ use tokio::net::TcpListener;
 use tower_http::catch_panic::CatchPanicLayer;
 
 use crate::agent::{Agent, AgentError};
+use crate::conversation::memory::InMemoryStore;
+use crate::conversation::ConversationStore;
 use crate::gate::Gate;
 use crate::llm::{LlmError, ModelClient, ProviderConfig};
 use crate::local_model::{LocalModel, LocalModelStatus, ReadyModel};
@@ -95,6 +97,8 @@ struct Shared {
     drift: std::sync::Mutex<DriftStatus>,
     /// The model's first look at the schema at start ([`warm_up_in_background`]).
     warm_up: warm_up::WarmUp,
+    /// The conversations questions continue.
+    conversations: Arc<dyn ConversationStore>,
 }
 
 /// Everything the handlers share. Cheap to clone.
@@ -139,6 +143,8 @@ impl AppState {
             QueryLogSetting::Off(reason) => Err(reason.clone()),
         };
         let telemetry = Telemetry::start(config.telemetry.clone());
+        let conversations: Arc<dyn ConversationStore> =
+            Arc::new(InMemoryStore::new(config.conversations));
         Ok(AppState {
             shared: Arc::new(Shared {
                 rate: RateLimiter::new(config.asks_per_minute),
@@ -155,6 +161,7 @@ impl AppState {
                 telemetry,
                 drift: std::sync::Mutex::new(DriftStatus::default()),
                 warm_up: warm_up::WarmUp::default(),
+                conversations,
             }),
         })
     }

@@ -143,6 +143,9 @@ pub fn log_record(result: &AgentResult, asked_at: SystemTime, model: Option<Stri
         model,
         trace_id: result.trace_id.clone(),
         mode: result.mode.as_str().to_string(),
+        // Set by the caller that knows the conversation (the HTTP API).
+        conversation_id: None,
+        turn: None,
     }
 }
 

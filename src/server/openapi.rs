@@ -64,9 +64,11 @@ fn bad_body_responses() -> Value {
 pub fn document() -> Value {
     let mut ask_responses = json!({
         "200": {
-            "description": format!("The agent's full result: the decision ({}), the SQL that ran, the rows, every failed attempt with its error type, assumptions, the chart, tokens, cost and latency.", Decision::ALL.map(Decision::as_str).join(", ")),
+            "description": format!("The agent's full result: the decision ({}), the SQL that ran, the rows, every failed attempt with its error type, assumptions, the chart, tokens, cost and latency; the conversation_id to send with a follow-up, the turn, and for a follow-up how it was understood as one standalone question.", Decision::ALL.map(Decision::as_str).join(", ")),
             "content": {"application/json": {"schema": {"$ref": "#/components/schemas/AgentResult"}}}
         },
+        "404": error_response("The conversation_id names no conversation askdb holds: it expired (30 minutes without a question), was replaced by newer ones, or never existed. Ask without it to start a new one.", "unknown_conversation", "no conversation 0123456789abcdef0123456789abcdef: it expired after a while without a question, or never existed; ask without its id to start a new one"),
+        "409": error_response("The conversation is still answering its previous question: questions on one conversation are answered one at a time, never interleaved.", "conversation_busy", "conversation 0123456789abcdef0123456789abcdef is still answering its previous question; ask again once it has answered"),
         "429": with_retry_after(error_response("This client asked too often (per-address token bucket).", "rate_limited", "too many questions from this address; try again in 3 s")),
         "502": error_response("The model could not be asked (timeout, quota, authentication...).", "model_unavailable", "the model could not be asked (timeout); try again later"),
         "503": with_retry_after(error_response("No model is configured (no Retry-After), the spend cap is reached, the spend ledger cannot be written (spend_ledger_unavailable: no model call is made), or every ask slot is taken (busy, with Retry-After).", "busy", "askdb is answering as many questions as it allows at once; try again in 5 s")),
@@ -194,12 +196,12 @@ fn merge(target: &mut Value, extra: Value) {
 
 fn schemas() -> Value {
     let rows = json!({"type": "array", "items": {"type": "array", "items": {}}, "description": "Rows as arrays in column order; SQL NULL is JSON null."});
-    json!({
+    let mut schemas = json!({
         "Error": {
             "type": "object",
             "required": ["error", "detail"],
             "properties": {
-                "error": {"type": "string", "description": "A stable code: empty_question, question_too_long, unknown_mode, empty_sql, malformed_json, invalid_request, unsupported_media_type, payload_too_large, not_found, method_not_allowed, no_evaluation, rate_limited, busy, model_not_configured, spend_cap_reached, model_unavailable, ask_timeout, internal_error."},
+                "error": {"type": "string", "description": "A stable code: empty_question, question_too_long, unknown_mode, empty_sql, malformed_json, invalid_request, unsupported_media_type, payload_too_large, not_found, method_not_allowed, no_evaluation, unknown_conversation, conversation_busy, rate_limited, busy, model_not_configured, spend_cap_reached, model_unavailable, ask_timeout, internal_error."},
                 "detail": {"type": "string", "description": "What went wrong and what to do, in a sentence."}
             }
         },
@@ -210,7 +212,8 @@ fn schemas() -> Value {
             "properties": {
                 "question": {"type": "string", "minLength": 1, "maxLength": MAX_QUESTION_CHARS},
                 "mode": {"type": "string", "enum": names(Mode::ALL.map(Mode::as_str)), "default": Mode::default().as_str(), "description": "agent: repair loop, up to 3 attempts; baseline: one attempt, no repair; plain: the reference prompt (every table with three sample rows), one attempt."},
-                "explain": {"type": "boolean", "description": "Ask the model for a short written answer (one more call). The server's --explain by default."}
+                "explain": {"type": "boolean", "description": "Ask the model for a short written answer (one more call). The server's --explain by default."},
+                "conversation_id": {"type": "string", "pattern": "^[0-9a-f]{32}$", "description": "The conversation_id of an earlier answer: the question is a follow-up, read in the context of that conversation's earlier turns (their questions, SQL, columns and row counts; never their rows). Absent: a new conversation."}
             }
         },
         "SqlRequest": {
@@ -367,7 +370,17 @@ fn schemas() -> Value {
                 "error": {"type": ["string", "null"]}
             }
         }
-    })
+    });
+    // The conversation's fields, beside the agent's (POST /api/ask's AskResponse).
+    if let Some(properties) = schemas
+        .pointer_mut("/AgentResult/properties")
+        .and_then(Value::as_object_mut)
+    {
+        properties.insert("conversation_id".to_string(), json!({"type": "string", "description": "The conversation this question belongs to: send it back to ask a follow-up."}));
+        properties.insert("turn".to_string(), json!({"type": "integer", "minimum": 1, "description": "The question's turn in its conversation (1 for the first)."}));
+        properties.insert("understood_as".to_string(), json!({"type": "string", "description": "A follow-up as one standalone question (\"the number of bills voided in 2024\"): what was answered. Absent for a conversation's first question."}));
+    }
+    schemas
 }
 
 #[cfg(test)]
@@ -408,6 +421,47 @@ mod tests {
             assert!(
                 serde_json::from_value::<T>(Value::from(name.as_str())).is_ok(),
                 "{pointer}: {name}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_documents_ask_request_and_result_are_the_types_fields() {
+        let document = document();
+        let properties = |name: &str| -> Vec<String> {
+            document
+                .pointer(&format!("/components/schemas/{name}/properties"))
+                .and_then(Value::as_object)
+                .map(|properties| properties.keys().cloned().collect())
+                .unwrap_or_default()
+        };
+        for field in properties("AskRequest") {
+            let value = match field.as_str() {
+                "explain" => Value::Bool(true),
+                "mode" => Value::from("agent"),
+                _ => Value::from("0123456789abcdef0123456789abcdef"),
+            };
+            let mut body = serde_json::json!({"question": "q"});
+            body[field.as_str()] = value;
+            assert!(
+                serde_json::from_value::<super::super::api::AskRequest>(body).is_ok(),
+                "AskRequest takes {field}"
+            );
+        }
+        let mut result = crate::agent::AgentResult::for_tests("q", crate::agent::Decision::Answer);
+        result.understood_as = Some("q in context".to_string());
+        let response = super::super::api::AskResponse {
+            conversation_id: "0123456789abcdef0123456789abcdef".to_string(),
+            turn: 2,
+            result,
+        };
+        let written = serde_json::to_value(&response).expect("serialises");
+        let documented = properties("AgentResult");
+        for key in written.as_object().expect("an object").keys() {
+            assert!(
+                documented.contains(key)
+                    || ["strategy", "candidates_tried"].contains(&key.as_str()),
+                "AgentResult documents {key}"
             );
         }
     }

@@ -84,11 +84,11 @@ pub async fn ask_stream(
     ClientIp(client): ClientIp,
     ApiJson(request): ApiJson<AskRequest>,
 ) -> Result<Response, AppError> {
-    let prepared = prepare_ask(&state, client, &request)?;
+    let mut prepared = prepare_ask(&state, client, &request)?;
     let (sender, receiver) = unbounded_channel();
     let task = tokio::spawn(async move {
         let observer = Forward(sender.clone());
-        let last = match run_ask(&state, &prepared, &observer).await {
+        let last = match run_ask(&state, &mut prepared, &observer).await {
             Ok(result) => match serde_json::to_string(&result) {
                 Ok(text) => Event::default().event("result").data(text),
                 Err(error) => error_event(&AppError::Internal(format!("result: {error}"))),

@@ -471,3 +471,5 @@ async fn a_question_asked_while_the_schema_is_first_read_goes_linked_and_pauses_
         selection(&warm)
     );
 }
+
+mod conversation;

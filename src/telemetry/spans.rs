@@ -47,6 +47,10 @@ pub mod attr {
     pub const COST_USD: &str = "askdb.cost_usd";
     pub const LATENCY_MS: &str = "askdb.latency_ms";
     pub const QUESTION: &str = "askdb.question";
+    /// OpenInference's session: Phoenix groups a conversation's traces by it.
+    pub const SESSION_ID: &str = "session.id";
+    pub const TURN: &str = "askdb.conversation.turn";
+    pub const UNDERSTOOD_AS: &str = "askdb.understood_as";
     pub const MODE: &str = "askdb.mode";
     pub const DECISION: &str = "askdb.decision";
     pub const ATTEMPTS: &str = "askdb.attempts";
@@ -178,6 +182,13 @@ impl QuestionTrace {
             .then(|| self.cx.span().span_context().trace_id().to_string())
     }
 
+    /// The conversation the question belongs to and its turn there (1 for the first).
+    pub fn conversation(&self, id: &str, turn: u32) {
+        let span = self.cx.span();
+        span.set_attribute(KeyValue::new(attr::SESSION_ID, id.to_string()));
+        span.set_attribute(KeyValue::new(attr::TURN, i64::from(turn)));
+    }
+
     /// An evaluation's verdict on the answer: whether it was correct, and why not.
     pub fn verdict(&self, id: &str, correct: bool, why: Option<&str>) {
         let span = self.cx.span();
@@ -224,6 +235,9 @@ impl QuestionTrace {
         }
         if let Some(reason) = &result.reason {
             attributes.push(KeyValue::new(attr::REASON, reason.clone()));
+        }
+        if let Some(understood) = &result.understood_as {
+            attributes.push(KeyValue::new(attr::UNDERSTOOD_AS, understood.clone()));
         }
         attributes.push(KeyValue::new(attr::OUTPUT, output_text));
         attributes.push(KeyValue::new(attr::OUTPUT_MIME, "text/plain"));

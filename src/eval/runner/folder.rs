@@ -139,7 +139,7 @@ pub struct WarmUp {
 /// database's first question, as `askdb serve` does when it opens a database, so a
 /// question's latency is the wait of a user of a running server, not of the first one
 /// after a start. Each warm-up's time is recorded in `warm-ups.jsonl` and reported.
-pub(super) async fn warm_up(
+pub(crate) async fn warm_up(
     agent: &Agent,
     db: &str,
     modes: &[Mode],

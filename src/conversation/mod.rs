@@ -1,0 +1,213 @@
+//! Conversations kept between questions: who may continue one, what a follow-up is
+//! asked with, and the bounds that keep them small. One trait, [`ConversationStore`],
+//! with the in-memory implementation of one process ([`memory::InMemoryStore`], the
+//! server's) and files in askdb's data directory ([`files::FileStore`], the command
+//! line's, whose every question is a process of its own); a store several replicas
+//! share implements the same trait.
+//!
+//! A question takes a [`TurnLease`] before the agent runs: a new conversation, or the
+//! next turn of a known one with its earlier turns ([`crate::agent::conversation::Context`]).
+//! While a lease is held the conversation is answering, and a second question on it is
+//! refused ([`ConversationError::Busy`]), never interleaved. The lease records the turn
+//! when the answer is in ([`TurnLease::finish`]); dropped without it (an error, a
+//! timeout, a client gone) it leaves the conversation as it was.
+
+pub mod files;
+pub mod memory;
+
+use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::agent::conversation::{Context, Turn, TURNS_IN_PROMPT};
+use crate::agent::AgentResult;
+
+/// How long a conversation is kept after its latest question.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(30 * 60);
+
+/// The most conversations one process holds.
+pub const DEFAULT_MAX_CONVERSATIONS: usize = 1_000;
+
+/// The bounds of a store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// A conversation not asked anything for this long is gone.
+    pub ttl: Duration,
+    /// The most conversations held; a new one then replaces the one idle longest.
+    pub max_conversations: usize,
+    /// The most turns a conversation keeps: the ones its prompt can carry.
+    pub turns_kept: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            ttl: DEFAULT_TTL,
+            max_conversations: DEFAULT_MAX_CONVERSATIONS,
+            turns_kept: TURNS_IN_PROMPT,
+        }
+    }
+}
+
+/// A conversation's id: 32 lower-case hex digits, unguessable, so one user cannot
+/// continue another's conversation by counting.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ConversationId(String);
+
+/// The length of an id in hex digits.
+const ID_DIGITS: usize = 32;
+
+impl ConversationId {
+    /// A fresh id: two SipHash outputs under the process's random keys (seeded by the
+    /// operating system), of a counter and the time, so ids neither repeat nor follow
+    /// one another.
+    pub fn fresh() -> ConversationId {
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let count = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|elapsed| elapsed.as_nanos())
+            .unwrap_or_default();
+        let half = |salt: u64| {
+            let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+            hasher.write_u64(salt);
+            hasher.write_u64(count);
+            hasher.write_u128(nanos);
+            hasher.finish()
+        };
+        ConversationId(format!("{:016x}{:016x}", half(1), half(2)))
+    }
+
+    /// An id as a client sent it; refused unless it has an id's form.
+    pub fn parse(text: &str) -> Result<ConversationId, ConversationError> {
+        let text = text.trim();
+        let well_formed = text.len() == ID_DIGITS
+            && text
+                .chars()
+                .all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c));
+        if well_formed {
+            Ok(ConversationId(text.to_string()))
+        } else {
+            Err(ConversationError::NotFound {
+                id: crate::text::cut_text(text, 40),
+            })
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for ConversationId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Why a question cannot continue a conversation.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConversationError {
+    /// Unknown, expired or replaced: the server answers 404.
+    #[error(
+        "no conversation {id}: it expired after a while without a question, or never existed; \
+         ask without its id to start a new one"
+    )]
+    NotFound { id: String },
+    /// A question on it is still being answered: the server answers 409.
+    #[error(
+        "conversation {id} is still answering its previous question; ask again once it has \
+         answered"
+    )]
+    Busy { id: String },
+    /// Every conversation held is answering a question, so none can make room: 503.
+    #[error("askdb holds as many conversations as it allows and each is answering a question")]
+    Full,
+    /// The store could not be read or written (a file store's directory).
+    #[error("the conversation store failed: {0}")]
+    Storage(String),
+}
+
+/// A turn begun: the conversation, the turn's number and the earlier turns it continues.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Begun {
+    pub id: ConversationId,
+    pub number: u32,
+    pub context: Context,
+}
+
+/// Where conversations live between questions.
+pub trait ConversationStore: Send + Sync {
+    /// Begins a turn: of a new conversation (`id` None) or of `id`, refused when that is
+    /// unknown or expired, or is answering a question.
+    fn begin(&self, id: Option<&ConversationId>) -> Result<Begun, ConversationError>;
+
+    /// Ends the turn `begin` gave: records it (`Some`) or leaves the conversation as it
+    /// was (`None`). Either way the conversation takes questions again.
+    fn end(&self, id: &ConversationId, turn: Option<Turn>);
+
+    /// How many conversations are held.
+    fn len(&self) -> usize;
+
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A turn in flight: holds its conversation busy until it is finished or dropped.
+pub struct TurnLease {
+    store: Arc<dyn ConversationStore>,
+    begun: Begun,
+    ended: bool,
+}
+
+impl TurnLease {
+    /// Begins a turn in `store` ([`ConversationStore::begin`]).
+    pub fn begin(
+        store: &Arc<dyn ConversationStore>,
+        id: Option<&ConversationId>,
+    ) -> Result<TurnLease, ConversationError> {
+        let begun = store.begin(id)?;
+        Ok(TurnLease {
+            store: Arc::clone(store),
+            begun,
+            ended: false,
+        })
+    }
+
+    pub fn id(&self) -> &ConversationId {
+        &self.begun.id
+    }
+
+    /// The turn's number: 1 for a conversation's first question.
+    pub fn number(&self) -> u32 {
+        self.begun.number
+    }
+
+    /// The earlier turns this question continues.
+    pub fn context(&self) -> &Context {
+        &self.begun.context
+    }
+
+    /// Records the answered (or declined, given up, clarified) turn.
+    pub fn finish(mut self, result: &AgentResult) {
+        self.ended = true;
+        let turn = Turn::from_result(self.begun.number, result);
+        self.store.end(&self.begun.id, Some(turn));
+    }
+}
+
+impl Drop for TurnLease {
+    fn drop(&mut self) {
+        if !self.ended {
+            self.store.end(&self.begun.id, None);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
