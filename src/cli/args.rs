@@ -128,6 +128,16 @@ pub enum Command {
         #[command(subcommand)]
         command: LogCommand,
     },
+    /// Verified examples: questions a person confirmed, with the SQL that answered them,
+    /// kept per database in askdb's data directory. Similar questions get them as worked
+    /// examples; the same question is answered by running the verified SQL again.
+    #[command(
+        after_help = "Examples:\n  askdb examples add \"How many bills were voided?\" \"SELECT count(*) FROM bills WHERE status = 'VOID'\" --verified-by asha\n  askdb examples import team-examples.jsonl --verified-by asha\n  askdb examples list\n  askdb examples export > examples.jsonl"
+    )]
+    Examples {
+        #[command(subcommand)]
+        command: ExamplesCommand,
+    },
     /// The language model askdb asks (configured by ASKDB_PROVIDER, ASKDB_MODEL, ...).
     #[command(after_help = "Example:\n  askdb model check")]
     Model {
@@ -365,6 +375,63 @@ pub enum LogCommand {
         #[arg(long, env = "ASKDB_LOG_READ_URL", hide_env_values = true)]
         from: Option<String>,
     },
+}
+
+#[derive(Subcommand)]
+pub enum ExamplesCommand {
+    /// Save a question with the SQL that answers it; the SQL must pass the gate.
+    #[command(
+        after_help = "Example:\n  askdb examples add \"Revenue in 2025\" \"SELECT sum(total_amt) FROM bills WHERE status <> 'VOID'\" --verified-by asha --notes \"VOID bills never count\""
+    )]
+    Add {
+        question: String,
+        sql: String,
+        /// Who confirmed it (default: $USER).
+        #[arg(long, env = "ASKDB_VERIFIED_BY")]
+        verified_by: Option<String>,
+        /// What a reader should know ("revenue excludes refunds").
+        #[arg(long)]
+        notes: Option<String>,
+    },
+    /// List this database's examples, set-aside ones with the reason (each is checked
+    /// against today's schema first).
+    #[command(after_help = "Example:\n  askdb examples list --json")]
+    List,
+    /// Remove one example by its id.
+    #[command(after_help = "Example:\n  askdb examples remove 7")]
+    Remove { id: i64 },
+    /// Import examples from JSONL (one object a line: question, sql, and optionally
+    /// verified_by, notes) or CSV (a header naming the same columns). Nothing is saved
+    /// when a line is bad, unless --skip-bad.
+    #[command(
+        after_help = "Example:\n  askdb examples import team-examples.csv --verified-by asha"
+    )]
+    Import {
+        file: PathBuf,
+        /// Who confirmed the lines that do not say (default: $USER).
+        #[arg(long, env = "ASKDB_VERIFIED_BY")]
+        verified_by: Option<String>,
+        /// The file's format (default: by its extension, `.csv` or JSONL).
+        #[arg(long, value_enum)]
+        format: Option<ExampleFormat>,
+        /// Save the good lines and report the bad ones, instead of saving nothing.
+        #[arg(long)]
+        skip_bad: bool,
+    },
+    /// Write this database's examples in use as JSONL (what `import` reads).
+    #[command(after_help = "Example:\n  askdb examples export --out examples.jsonl")]
+    Export {
+        /// Where to write them (default: stdout).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+}
+
+/// The formats `askdb examples import` reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ExampleFormat {
+    Jsonl,
+    Csv,
 }
 
 #[derive(Subcommand)]

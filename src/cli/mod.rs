@@ -7,6 +7,7 @@
 
 pub mod args;
 pub mod config;
+mod examples;
 mod reports;
 
 use std::io::Read;
@@ -113,6 +114,8 @@ pub enum CliError {
     Drift(#[from] crate::drift::DriftError),
     #[error(transparent)]
     QueryLog(#[from] crate::querylog::LogError),
+    #[error(transparent)]
+    Examples(#[from] crate::examples::ExampleError),
     #[error("{0}")]
     Settings(String),
     #[error("cannot read {path}: {error}")]
@@ -238,6 +241,7 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
             crate::server::run(gate, config).await?;
             Ok(Output::done(Exit::Success))
         }
+        Command::Examples { command } => examples::run(&settings.open_gate().await?, command).await,
         Command::Model {
             command: ModelCommand::Check,
         } => model_check().await,

@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use crate::drift::{self, Snapshot, SnapshotTable};
 use crate::gate::{Gate, Refusal, RefusalReason};
 use crate::schema::SchemaNotes;
-pub use store::{ExampleStore, SqliteExampleStore};
+pub use store::{ExampleStore, SqliteExampleStore, StoreFuture};
 
 /// The longest question an example may hold: the agent's own limit
 /// (`agent::MAX_QUESTION_CHARS`), since a longer one could never be asked.
@@ -70,6 +70,19 @@ pub struct Draft {
     pub verified_by: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notes: Option<String>,
+}
+
+/// An example whose SQL the gate has just checked: only [`prepare`] makes one (its field
+/// is private), and a store writes only these, so nothing reaches a store unchecked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CheckedExample {
+    example: Example,
+}
+
+impl CheckedExample {
+    pub fn example(&self) -> &Example {
+        &self.example
+    }
 }
 
 /// A saved example and the earlier examples of the same question it replaced.
@@ -169,7 +182,7 @@ async fn gate_checked(gate: &Gate, sql: &str) -> Result<crate::gate::CheckedQuer
 }
 
 /// A draft checked and made into an example of `gate`'s database (not stored yet).
-pub async fn prepare(gate: &Gate, draft: &Draft) -> Result<Example, ExampleError> {
+pub async fn prepare(gate: &Gate, draft: &Draft) -> Result<CheckedExample, ExampleError> {
     let question = bounded("question", &draft.question, MAX_QUESTION_CHARS)?;
     let verified_by = bounded("verified_by", &draft.verified_by, MAX_VERIFIER_CHARS)?;
     let notes = match draft.notes.as_deref().map(str::trim) {
@@ -184,7 +197,7 @@ pub async fn prepare(gate: &Gate, draft: &Draft) -> Result<Example, ExampleError
         .map_err(ExampleError::Refused)?;
     let live = drift::snapshot(gate);
     let tables = checked.tables().to_vec();
-    Ok(Example {
+    let example = Example {
         id: 0,
         database: database_identity(gate.label()),
         question,
@@ -196,7 +209,8 @@ pub async fn prepare(gate: &Gate, draft: &Draft) -> Result<Example, ExampleError
         tables,
         notes,
         set_aside: None,
-    })
+    };
+    Ok(CheckedExample { example })
 }
 
 /// Saves one example a person confirmed: checked by the gate ([`prepare`]), then stored;
@@ -226,12 +240,33 @@ pub async fn save_all(
     for draft in drafts {
         prepared.push(prepare(gate, draft).await?);
     }
+    save_checked(gate, store, prepared).await
+}
+
+/// Stores examples the gate checked ([`prepare`]) in one write, each replacing the
+/// earlier examples of its question.
+pub async fn save_checked(
+    gate: &Gate,
+    store: &dyn ExampleStore,
+    prepared: Vec<CheckedExample>,
+) -> Result<Vec<Saved>, ExampleError> {
+    // A later confirmation of the same question in one batch is the one kept.
+    let keys: Vec<String> = prepared
+        .iter()
+        .map(|checked| normalise_question(&checked.example.question))
+        .collect();
+    let prepared: Vec<CheckedExample> = prepared
+        .into_iter()
+        .enumerate()
+        .filter(|(index, _)| !keys[index + 1..].contains(&keys[*index]))
+        .map(|(_, checked)| checked)
+        .collect();
     let database = database_identity(gate.label());
     let existing = store.list(&database).await?;
     let mut replacing = Vec::new();
     let mut replaced_by: Vec<Vec<i64>> = Vec::with_capacity(prepared.len());
-    for example in &prepared {
-        let key = normalise_question(&example.question);
+    for checked in &prepared {
+        let key = normalise_question(&checked.example.question);
         let ids: Vec<i64> = existing
             .iter()
             .filter(|old| normalise_question(&old.question) == key)
@@ -245,7 +280,8 @@ pub async fn save_all(
         .into_iter()
         .zip(ids)
         .zip(replaced_by)
-        .map(|((mut example, id), replaced)| {
+        .map(|((checked, id), replaced)| {
+            let mut example = checked.example;
             example.id = id;
             Saved { example, replaced }
         })

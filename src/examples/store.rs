@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::time::Duration;
 
-use super::{Example, ExampleError};
+use super::{CheckedExample, Example, ExampleError};
 use crate::drift::SnapshotTable;
 
 /// The SQLite store's file name in askdb's data directory.
@@ -36,11 +36,12 @@ pub trait ExampleStore: Send + Sync {
     fn list<'a>(&'a self, database: &'a str) -> StoreFuture<'a, Vec<Example>>;
 
     /// Stores `examples` (their ids ignored) and removes the examples `replacing` names,
-    /// all in one transaction; the new ids in order.
+    /// all in one transaction; the new ids in order. Only checked examples can be
+    /// given: the gate's checks come before any store.
     fn write<'a>(
         &'a self,
         database: &'a str,
-        examples: &'a [Example],
+        examples: &'a [CheckedExample],
         replacing: &'a [i64],
     ) -> StoreFuture<'a, Vec<i64>>;
 
@@ -193,11 +194,14 @@ impl ExampleStore for SqliteExampleStore {
     fn write<'a>(
         &'a self,
         database: &'a str,
-        examples: &'a [Example],
+        examples: &'a [CheckedExample],
         replacing: &'a [i64],
     ) -> StoreFuture<'a, Vec<i64>> {
         let database = database.to_string();
-        let examples = examples.to_vec();
+        let examples: Vec<Example> = examples
+            .iter()
+            .map(|checked| checked.example().clone())
+            .collect();
         let replacing = replacing.to_vec();
         self.blocking(move |store, connection| {
             let transaction = connection
