@@ -76,6 +76,8 @@ fn record() -> LogRecord {
         model: Some("scripted".to_string()),
         trace_id: None,
         mode: "agent".to_string(),
+        examples: Vec::new(),
+        rerun_example: None,
     }
 }
 

@@ -37,7 +37,11 @@ impl Agent {
             &self.strategy,
             &state.question,
             system,
-            prompts::question_message(&state.question, &state.assumptions),
+            prompts::question_turn(
+                &state.question,
+                &state.assumptions,
+                &state.worked_examples.iter().collect::<Vec<_>>(),
+            ),
             &state.repairs,
         );
         Some(match round {

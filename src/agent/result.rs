@@ -7,7 +7,7 @@ use serde_json::Value as JsonValue;
 
 use super::ambiguity;
 use super::answer::ChartSpec;
-use super::events::SchemaMode;
+use super::events::{SchemaMode, UsedExample};
 use super::failure::FailureKind;
 use super::plausibility;
 use super::Mode;
@@ -160,6 +160,13 @@ pub struct AgentResult {
     /// The SQL of the first round's answer (or its first failure), for rescue/broken
     /// accounting.
     pub first_sql: Option<String>,
+    /// The verified examples the question used: shown to the model, or run again.
+    #[serde(default)]
+    pub examples: Vec<UsedExample>,
+    /// The verified example whose SQL answered the question without the model (the same
+    /// question confirmed before), when one did.
+    #[serde(default)]
+    pub answered_from_example: Option<i64>,
 }
 
 /// What `plan` shows before any model call.

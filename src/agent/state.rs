@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::time::Instant;
 
-use super::events::{AgentEvent, Observer};
+use super::events::{AgentEvent, Observer, UsedExample};
 use super::failure::Failure;
 use super::failure::{Progress, Spent};
 use super::prompts::RepairTurn;
@@ -31,6 +31,8 @@ pub(super) struct Tried {
 
 pub(super) enum Node {
     Rules,
+    /// The verified examples like the question: a re-run, or worked examples.
+    Examples,
     SelectSchema,
     Generate(Round),
     Try(Vec<String>, Round),
@@ -78,6 +80,12 @@ pub(super) struct State<'o> {
     pub(super) first_sql: Option<String>,
     pub(super) trace: Vec<TraceStep>,
     pub(super) result: Option<AgentResult>,
+    /// The verified examples the prompt shows, best first.
+    pub(super) worked_examples: Vec<crate::examples::Example>,
+    /// Every verified example the question used, with its role.
+    pub(super) used_examples: Vec<UsedExample>,
+    /// The verified example whose SQL answered without the model.
+    pub(super) answered_from_example: Option<i64>,
 }
 
 impl State<'_> {

@@ -277,7 +277,11 @@ fn completions(shell: clap_complete::Shell) -> Output {
 async fn open_agent(settings: &Settings, strategy: Strategy) -> Result<Agent, CliError> {
     let client = ModelClient::from_config(&ProviderConfig::from_env()?)?;
     let gate = settings.open_gate().await?;
-    Ok(Agent::with_strategy(gate, client, strategy).await?)
+    // `askdb ask` answers with the examples people verified on this database.
+    let examples = std::sync::Arc::new(crate::examples::SqliteExampleStore::in_data_dir());
+    Ok(Agent::with_strategy(gate, client, strategy)
+        .await?
+        .with_examples(examples))
 }
 
 /// Where `askdb serve` logs questions: PostgreSQL databases over the log role's URL

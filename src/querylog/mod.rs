@@ -38,7 +38,7 @@ const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The columns `askdb db setup` adds to a PostgreSQL log beyond the original ones
 /// (`id`, `asked_at`, `question`, `sql`, `decision`, `error_type`, `latency_ms`).
-pub const POSTGRES_LOG_COLUMNS: [(&str, &str); 9] = [
+pub const POSTGRES_LOG_COLUMNS: [(&str, &str); 11] = [
     ("attempts", "integer"),
     ("error_types", "text"),
     ("row_count", "bigint"),
@@ -48,11 +48,17 @@ pub const POSTGRES_LOG_COLUMNS: [(&str, &str); 9] = [
     ("model", "text"),
     ("trace_id", "text"),
     ("mode", "text"),
+    ("examples", "text"),
+    ("rerun_example", "bigint"),
 ];
+
+/// The columns a SQLite log made by an older askdb gains when it is opened.
+const SQLITE_ADDED_COLUMNS: [(&str, &str); 2] =
+    [("examples", "TEXT"), ("rerun_example", "INTEGER")];
 
 const INSERT_COLUMNS: &str = "asked_at, question, sql, decision, error_type, latency_ms, \
      attempts, error_types, row_count, input_tokens, output_tokens, cost_usd, model, \
-     trace_id, mode";
+     trace_id, mode, examples, rerun_example";
 
 /// One answered question.
 #[derive(Debug, Clone, Serialize)]
@@ -77,6 +83,11 @@ pub struct LogRecord {
     pub trace_id: Option<String>,
     /// `agent` or `baseline`.
     pub mode: String,
+    /// The ids of the verified examples the question used (shown to the model or run
+    /// again), what `askdb examples` prunes by.
+    pub examples: Vec<i64>,
+    /// The verified example whose SQL answered without the model, when one did.
+    pub rerun_example: Option<i64>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -236,6 +247,18 @@ fn joined_error_types(record: &LogRecord) -> Option<String> {
     (!record.error_types.is_empty()).then(|| record.error_types.join(","))
 }
 
+/// The examples' ids as the log keeps them: `3,7`, or nothing.
+fn joined_examples(record: &LogRecord) -> Option<String> {
+    (!record.examples.is_empty()).then(|| {
+        record
+            .examples
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(",")
+    })
+}
+
 fn saturating_i32(value: u64) -> i32 {
     i32::try_from(value).unwrap_or(i32::MAX)
 }
@@ -247,14 +270,14 @@ fn saturating_i64(value: u64) -> i64 {
 fn postgres_insert_sql() -> String {
     format!(
         "INSERT INTO {QUERY_LOG_TABLE} ({INSERT_COLUMNS}) VALUES \
-         ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)"
+         ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)"
     )
 }
 
 fn sqlite_insert_sql() -> String {
     format!(
         "INSERT INTO {QUERY_LOG_TABLE} ({INSERT_COLUMNS}, database) VALUES \
-         (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)"
+         (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)"
     )
 }
 
@@ -265,7 +288,8 @@ fn sqlite_create_sql() -> String {
          id INTEGER PRIMARY KEY AUTOINCREMENT, asked_at TEXT NOT NULL, question TEXT, \
          sql TEXT, decision TEXT, error_type TEXT, latency_ms INTEGER, attempts INTEGER, \
          error_types TEXT, row_count INTEGER, input_tokens INTEGER, output_tokens INTEGER, \
-         cost_usd REAL, model TEXT, trace_id TEXT, mode TEXT, database TEXT)"
+         cost_usd REAL, model TEXT, trace_id TEXT, mode TEXT, database TEXT, examples TEXT, \
+         rerun_example INTEGER)"
     )
 }
 
@@ -296,7 +320,8 @@ async fn insert_postgres<C: tokio_postgres::GenericClient>(
     let input = saturating_i64(record.input_tokens);
     let output = saturating_i64(record.output_tokens);
     let insert = postgres_insert_sql();
-    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 15] = [
+    let examples = joined_examples(record);
+    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 17] = [
         &record.asked_at,
         &record.question,
         &record.sql,
@@ -312,6 +337,8 @@ async fn insert_postgres<C: tokio_postgres::GenericClient>(
         &record.model,
         &record.trace_id,
         &record.mode,
+        &examples,
+        &record.rerun_example,
     ];
     client
         .execute(insert.as_str(), &params)
@@ -330,8 +357,26 @@ fn open_sqlite(path: &Path) -> Result<rusqlite::Connection, LogError> {
     connection
         .busy_timeout(WRITE_TIMEOUT)
         .and_then(|()| connection.execute(&sqlite_create_sql(), []).map(|_| ()))
+        .and_then(|()| add_missing_sqlite_columns(&connection))
         .map_err(|error| LogError::Connect(format!("{}: {error}", path.display())))?;
     Ok(connection)
+}
+
+/// A log file made by an older askdb keeps its rows and gains the newer columns.
+fn add_missing_sqlite_columns(connection: &rusqlite::Connection) -> rusqlite::Result<()> {
+    let mut statement = connection.prepare(&format!("PRAGMA table_info({QUERY_LOG_TABLE})"))?;
+    let present: Vec<String> = statement
+        .query_map([], |row| row.get::<_, String>(1))?
+        .collect::<Result<_, _>>()?;
+    for (column, data_type) in SQLITE_ADDED_COLUMNS {
+        if !present.iter().any(|name| name == column) {
+            connection.execute(
+                &format!("ALTER TABLE {QUERY_LOG_TABLE} ADD COLUMN {column} {data_type}"),
+                [],
+            )?;
+        }
+    }
+    Ok(())
 }
 
 fn insert_sqlite(
@@ -358,6 +403,8 @@ fn insert_sqlite(
                 record.model,
                 record.trace_id,
                 record.mode,
+                joined_examples(record),
+                record.rerun_example,
                 database,
             ],
         )
@@ -455,6 +502,8 @@ fn probe_record() -> LogRecord {
         model: None,
         trace_id: None,
         mode: "probe".to_string(),
+        examples: Vec::new(),
+        rerun_example: None,
     }
 }
 

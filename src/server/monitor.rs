@@ -143,6 +143,8 @@ pub fn log_record(result: &AgentResult, asked_at: SystemTime, model: Option<Stri
         model,
         trace_id: result.trace_id.clone(),
         mode: result.mode.as_str().to_string(),
+        examples: result.examples.iter().map(|example| example.id).collect(),
+        rerun_example: result.answered_from_example,
     }
 }
 

@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use crate::agent::events::{AgentEvent, RulesOutcome};
+use crate::agent::events::{AgentEvent, ExampleRole, RulesOutcome};
 use crate::agent::failure::{FailureKind, NextKind};
 use crate::agent::Decision;
 use crate::llm::Purpose;
@@ -60,6 +60,31 @@ pub fn summary(event: &AgentEvent) -> String {
                     "Read the question: {verdict}; assuming {}",
                     assumptions.join("; ")
                 )
+            }
+        }
+        AgentEvent::Examples {
+            available, used, ..
+        } => {
+            let rerun = used
+                .iter()
+                .find(|example| example.role == ExampleRole::Rerun);
+            match rerun {
+                Some(example) => format!(
+                    "The same question was verified before (example {}): running its SQL again, without the model",
+                    example.id
+                ),
+                None if used.is_empty() => format!(
+                    "No verified example is like this question ({} in use)",
+                    available
+                ),
+                None => format!(
+                    "Showing the model {}: {}",
+                    plural(used.len(), "verified example", "verified examples"),
+                    used.iter()
+                        .map(|example| format!("{} ({:.2})", example.id, example.score))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
             }
         }
         AgentEvent::SchemaSelected {
@@ -213,6 +238,11 @@ pub fn summary(event: &AgentEvent) -> String {
 pub fn timing(event: &AgentEvent) -> (u64, Option<u64>) {
     match event {
         AgentEvent::Rules {
+            started_ms,
+            elapsed_ms,
+            ..
+        }
+        | AgentEvent::Examples {
             started_ms,
             elapsed_ms,
             ..
