@@ -230,6 +230,11 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
             let mut config = args.resolve().map_err(CliError::Settings)?;
             let gate = settings.open_gate().await?;
             config.query_log = query_log_setting(&settings, &gate, log_on, log_url);
+            config.examples = Some(
+                crate::examples::SqliteExampleStore::in_data_dir()
+                    .path()
+                    .to_path_buf(),
+            );
             config.drift = Some(crate::server::monitor::DriftWatch {
                 snapshot: snapshot.unwrap_or_else(|| {
                     crate::drift::default_path(cli.global.notes.as_deref(), gate.label())

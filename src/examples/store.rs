@@ -157,6 +157,11 @@ impl ExampleStore for SqliteExampleStore {
     }
 
     fn list<'a>(&'a self, database: &'a str) -> StoreFuture<'a, Vec<Example>> {
+        // Reading never creates the file: a question asked where no one saved an
+        // example leaves nothing behind.
+        if !self.path.exists() {
+            return Box::pin(async { Ok(Vec::new()) });
+        }
         let database = database.to_string();
         self.blocking(move |store, connection| {
             let mut statement = connection
@@ -250,6 +255,9 @@ impl ExampleStore for SqliteExampleStore {
     }
 
     fn remove<'a>(&'a self, database: &'a str, id: i64) -> StoreFuture<'a, bool> {
+        if !self.path.exists() {
+            return Box::pin(async { Ok(false) });
+        }
         let database = database.to_string();
         self.blocking(move |store, connection| {
             connection

@@ -98,6 +98,9 @@ pub struct ServerConfig {
     pub telemetry: crate::telemetry::TelemetryConfig,
     /// Start the local model at once and use it, whatever ASKDB_PROVIDER says.
     pub local_model: bool,
+    /// The verified examples' SQLite file (set by the CLI: askdb's data directory); None:
+    /// questions use no examples and the examples routes answer 404.
+    pub examples: Option<PathBuf>,
 }
 
 impl Default for ServerConfig {
@@ -115,6 +118,7 @@ impl Default for ServerConfig {
             drift: None,
             telemetry: crate::telemetry::TelemetryConfig::off(),
             local_model: false,
+            examples: None,
         }
     }
 }
@@ -154,6 +158,7 @@ impl ServeArgs {
                 ..crate::telemetry::TelemetryConfig::from_env()
             },
             local_model: self.local_model,
+            examples: None,
         })
     }
 }
