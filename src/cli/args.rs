@@ -311,6 +311,12 @@ pub enum EvalCommand {
         #[arg(long, default_value = ".")]
         repo: PathBuf,
     },
+    /// Verified-example retrieval without a model: each Spider dev question held out,
+    /// the others of its database as examples (copies of its gold SQL left out); how
+    /// often each weighing's best example reads the gold's tables, and how often the
+    /// direct re-run fires and returns the gold's rows.
+    #[command(after_help = "Example:\n  askdb eval example-retrieval")]
+    ExampleRetrieval,
     /// Linking recall without a model: Spider/BIRD tables.json + questions, or our demo set.
     #[command(
         after_help = "Examples:\n  askdb eval linking\n  askdb eval linking --tables ../shared/data/spider/tables.json --questions ../shared/data/spider/dev.json"

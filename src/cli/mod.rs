@@ -640,6 +640,12 @@ async fn eval(settings: &Settings, command: EvalCommand) -> Result<Output, CliEr
                 Exit::Success,
             )
         }
+        EvalCommand::ExampleRetrieval => {
+            use crate::eval::example_retrieval;
+            let report = example_retrieval::measure(&crate::home::shared_data_dir()?).await?;
+            let text = example_retrieval::render(&report);
+            Output::new(&report, text, Exit::Success)
+        }
         EvalCommand::Linking { tables, questions } => {
             use crate::linking::eval as linking_eval;
             let report = match (tables, questions) {

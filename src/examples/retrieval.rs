@@ -1,13 +1,13 @@
 //! Which verified examples a question is like: a pure function of the question, the
 //! schema and the examples, testable without a model (decision 0060).
 //!
-//! The score is lexical, in two halves. The question's search terms (the linker's own:
+//! The score is lexical, in two parts. The question's search terms (the linker's own:
 //! stemmed, abbreviations expanded, stop words dropped) are compared with each example's
-//! by weighted overlap, each term weighed by how rare it is among the database's
-//! examples, so "customers" shared by every example counts less than "refunded". The
-//! schema terms the question links to (the tables and columns whose every word it says)
-//! are compared with those of the example's question and the tables its SQL reads, so
-//! two questions worded differently about the same tables still meet.
+//! by overlap (Jaccard), 0.6 of the score. The schema terms the question links to (the
+//! tables and columns whose every word it says) are compared with those of the
+//! example's question and the tables its SQL reads, 0.4, so two questions worded
+//! differently about the same tables still meet. Weighing words by their rarity among
+//! the examples was measured too, and did worse (decision 0060).
 //!
 //! A question that says the very same words as an example, in the same order once
 //! stemmed, is the same question ([`Ranked::same_question`]): it may be answered by
@@ -27,8 +27,37 @@ pub const PROMPT_EXAMPLES: usize = 3;
 /// example shares no more than an incidental word.
 pub const MIN_PROMPT_SCORE: f64 = 0.2;
 
-/// The weight of the question's words in the score; the rest is its schema terms.
-const WORDS_WEIGHT: f64 = 0.6;
+/// How a score is made: the weight of the question's words (the rest is its schema
+/// terms), and whether a word counts by its rarity among the examples. The other
+/// settings are what decision 0060 measured askdb's against.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Weights {
+    pub words: f64,
+    pub rarity: bool,
+}
+
+impl Weights {
+    /// askdb's retrieval.
+    pub const ASKDB: Weights = Weights {
+        words: 0.6,
+        rarity: false,
+    };
+    /// askdb's, with words weighed by rarity.
+    pub const RARE_WORDS_AND_SCHEMA: Weights = Weights {
+        words: 0.6,
+        rarity: true,
+    };
+    /// Plain word overlap (Jaccard over the question's terms): the common baseline.
+    pub const PLAIN_WORDS: Weights = Weights {
+        words: 1.0,
+        rarity: false,
+    };
+    /// Words weighed by rarity, no schema terms.
+    pub const RARE_WORDS: Weights = Weights {
+        words: 1.0,
+        rarity: true,
+    };
+}
 
 /// One example with how alike it is.
 #[derive(Debug, Clone, PartialEq)]
@@ -84,6 +113,17 @@ pub fn rank<'a>(
     examples: &'a [Example],
     limit: usize,
 ) -> Vec<Ranked<'a>> {
+    rank_weighted(question, schema, examples, limit, Weights::ASKDB)
+}
+
+/// [`rank`] with other weights (what the measurement compares).
+pub fn rank_weighted<'a>(
+    question: &str,
+    schema: &[TableSchema],
+    examples: &'a [Example],
+    limit: usize,
+    weights: Weights,
+) -> Vec<Ranked<'a>> {
     let query: BTreeSet<String> = text_terms(question).into_iter().collect();
     let documents: Vec<BTreeSet<String>> = examples
         .iter()
@@ -97,6 +137,9 @@ pub fn rank<'a>(
     }
     let count = examples.len() as f64;
     let weight = |term: &str| {
+        if !weights.rarity {
+            return 1.0;
+        }
         let seen = frequency.get(term).copied().unwrap_or(0) as f64;
         (1.0 + (count + 1.0) / (seen + 1.0)).ln()
     };
@@ -115,7 +158,7 @@ pub fn rank<'a>(
             let score = if same {
                 1.0
             } else {
-                WORDS_WEIGHT * words + (1.0 - WORDS_WEIGHT) * schema_score
+                weights.words * words + (1.0 - weights.words) * schema_score
             };
             Ranked {
                 example,
