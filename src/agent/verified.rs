@@ -38,6 +38,10 @@ impl Agent {
                 return Node::SelectSchema;
             }
         };
+        // A database no one has verified an example of has no step to show.
+        if usable.is_empty() {
+            return Node::SelectSchema;
+        }
         let ranked = retrieval::rank(
             &state.question,
             self.gate.schema(),

@@ -368,6 +368,51 @@ mod tests {
     }
 
     #[test]
+    fn verified_examples_say_whether_the_model_was_skipped() {
+        use crate::agent::events::UsedExample;
+        let used = |id: i64, score: f64, role: ExampleRole| UsedExample {
+            id,
+            question: "How many bills?".to_string(),
+            score,
+            role,
+        };
+        let rerun = AgentEvent::Examples {
+            started_ms: 1,
+            elapsed_ms: 150,
+            available: 4,
+            used: vec![used(7, 1.0, ExampleRole::Rerun)],
+        };
+        assert_eq!(
+            summary(&rerun),
+            "The same question was verified before (example 7): running its SQL again, without the model"
+        );
+        assert_eq!(timing(&rerun), (1, Some(150)));
+        let shown = AgentEvent::Examples {
+            started_ms: 1,
+            elapsed_ms: 2,
+            available: 4,
+            used: vec![
+                used(3, 0.8125, ExampleRole::Prompt),
+                used(2, 0.4, ExampleRole::Prompt),
+            ],
+        };
+        assert_eq!(
+            summary(&shown),
+            "Showing the model 2 verified examples: 3 (0.81), 2 (0.40)"
+        );
+        let none = AgentEvent::Examples {
+            started_ms: 1,
+            elapsed_ms: 2,
+            available: 4,
+            used: Vec::new(),
+        };
+        assert_eq!(
+            summary(&none),
+            "No verified example is like this question (4 in use)"
+        );
+    }
+
+    #[test]
     fn a_rewrite_is_described_by_what_it_changes() {
         let rewrite = |kind: FailureKind, change: &str| AgentEvent::Failed {
             started_ms: 900,
