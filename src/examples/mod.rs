@@ -288,12 +288,18 @@ pub async fn save_checked(
         .collect())
 }
 
-/// Why an example can no longer be used on the schema behind `gate`, or None.
-async fn reason_to_set_aside(gate: &Gate, live: &Snapshot, example: &Example) -> Option<String> {
+/// Why an example can no longer be used on the schema behind `gate` (`live`, whose
+/// fingerprint is `live_fingerprint`), or None.
+async fn reason_to_set_aside(
+    gate: &Gate,
+    live: &Snapshot,
+    live_fingerprint: &str,
+    example: &Example,
+) -> Option<String> {
     if let Err(refusal) = gate_checked(gate, &example.sql).await {
         return Some(format!("the guard now refuses its SQL: {refusal}"));
     }
-    if drift::fingerprint(&live.tables) == example.schema_fingerprint {
+    if live_fingerprint == example.schema_fingerprint {
         return None;
     }
     let saved = Snapshot {
@@ -316,13 +322,17 @@ async fn reason_to_set_aside(gate: &Gate, live: &Snapshot, example: &Example) ->
 /// gate and schema: those that fail are set aside in the store with their reason.
 pub async fn recheck(gate: &Gate, store: &dyn ExampleStore) -> Result<Vec<Example>, ExampleError> {
     let database = database_identity(gate.label());
-    let live = drift::snapshot(gate);
     let mut examples = store.list(&database).await?;
+    if examples.iter().all(|example| example.set_aside.is_some()) {
+        return Ok(examples);
+    }
+    let live = drift::snapshot(gate);
+    let live_fingerprint = drift::fingerprint(&live.tables);
     for example in &mut examples {
         if example.set_aside.is_some() {
             continue;
         }
-        if let Some(reason) = reason_to_set_aside(gate, &live, example).await {
+        if let Some(reason) = reason_to_set_aside(gate, &live, &live_fingerprint, example).await {
             store.set_aside(&database, example.id, &reason).await?;
             example.set_aside = Some(reason);
         }
