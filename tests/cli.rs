@@ -379,6 +379,11 @@ fn examples_are_added_listed_exported_and_removed_and_the_gate_refuses_restricte
     assert!(output.status.success(), "{output:?}");
     let output = examples(home.path(), None, &["remove", &id_text]);
     assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stdout(&output).starts_with(&format!("not removed: no example {id} ")),
+        "{}",
+        stdout(&output)
+    );
     assert!(stdout(&examples(home.path(), None, &["list"])).contains("no verified examples"));
 }
 

@@ -40,7 +40,7 @@ pub async fn run(gate: &Gate, command: ExamplesCommand) -> Result<Output, CliErr
                     }
                     Output::new(&saved, text, Exit::Success)
                 }
-                Err(error) => refused(error),
+                Err(error) => refused(error, "not saved"),
             }
         }
         ExamplesCommand::List => {
@@ -54,7 +54,7 @@ pub async fn run(gate: &Gate, command: ExamplesCommand) -> Result<Output, CliErr
                 format!("removed example {id}\n"),
                 Exit::Success,
             ),
-            Err(error) => refused(error),
+            Err(error) => refused(error, "not removed"),
         },
         ExamplesCommand::Import {
             file,
@@ -110,7 +110,7 @@ fn ids(ids: &[i64]) -> String {
 
 /// A refusal of the example itself (the guard's, a bad field, an unknown id) is exit 1
 /// with the reason; a store that cannot be reached is askdb failing (exit 3).
-fn refused(error: ExampleError) -> Result<Output, CliError> {
+fn refused(error: ExampleError, what: &str) -> Result<Output, CliError> {
     if let ExampleError::Store { .. } = error {
         return Err(error.into());
     }
@@ -120,7 +120,7 @@ fn refused(error: ExampleError) -> Result<Output, CliError> {
             "error": error.to_string(),
             "reason": error.refusal_reason(),
         }),
-        format!("not saved: {error}\n"),
+        format!("{what}: {error}\n"),
         Exit::Refused,
     )
 }

@@ -1,7 +1,8 @@
 //! Example files: JSONL (one object a line: `question`, `sql`, and optionally
 //! `verified_by` and `notes`) and CSV (a header row naming the same columns), read into
 //! drafts with every bad line reported by its number, and the JSONL `askdb examples
-//! export` writes, which reads back as it was written.
+//! export` writes, which reads back as it was written. A line's `verified_at` is kept in
+//! the file for people: an imported example is checked, and so verified, when imported.
 
 use serde::{Deserialize, Serialize};
 
