@@ -4,6 +4,9 @@
 //!   question. It is byte-identical across questions on one database and across the
 //!   repairs of a question, so a provider's prompt cache (llama.cpp's slots, Anthropic's
 //!   breakpoints) reads the schema once.
+//! - Verified examples like the question ([`question_turn`]) open the question's user
+//!   turn, after the system prompt and its schema, so the cached prefix is the same with
+//!   and without them.
 //! - A repair continues the same conversation: each failed attempt is an assistant turn
 //!   (what the model wrote) and a user turn (what went wrong, the instruction for that
 //!   kind of failure, and schema facts).
