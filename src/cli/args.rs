@@ -185,6 +185,13 @@ impl SetName {
     }
 }
 
+/// Where `askdb eval run`'s questions find verified examples.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ExamplesChoice {
+    None,
+    LeaveOneOut,
+}
+
 /// Which modes `askdb eval run` asks each question in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ModeChoice {
@@ -234,6 +241,11 @@ pub enum EvalCommand {
         strategy: String,
         #[command(flatten)]
         which: WhichQuestions,
+        /// Where questions find verified examples: none, or leave-one-out (the other
+        /// questions of each one's database, copies of its gold SQL left out). Compare a
+        /// run with them to one without with `askdb eval compare`.
+        #[arg(long, value_enum, default_value = "none")]
+        examples: ExamplesChoice,
         /// Resume an interrupted run folder.
         #[arg(long)]
         resume: Option<PathBuf>,
@@ -241,6 +253,12 @@ pub enum EvalCommand {
         #[arg(long, default_value = "evals/runs")]
         runs_dir: PathBuf,
     },
+    /// The agent of one run against the agent of another on the same questions, paired,
+    /// with a bootstrap interval (e.g. with verified examples against without).
+    #[command(
+        after_help = "Example:\n  askdb eval compare evals/runs/spider/20261205-with evals/runs/spider/20261205-without"
+    )]
+    Compare { run: PathBuf, other: PathBuf },
     /// Every candidate of each question's first round (the agent's greedy reply, sampled
     /// replies, the plain prompt's reply), run and graded, to measure how to choose among
     /// them (`scripts/selection-figures.py POOL`).

@@ -528,9 +528,14 @@ async fn eval(settings: &Settings, command: EvalCommand) -> Result<Output, CliEr
             mode,
             strategy,
             which,
+            examples,
             resume,
             runs_dir,
         } => {
+            let examples = match examples {
+                args::ExamplesChoice::None => runner::ExampleSource::None,
+                args::ExamplesChoice::LeaveOneOut => runner::ExampleSource::LeaveOneOut,
+            };
             let run_settings = settings.run_settings(
                 set,
                 questions,
@@ -538,6 +543,7 @@ async fn eval(settings: &Settings, command: EvalCommand) -> Result<Output, CliEr
                 &strategy,
                 which.limit,
                 which.sampling(),
+                examples,
             )?;
             let client = ModelClient::from_config(&ProviderConfig::from_env()?)?;
             // Traces where OTEL_EXPORTER_OTLP_ENDPOINT says, each with its verdict; the
@@ -639,6 +645,11 @@ async fn eval(settings: &Settings, command: EvalCommand) -> Result<Output, CliEr
                 format!("wrote {} and the README results table\n", written.display()),
                 Exit::Success,
             )
+        }
+        EvalCommand::Compare { run, other } => {
+            let comparison = runner::compare_runs(&run, &other)?;
+            let text = runner::render_comparison(&comparison);
+            Output::new(&comparison, text, Exit::Success)
         }
         EvalCommand::ExampleRetrieval => {
             use crate::eval::example_retrieval;

@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use crate::drift::{self, Snapshot, SnapshotTable};
 use crate::gate::{Gate, Refusal, RefusalReason};
 use crate::schema::SchemaNotes;
-pub use store::{ExampleStore, SqliteExampleStore, StoreFuture};
+pub use store::{ExampleStore, MemoryExampleStore, SqliteExampleStore, StoreFuture};
 
 /// The longest question an example may hold: the agent's own limit
 /// (`agent::MAX_QUESTION_CHARS`), since a longer one could never be asked.

@@ -1,7 +1,8 @@
 //! Where verified examples are kept: the [`ExampleStore`] trait, small enough that a
 //! store shared by several replicas (PostgreSQL, in askdb's own schema) is one more
 //! implementation, and [`SqliteExampleStore`], one SQLite file in askdb's data directory
-//! for a single process (beside the query log's file). Every method is keyed by the
+//! for a single process (beside the query log's file), and [`MemoryExampleStore`] for an
+//! evaluation that keeps nothing. Every method is keyed by the
 //! database's identity, so one store holds the examples of many databases.
 //!
 //! The store only keeps what it is given: the checks belong to `examples::save` and
@@ -282,5 +283,97 @@ impl ExampleStore for SqliteExampleStore {
                 .map(|_| ())
                 .map_err(|error| store.fail(error))
         })
+    }
+}
+
+/// Examples held in memory, for one process that keeps none on disk: the evaluation's
+/// leave-one-out, which offers each question the others of its database.
+#[derive(Debug, Default)]
+pub struct MemoryExampleStore {
+    state: std::sync::Mutex<MemoryState>,
+}
+
+#[derive(Debug, Default)]
+struct MemoryState {
+    next_id: i64,
+    examples: Vec<Example>,
+}
+
+impl MemoryExampleStore {
+    fn with_state<T>(&self, work: impl FnOnce(&mut MemoryState) -> T) -> T {
+        match self.state.lock() {
+            Ok(mut state) => work(&mut state),
+            Err(poisoned) => work(&mut poisoned.into_inner()),
+        }
+    }
+
+    /// Removes every example of one database.
+    pub fn clear(&self, database: &str) {
+        self.with_state(|state| state.examples.retain(|e| e.database != database));
+    }
+}
+
+impl ExampleStore for MemoryExampleStore {
+    fn describe(&self) -> String {
+        "memory".to_string()
+    }
+
+    fn list<'a>(&'a self, database: &'a str) -> StoreFuture<'a, Vec<Example>> {
+        let examples = self.with_state(|state| {
+            state
+                .examples
+                .iter()
+                .filter(|example| example.database == database)
+                .cloned()
+                .collect()
+        });
+        Box::pin(async move { Ok(examples) })
+    }
+
+    fn write<'a>(
+        &'a self,
+        database: &'a str,
+        examples: &'a [CheckedExample],
+        replacing: &'a [i64],
+    ) -> StoreFuture<'a, Vec<i64>> {
+        let ids = self.with_state(|state| {
+            state
+                .examples
+                .retain(|e| !(e.database == database && replacing.contains(&e.id)));
+            examples
+                .iter()
+                .map(|checked| {
+                    state.next_id += 1;
+                    let mut example = checked.example().clone();
+                    example.id = state.next_id;
+                    example.database = database.to_string();
+                    state.examples.push(example);
+                    state.next_id
+                })
+                .collect()
+        });
+        Box::pin(async move { Ok(ids) })
+    }
+
+    fn remove<'a>(&'a self, database: &'a str, id: i64) -> StoreFuture<'a, bool> {
+        let removed = self.with_state(|state| {
+            let before = state.examples.len();
+            state
+                .examples
+                .retain(|e| !(e.database == database && e.id == id));
+            state.examples.len() < before
+        });
+        Box::pin(async move { Ok(removed) })
+    }
+
+    fn set_aside<'a>(&'a self, database: &'a str, id: i64, reason: &'a str) -> StoreFuture<'a, ()> {
+        self.with_state(|state| {
+            for example in &mut state.examples {
+                if example.database == database && example.id == id {
+                    example.set_aside = Some(reason.to_string());
+                }
+            }
+        });
+        Box::pin(async { Ok(()) })
     }
 }
