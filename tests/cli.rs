@@ -503,3 +503,58 @@ fn list_shows_an_example_set_aside_after_drift_and_export_leaves_it_out() {
     );
     assert_eq!(stdout(&examples(home.path(), Some(&db), &["export"])), "");
 }
+
+#[test]
+fn list_unused_days_names_the_old_examples_no_logged_question_used() {
+    let home = tempfile::tempdir().expect("temp dir");
+    for (question, sql) in [
+        ("How many bills?", "SELECT count(*) FROM bills"),
+        ("How many customers?", "SELECT count(*) FROM customers"),
+        ("How many suppliers?", "SELECT count(*) FROM suppliers"),
+    ] {
+        let output = examples(
+            home.path(),
+            None,
+            &["add", question, sql, "--verified-by", "asha"],
+        );
+        assert!(output.status.success(), "{output:?}");
+    }
+    // The first two were verified long ago; the third today, too new to judge.
+    let store = rusqlite::Connection::open(home.path().join("examples.sqlite")).expect("opens");
+    store
+        .execute_batch(
+            "UPDATE askdb_examples SET verified_at = '2026-01-01 00:00:00' WHERE id IN (1, 2);",
+        )
+        .expect("backdated");
+    // A question asked today used example 1 (its row as the query log writes it).
+    let log = rusqlite::Connection::open(home.path().join("query_log.sqlite")).expect("opens");
+    log.execute_batch(
+        "CREATE TABLE askdb_query_log (id INTEGER PRIMARY KEY AUTOINCREMENT, \
+         asked_at TEXT NOT NULL, question TEXT, examples TEXT); \
+         INSERT INTO askdb_query_log (asked_at, question, examples) \
+         VALUES ('2099-01-01 00:00:00', 'How many bills?', '1,9');",
+    )
+    .expect("logged");
+    let output = examples(
+        home.path(),
+        None,
+        &["--json", "list", "--unused-days", "30"],
+    );
+    assert!(output.status.success(), "{output:?}");
+    let questions: Vec<String> = json(&output)
+        .as_array()
+        .expect("a list")
+        .iter()
+        .filter_map(|example| example["question"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(questions, vec!["How many customers?".to_string()]);
+    let text = stdout(&examples(
+        home.path(),
+        None,
+        &["list", "--unused-days", "30"],
+    ));
+    assert!(
+        text.starts_with("1 example(s) in use that no question used since"),
+        "{text}"
+    );
+}

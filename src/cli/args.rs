@@ -419,8 +419,19 @@ pub enum ExamplesCommand {
     },
     /// List this database's examples, set-aside ones with the reason (each is checked
     /// against today's schema first).
-    #[command(after_help = "Example:\n  askdb examples list --json")]
-    List,
+    #[command(
+        after_help = "Examples:\n  askdb examples list --json\n  askdb examples list --unused-days 90"
+    )]
+    List {
+        /// Only the examples in use that no question logged in the last N days used
+        /// (verified before then): candidates to prune.
+        #[arg(long)]
+        unused_days: Option<u32>,
+        /// With --unused-days on PostgreSQL: a URL that may read the query log (as for
+        /// `askdb log stats --from`); SQLite databases use askdb's own log.
+        #[arg(long, env = "ASKDB_LOG_READ_URL", hide_env_values = true)]
+        log_from: Option<String>,
+    },
     /// Remove one example by its id.
     #[command(after_help = "Example:\n  askdb examples remove 7")]
     Remove { id: i64 },

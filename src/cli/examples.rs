@@ -14,7 +14,11 @@ use crate::examples::{self, Draft, Example, ExampleError, ExampleStore, SqliteEx
 use crate::gate::Gate;
 
 /// Runs one `askdb examples` command on the examples of `gate`'s database.
-pub async fn run(gate: &Gate, command: ExamplesCommand) -> Result<Output, CliError> {
+pub async fn run(
+    gate: &Gate,
+    postgres: bool,
+    command: ExamplesCommand,
+) -> Result<Output, CliError> {
     let store = SqliteExampleStore::in_data_dir();
     match command {
         ExamplesCommand::Add {
@@ -43,10 +47,38 @@ pub async fn run(gate: &Gate, command: ExamplesCommand) -> Result<Output, CliErr
                 Err(error) => refused(error, "not saved"),
             }
         }
-        ExamplesCommand::List => {
+        ExamplesCommand::List {
+            unused_days: None, ..
+        } => {
             let all = examples::recheck(gate, &store).await?;
             let text = list_text(&all, &store);
             Output::new(&all, text, Exit::Success)
+        }
+        ExamplesCommand::List {
+            unused_days: Some(days),
+            log_from,
+        } => {
+            let source = super::log_source(postgres, log_from, "--log-from")?;
+            let since = crate::querylog::format_utc(
+                std::time::SystemTime::now()
+                    .checked_sub(std::time::Duration::from_secs(u64::from(days) * 86_400))
+                    .unwrap_or(std::time::UNIX_EPOCH),
+            );
+            let used = crate::querylog::usage::examples_used_since(&source, &since).await?;
+            let unused: Vec<Example> = examples::usable(gate, &store)
+                .await?
+                .into_iter()
+                .filter(|example| example.verified_at.as_str() < since.as_str())
+                .filter(|example| !used.contains(&example.id))
+                .collect();
+            let mut text = format!(
+                "{} example(s) in use that no question used since {since} (verified before then)\n",
+                unused.len()
+            );
+            if !unused.is_empty() {
+                text.push_str(&list_text(&unused, &store));
+            }
+            Output::new(&unused, text, Exit::Success)
         }
         ExamplesCommand::Remove { id } => match examples::remove(gate, &store, id).await {
             Ok(()) => Output::new(

@@ -246,7 +246,10 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
             crate::server::run(gate, config).await?;
             Ok(Output::done(Exit::Success))
         }
-        Command::Examples { command } => examples::run(&settings.open_gate().await?, command).await,
+        Command::Examples { command } => {
+            let postgres = matches!(settings.url, crate::database::DatabaseUrl::Postgres(_));
+            examples::run(&settings.open_gate().await?, postgres, command).await
+        }
         Command::Model {
             command: ModelCommand::Check,
         } => model_check().await,
@@ -315,28 +318,39 @@ fn query_log_setting(
 }
 
 async fn log_stats(settings: &Settings, from: Option<String>) -> Result<Output, CliError> {
-    use crate::querylog::stats::{self, LogSource};
-    let source = match from.filter(|text| !text.trim().is_empty()) {
-        Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
-            LogSource::Postgres(url)
-        }
-        Some(path) => LogSource::Sqlite(path.strip_prefix("sqlite:").unwrap_or(&path).into()),
-        None => match settings.url {
-            crate::database::DatabaseUrl::Postgres(_) => {
-                return Err(CliError::Settings(
-                    "the PostgreSQL query log can only be read with --from URL (a role that \
-                     may SELECT askdb_query_log, such as the administrator; askdb_log may only \
-                     insert)"
-                        .to_string(),
-                ))
-            }
-            _ => LogSource::Sqlite(crate::home::data_dir().join(crate::querylog::SQLITE_LOG_FILE)),
-        },
-    };
+    use crate::querylog::stats;
+    let postgres = matches!(settings.url, crate::database::DatabaseUrl::Postgres(_));
+    let source = log_source(postgres, from, "--from")?;
     let rows = stats::read(&source).await?;
     let figures = stats::compute(&rows);
     let text = stats::render(&figures);
     Output::new(&figures, text, Exit::Success)
+}
+
+/// Where the query log is read: the URL given (`flag` names the flag), else askdb's own
+/// SQLite log; a PostgreSQL database's log needs a URL, since its log role may only
+/// insert.
+fn log_source(
+    postgres: bool,
+    from: Option<String>,
+    flag: &str,
+) -> Result<crate::querylog::stats::LogSource, CliError> {
+    use crate::querylog::stats::LogSource;
+    match from.filter(|text| !text.trim().is_empty()) {
+        Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
+            Ok(LogSource::Postgres(url))
+        }
+        Some(path) => Ok(LogSource::Sqlite(
+            path.strip_prefix("sqlite:").unwrap_or(&path).into(),
+        )),
+        None if postgres => Err(CliError::Settings(format!(
+            "the PostgreSQL query log can only be read with {flag} URL (a role that may SELECT \
+             askdb_query_log, such as the administrator; askdb_log may only insert)"
+        ))),
+        None => Ok(LogSource::Sqlite(
+            crate::home::data_dir().join(crate::querylog::SQLITE_LOG_FILE),
+        )),
+    }
 }
 
 async fn schema(

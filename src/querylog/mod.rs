@@ -12,6 +12,7 @@
 //! extended protocol and bound parameters, and never runs model or user SQL.
 
 pub mod stats;
+pub mod usage;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
