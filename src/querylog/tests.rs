@@ -176,3 +176,46 @@ async fn an_older_sqlite_log_gains_the_examples_columns_and_records_them() {
         ]
     );
 }
+
+#[tokio::test]
+async fn the_examples_a_postgres_log_says_were_used_since_a_time_are_read_back() {
+    let Some(scratch) = crate::scratch::Scratch::new(
+        "the_examples_a_postgres_log_says_were_used_since_a_time_are_read_back",
+        "usage",
+    ) else {
+        return;
+    };
+    let admin = crate::scratch::pg_connect(&scratch.admin_url)
+        .await
+        .expect("admin connects");
+    admin
+        .execute(
+            format!("CREATE DATABASE \"{}\"", scratch.database).as_str(),
+            &[],
+        )
+        .await
+        .expect("scratch database created");
+    let url = crate::admin::url_with_database(&scratch.admin_url, &scratch.database);
+    let client = crate::scratch::pg_connect(&url).await.expect("connects");
+    client
+        .batch_execute(&format!(
+            "CREATE TABLE {QUERY_LOG_TABLE} (id bigserial PRIMARY KEY, asked_at timestamptz NOT NULL, \
+             question text, examples text); \
+             INSERT INTO {QUERY_LOG_TABLE} (asked_at, question, examples) VALUES \
+             ('2026-01-01 00:00:00+00', 'old', '4'), \
+             ('2026-12-01 10:00:00+00', 'new', '1,3'), \
+             ('2026-12-02 10:00:00+00', 'none', NULL);"
+        ))
+        .await
+        .expect("the log is written");
+    let used =
+        super::usage::examples_used_since(&LogSource::Postgres(url.clone()), "2026-11-30 00:00:00")
+            .await
+            .expect("reads");
+    assert_eq!(used.into_iter().collect::<Vec<_>>(), vec![1, 3]);
+    let used = super::usage::examples_used_since(&LogSource::Postgres(url), "2025-01-01 00:00:00")
+        .await
+        .expect("reads");
+    assert_eq!(used.into_iter().collect::<Vec<_>>(), vec![1, 3, 4]);
+    drop(client);
+}
