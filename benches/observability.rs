@@ -78,6 +78,8 @@ fn record() -> LogRecord {
         mode: "agent".to_string(),
         conversation_id: None,
         turn: None,
+        examples: Vec::new(),
+        rerun_example: None,
     }
 }
 

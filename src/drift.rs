@@ -75,6 +75,37 @@ pub fn snapshot(gate: &Gate) -> Snapshot {
     }
 }
 
+/// A short, stable name for a set of tables as the snapshot keeps them (16 hex digits
+/// of a SHA-256 over their JSON, sorted by name): equal when nothing a snapshot records
+/// changed, so a record made against the schema can say which schema it was made
+/// against without carrying the schema.
+pub fn fingerprint(tables: &[SnapshotTable]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut sorted: Vec<&SnapshotTable> = tables.iter().collect();
+    sorted.sort_by_key(|table| table.name.to_lowercase());
+    let text = serde_json::to_string(&sorted).unwrap_or_default();
+    let digest = Sha256::digest(text.as_bytes());
+    digest
+        .iter()
+        .take(8)
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
+}
+
+/// The tables of `snapshot` named in `names` (case-insensitive), in the snapshot's order.
+pub fn tables_named(snapshot: &Snapshot, names: &[String]) -> Vec<SnapshotTable> {
+    snapshot
+        .tables
+        .iter()
+        .filter(|table| {
+            names
+                .iter()
+                .any(|name| name.eq_ignore_ascii_case(&table.name))
+        })
+        .cloned()
+        .collect()
+}
+
 /// Where the snapshot lives by default: beside the notes file (`NOTES.snapshot.json`),
 /// else in askdb's data directory under `schema-snapshots/`, named after the database.
 pub fn default_path(notes: Option<&Path>, database_label: &str) -> PathBuf {

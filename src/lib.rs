@@ -22,6 +22,9 @@
 //! - [`linking`]: schema cards and schema selection: the whole schema when it fits the
 //!   token budget, else lexical + value-index + glossary ranking with foreign-key
 //!   bridges, and the model-free linking evaluation.
+//! - [`examples`]: verified examples, question and SQL pairs a person confirmed, kept
+//!   per database, checked by the gate when saved and after drift, and ranked for a
+//!   question by a pure lexical retrieval.
 //! - [`agent`]: the state machine that turns a question into an answer: ambiguity
 //!   rules, generation, guard, execution, taxonomy-driven repair, the empty-result
 //!   diagnostic, honest give-up, and the checked answer with its chart.
@@ -44,6 +47,7 @@ pub mod database;
 pub mod demo;
 pub mod drift;
 pub mod eval;
+pub mod examples;
 pub mod gate;
 pub mod home;
 pub mod linking;

@@ -6,7 +6,8 @@
 //! `*_tests.rs` files are test code):
 //! - a module uses only modules of lower layers (and itself);
 //! - a database crate (rusqlite, tokio-postgres, deadpool-postgres) is used only in the
-//!   gate, the administration module, the demo writer and the query log's writer;
+//!   gate, the administration module, the demo writer, the query log's writer and the
+//!   verified examples' store;
 //! - no `unwrap()` or `expect()`, and no `panic!`, `unreachable!`, `todo!` or
 //!   `unimplemented!`;
 //! - a model's messages (`Message`, `ModelRequest`) are built only in
@@ -33,7 +34,7 @@ const LAYERING_BEGIN: &str = "<!-- layering:begin -->";
 const LAYERING_END: &str = "<!-- layering:end -->";
 
 const DATABASE_CRATES: [&str; 3] = ["rusqlite", "tokio_postgres", "deadpool_postgres"];
-const DATABASE_MODULES: [&str; 4] = ["gate", "admin", "demo", "querylog"];
+const DATABASE_MODULES: [&str; 5] = ["gate", "admin", "demo", "querylog", "examples"];
 /// OpenTelemetry stays behind one module: the agent and the server feed it events.
 const TELEMETRY_CRATES: [&str; 3] = ["opentelemetry", "opentelemetry_sdk", "opentelemetry_otlp"];
 

@@ -388,3 +388,254 @@ fn ask_continues_a_conversation_from_one_process_to_the_next() {
     let error = String::from_utf8_lossy(&unknown.stderr);
     assert!(error.contains("start a new one"), "{error}");
 }
+
+/// `askdb examples ...` with the person named, on `db` (the demo when None).
+fn examples(home: &Path, db: Option<&Path>, args: &[&str]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_askdb"));
+    if let Some(db) = db {
+        command.arg("--db").arg(format!("sqlite:{}", db.display()));
+    }
+    command
+        .arg("examples")
+        .args(args)
+        .env("ASKDB_HOME", home)
+        .env_remove("ASKDB_DATABASE_URL")
+        .env_remove("ASKDB_NOTES")
+        .env_remove("ASKDB_VERIFIED_BY")
+        .env_remove("USER")
+        .env_remove("LOGNAME")
+        .output()
+        .expect("askdb runs")
+}
+
+#[test]
+fn examples_are_added_listed_exported_and_removed_and_the_gate_refuses_restricted_ones() {
+    let home = tempfile::tempdir().expect("temp dir");
+    let add = |question: &str, sql: &str| {
+        examples(
+            home.path(),
+            None,
+            &["--json", "add", question, sql, "--verified-by", "asha"],
+        )
+    };
+    let output = add(
+        "How many bills were voided?",
+        "SELECT count(*) FROM bills WHERE status = 'VOID'",
+    );
+    assert!(output.status.success(), "{output:?}");
+    let saved = json(&output);
+    let id = saved["example"]["id"].as_i64().expect("an id");
+    assert_eq!(
+        saved["example"]["sql"],
+        "SELECT count(*) FROM bills WHERE status = 'VOID' LIMIT 200"
+    );
+    assert_eq!(saved["example"]["verified_by"], "asha");
+    assert_eq!(saved["example"]["tables"], serde_json::json!(["bills"]));
+
+    for (sql, reason) in [
+        ("SELECT name, phone FROM customers", "restricted_column"),
+        ("SELECT * FROM askdb_query_log", "unknown_table"),
+        ("UPDATE bills SET status = 'PAID'", "not_a_query"),
+    ] {
+        let output = add("Customer phones", sql);
+        assert_eq!(output.status.code(), Some(1), "{sql}: {output:?}");
+        assert_eq!(json(&output)["reason"], reason, "{sql}");
+    }
+    let output = examples(home.path(), None, &["add", "Who?", "SELECT 1"]);
+    assert_eq!(output.status.code(), Some(2), "no person: {output:?}");
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--verified-by"));
+
+    let output = examples(home.path(), None, &["--json", "list"]);
+    let listed = json(&output);
+    assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed}");
+    assert_eq!(listed[0]["question"], "How many bills were voided?");
+
+    let output = examples(home.path(), None, &["export"]);
+    let line: Value = serde_json::from_str(stdout(&output).trim()).expect("one JSON line");
+    assert_eq!(line["question"], "How many bills were voided?");
+    assert_eq!(line["verified_by"], "asha");
+
+    let id_text = id.to_string();
+    let output = examples(home.path(), None, &["remove", &id_text]);
+    assert!(output.status.success(), "{output:?}");
+    let output = examples(home.path(), None, &["remove", &id_text]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stdout(&output).starts_with(&format!("not removed: no example {id} ")),
+        "{}",
+        stdout(&output)
+    );
+    assert!(stdout(&examples(home.path(), None, &["list"])).contains("no verified examples"));
+}
+
+#[test]
+fn an_import_with_a_bad_line_saves_nothing_unless_told_to_skip_it() {
+    let home = tempfile::tempdir().expect("temp dir");
+    let file = home.path().join("team.jsonl");
+    std::fs::write(
+        &file,
+        concat!(
+            "{\"question\": \"How many bills?\", \"sql\": \"SELECT count(*) FROM bills\"}\n",
+            "{\"question\": \"Phones\", \"sql\": \"SELECT phone FROM customers\", \"verified_by\": \"ravi\"}\n",
+            "{\"question\": \"broken\"\n",
+            "{\"question\": \"How many customers?\", \"sql\": \"SELECT count(*) FROM customers\"}\n",
+        ),
+    )
+    .expect("written");
+    let path = file.display().to_string();
+    let output = examples(
+        home.path(),
+        None,
+        &["--json", "import", &path, "--verified-by", "asha"],
+    );
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let report = json(&output);
+    assert_eq!(report["saved"], Value::Bool(false));
+    let lines: Vec<i64> = report["bad_lines"]
+        .as_array()
+        .expect("bad lines")
+        .iter()
+        .filter_map(|bad| bad["line"].as_i64())
+        .collect();
+    assert_eq!(lines, vec![2, 3]);
+    assert!(report["bad_lines"][0]["error"]
+        .as_str()
+        .is_some_and(|error| error.contains("restricted_column")));
+    assert!(stdout(&examples(home.path(), None, &["list"])).contains("no verified examples"));
+
+    let output = examples(
+        home.path(),
+        None,
+        &["import", &path, "--verified-by", "asha", "--skip-bad"],
+    );
+    assert!(output.status.success(), "{output:?}");
+    assert!(
+        stdout(&output).contains("imported 2 example(s); skipped 2 bad line(s)"),
+        "{}",
+        stdout(&output)
+    );
+
+    let csv = home.path().join("more.csv");
+    std::fs::write(
+        &csv,
+        "question,sql,verified_by,notes\n\"How many bills?\",\"SELECT count(*) FROM bills WHERE status <> 'VOID'\",ravi,VOID bills never count\n",
+    )
+    .expect("written");
+    let output = examples(
+        home.path(),
+        None,
+        &["--json", "import", &csv.display().to_string()],
+    );
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(json(&output)["replaced"].as_array().map(Vec::len), Some(1));
+    let listed = json(&examples(home.path(), None, &["--json", "list"]));
+    let notes: Vec<&str> = listed
+        .as_array()
+        .expect("a list")
+        .iter()
+        .filter_map(|example| example["notes"].as_str())
+        .collect();
+    assert_eq!(notes, vec!["VOID bills never count"]);
+}
+
+#[test]
+fn list_shows_an_example_set_aside_after_drift_and_export_leaves_it_out() {
+    let home = tempfile::tempdir().expect("temp dir");
+    let db = home.path().join("shop.sqlite");
+    let connection = rusqlite::Connection::open(&db).expect("creates");
+    connection
+        .execute_batch("CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT, price INTEGER);")
+        .expect("written");
+    for (question, sql) in [
+        ("Item names", "SELECT name FROM items"),
+        ("Item ids", "SELECT id FROM items"),
+    ] {
+        let output = examples(
+            home.path(),
+            Some(&db),
+            &["add", question, sql, "--verified-by", "asha"],
+        );
+        assert!(output.status.success(), "{output:?}");
+    }
+    connection
+        .execute_batch("ALTER TABLE items DROP COLUMN name;")
+        .expect("altered");
+    let output = examples(home.path(), Some(&db), &["list"]);
+    let text = stdout(&output);
+    assert!(
+        text.contains("SET ASIDE: the guard now refuses its SQL"),
+        "{text}"
+    );
+    assert!(
+        text.contains("2 example(s), 0 in use, 2 set aside"),
+        "{text}"
+    );
+    let output = examples(home.path(), Some(&db), &["--json", "list"]);
+    let reasons: Vec<String> = json(&output)
+        .as_array()
+        .expect("a list")
+        .iter()
+        .filter_map(|example| example["set_aside"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(reasons.len(), 2, "{reasons:?}");
+    assert!(
+        reasons[1].contains("column items.name was dropped"),
+        "{reasons:?}"
+    );
+    assert_eq!(stdout(&examples(home.path(), Some(&db), &["export"])), "");
+}
+
+#[test]
+fn list_unused_days_names_the_old_examples_no_logged_question_used() {
+    let home = tempfile::tempdir().expect("temp dir");
+    for (question, sql) in [
+        ("How many bills?", "SELECT count(*) FROM bills"),
+        ("How many customers?", "SELECT count(*) FROM customers"),
+        ("How many suppliers?", "SELECT count(*) FROM suppliers"),
+    ] {
+        let output = examples(
+            home.path(),
+            None,
+            &["add", question, sql, "--verified-by", "asha"],
+        );
+        assert!(output.status.success(), "{output:?}");
+    }
+    // The first two were verified long ago; the third today, too new to judge.
+    let store = rusqlite::Connection::open(home.path().join("examples.sqlite")).expect("opens");
+    store
+        .execute_batch(
+            "UPDATE askdb_examples SET verified_at = '2026-01-01 00:00:00' WHERE id IN (1, 2);",
+        )
+        .expect("backdated");
+    // A question asked today used example 1 (its row as the query log writes it).
+    let log = rusqlite::Connection::open(home.path().join("query_log.sqlite")).expect("opens");
+    log.execute_batch(
+        "CREATE TABLE askdb_query_log (id INTEGER PRIMARY KEY AUTOINCREMENT, \
+         asked_at TEXT NOT NULL, question TEXT, examples TEXT); \
+         INSERT INTO askdb_query_log (asked_at, question, examples) \
+         VALUES ('2099-01-01 00:00:00', 'How many bills?', '1,9');",
+    )
+    .expect("logged");
+    let output = examples(
+        home.path(),
+        None,
+        &["--json", "list", "--unused-days", "30"],
+    );
+    assert!(output.status.success(), "{output:?}");
+    let questions: Vec<String> = json(&output)
+        .as_array()
+        .expect("a list")
+        .iter()
+        .filter_map(|example| example["question"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(questions, vec!["How many customers?".to_string()]);
+    let text = stdout(&examples(
+        home.path(),
+        None,
+        &["list", "--unused-days", "30"],
+    ));
+    assert!(
+        text.starts_with("1 example(s) in use that no question used since"),
+        "{text}"
+    );
+}

@@ -48,7 +48,10 @@ impl Agent {
             &self.strategy,
             &state.question,
             system,
-            question_text,
+            prompts::question_turn(
+                question_text,
+                &state.worked_examples.iter().collect::<Vec<_>>(),
+            ),
             &state.repairs,
         );
         Some(match round {

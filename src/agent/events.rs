@@ -95,6 +95,36 @@ pub struct ChosenTable {
     pub score: f64,
 }
 
+/// How a verified example served a question.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExampleRole {
+    /// Shown to the model as a worked example.
+    Prompt,
+    /// The same question: its verified SQL was run again, without the model.
+    Rerun,
+}
+
+impl ExampleRole {
+    pub const ALL: [ExampleRole; 2] = [ExampleRole::Prompt, ExampleRole::Rerun];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExampleRole::Prompt => "prompt",
+            ExampleRole::Rerun => "rerun",
+        }
+    }
+}
+
+/// One verified example a question used, with how alike it was (0 to 1).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UsedExample {
+    pub id: i64,
+    pub question: String,
+    pub score: f64,
+    pub role: ExampleRole,
+}
+
 /// A step of the state machine.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "step", rename_all = "snake_case")]
@@ -106,6 +136,15 @@ pub enum AgentEvent {
         /// What the rules decided.
         outcome: RulesOutcome,
         assumptions: Vec<String>,
+    },
+    /// The verified examples found for the question: shown to the model, or one run
+    /// again for the same question.
+    Examples {
+        started_ms: u64,
+        elapsed_ms: u64,
+        /// Examples of the database in use (set-aside ones are never counted).
+        available: usize,
+        used: Vec<UsedExample>,
     },
     /// Which tables the model will read.
     SchemaSelected {
@@ -200,6 +239,7 @@ impl AgentEvent {
     pub fn step(&self) -> &'static str {
         match self {
             AgentEvent::Rules { .. } => "rules",
+            AgentEvent::Examples { .. } => "examples",
             AgentEvent::SchemaSelected { .. } => "schema_selected",
             AgentEvent::ModelCall { .. } => "model_call",
             AgentEvent::Guard { .. } => "guard",

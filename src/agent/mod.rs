@@ -45,6 +45,7 @@ pub mod reply;
 mod result;
 mod state;
 pub mod strategy;
+mod verified;
 
 pub use render::{render_plan, render_text};
 pub use result::{
@@ -53,11 +54,13 @@ pub use result::{
 };
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value as JsonValue;
 
+use crate::examples::ExampleStore;
 use crate::gate::{ErrorType, Gate, GateError, QueryResult};
 use crate::linking::cards::TableCard;
 use crate::linking::{SchemaIndex, SelectOptions, Selection};
@@ -175,6 +178,8 @@ pub struct Agent {
     plain_schema: String,
     /// The words of the table and column names, for the vague-word rules.
     schema_terms: ambiguity::SchemaTerms,
+    /// Where the database's verified examples are kept, when questions use them.
+    examples: Option<Arc<dyn ExampleStore>>,
 }
 
 impl Agent {
@@ -211,7 +216,15 @@ impl Agent {
             index,
             strategy,
             plain_schema,
+            examples: None,
         })
+    }
+
+    /// The agent using the verified examples in `store`: like ones shown to the model,
+    /// the same question answered by running its verified SQL again.
+    pub fn with_examples(mut self, store: Arc<dyn ExampleStore>) -> Agent {
+        self.examples = Some(store);
+        self
     }
 
     pub fn gate(&self) -> &Gate {
@@ -257,6 +270,9 @@ impl Agent {
             first_sql: None,
             trace: Vec::new(),
             result: None,
+            worked_examples: Vec::new(),
+            used_examples: Vec::new(),
+            answered_from_example: None,
         }
     }
 
@@ -336,7 +352,7 @@ impl Agent {
     pub fn first_round_requests(&self, question: &str) -> Result<Option<FirstRound>, AgentError> {
         let question = Self::validate(question)?;
         let mut state = self.new_state(question, Mode::Agent, &NoObserver);
-        if !matches!(self.rules(&mut state), Node::SelectSchema) {
+        if !matches!(self.rules(&mut state), Node::Examples | Node::SelectSchema) {
             return Ok(None);
         }
         self.select_schema(&mut state, &AskOptions::default());
@@ -405,6 +421,7 @@ impl Agent {
         loop {
             node = match node {
                 Node::Rules => self.rules(&mut state),
+                Node::Examples => self.find_examples(&mut state).await,
                 Node::SelectSchema => self.select_schema(&mut state, options),
                 Node::Generate(round) => self.generate(&mut state, round, &log).await?,
                 Node::Try(sqls, round) => self.try_candidates(&mut state, sqls, round).await,
@@ -513,7 +530,7 @@ impl Agent {
             "rules",
             format!("{} assumption(s)", state.assumptions.len()),
         );
-        Node::SelectSchema
+        Node::Examples
     }
 
     fn select_schema(&self, state: &mut State, options: &AskOptions) -> Node {
@@ -726,7 +743,8 @@ impl Agent {
         let mut unverified = Vec::new();
         if result.rows.is_empty() {
             explanation = Some("No rows match.".to_string());
-        } else if options.explain {
+        } else if options.explain && state.answered_from_example.is_none() {
+            // A re-run of verified SQL asks no model, not even for the explanation.
             let shown: Vec<&Vec<JsonValue>> =
                 result.rows.iter().take(ROWS_FOR_EXPLANATION).collect();
             let request = prompts::explanation_request(
@@ -828,6 +846,8 @@ impl Agent {
             first_attempt_ok: state.first_attempt_ok,
             first_sql: state.first_sql.clone(),
             understood_as: None,
+            examples: state.used_examples.clone(),
+            answered_from_example: state.answered_from_example,
         }
     }
 

@@ -28,6 +28,19 @@ pub fn render_text(result: &AgentResult) -> String {
                     );
                 }
             }
+            if let Some(id) = result.answered_from_example {
+                let _ = writeln!(
+                    out,
+                    "\nAnswered from verified example {id}: its SQL ran again on today's data, without the model."
+                );
+            } else if !result.examples.is_empty() {
+                let ids: Vec<String> = result.examples.iter().map(|e| e.id.to_string()).collect();
+                let _ = writeln!(
+                    out,
+                    "\nVerified examples shown to the model: {}",
+                    ids.join(", ")
+                );
+            }
             if let Some(sql) = &result.sql {
                 let _ = writeln!(out, "\nSQL: {sql}");
             }

@@ -7,7 +7,7 @@ use serde_json::Value as JsonValue;
 
 use super::ambiguity;
 use super::answer::ChartSpec;
-use super::events::SchemaMode;
+use super::events::{SchemaMode, UsedExample};
 use super::failure::FailureKind;
 use super::plausibility;
 use super::Mode;
@@ -164,6 +164,13 @@ pub struct AgentResult {
     /// so the user sees what was answered; None for a conversation's first question.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub understood_as: Option<String>,
+    /// The verified examples the question used: shown to the model, or run again.
+    #[serde(default)]
+    pub examples: Vec<UsedExample>,
+    /// The verified example whose SQL answered the question without the model (the same
+    /// question confirmed before), when one did.
+    #[serde(default)]
+    pub answered_from_example: Option<i64>,
 }
 
 #[cfg(test)]
@@ -202,6 +209,8 @@ impl AgentResult {
             first_attempt_ok: None,
             first_sql: None,
             understood_as: None,
+            examples: Vec::new(),
+            answered_from_example: None,
         }
     }
 }

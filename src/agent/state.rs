@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::time::Instant;
 
 use super::conversation::Context;
-use super::events::{AgentEvent, Observer};
+use super::events::{AgentEvent, Observer, UsedExample};
 use super::failure::Failure;
 use super::failure::{Progress, Spent};
 use super::prompts::RepairTurn;
@@ -32,6 +32,8 @@ pub(super) struct Tried {
 
 pub(super) enum Node {
     Rules,
+    /// The verified examples like the question: a re-run, or worked examples.
+    Examples,
     SelectSchema,
     Generate(Round),
     Try(Vec<String>, Round),
@@ -91,6 +93,12 @@ pub(super) struct State<'o> {
     pub(super) first_sql: Option<String>,
     pub(super) trace: Vec<TraceStep>,
     pub(super) result: Option<AgentResult>,
+    /// The verified examples the prompt shows, best first.
+    pub(super) worked_examples: Vec<crate::examples::Example>,
+    /// Every verified example the question used, with its role.
+    pub(super) used_examples: Vec<UsedExample>,
+    /// The verified example whose SQL answered without the model.
+    pub(super) answered_from_example: Option<i64>,
 }
 
 impl State<'_> {

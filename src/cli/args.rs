@@ -132,6 +132,16 @@ pub enum Command {
         #[command(subcommand)]
         command: LogCommand,
     },
+    /// Verified examples: questions a person confirmed, with the SQL that answered them,
+    /// kept per database in askdb's data directory. Similar questions get them as worked
+    /// examples; the same question is answered by running the verified SQL again.
+    #[command(
+        after_help = "Examples:\n  askdb examples add \"How many bills were voided?\" \"SELECT count(*) FROM bills WHERE status = 'VOID'\" --verified-by asha\n  askdb examples import team-examples.jsonl --verified-by asha\n  askdb examples list\n  askdb examples export > examples.jsonl"
+    )]
+    Examples {
+        #[command(subcommand)]
+        command: ExamplesCommand,
+    },
     /// The language model askdb asks (configured by ASKDB_PROVIDER, ASKDB_MODEL, ...).
     #[command(after_help = "Example:\n  askdb model check")]
     Model {
@@ -183,6 +193,13 @@ impl SetName {
     }
 }
 
+/// Where `askdb eval run`'s questions find verified examples.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ExamplesChoice {
+    None,
+    LeaveOneOut,
+}
+
 /// Which modes `askdb eval run` asks each question in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ModeChoice {
@@ -232,6 +249,11 @@ pub enum EvalCommand {
         strategy: String,
         #[command(flatten)]
         which: WhichQuestions,
+        /// Where questions find verified examples: none, or leave-one-out (the other
+        /// questions of each one's database, copies of its gold SQL left out). Compare a
+        /// run with them to one without with `askdb eval compare`.
+        #[arg(long, value_enum, default_value = "none")]
+        examples: ExamplesChoice,
         /// Resume an interrupted run folder.
         #[arg(long)]
         resume: Option<PathBuf>,
@@ -239,6 +261,12 @@ pub enum EvalCommand {
         #[arg(long, default_value = "evals/runs")]
         runs_dir: PathBuf,
     },
+    /// The agent of one run against the agent of another on the same questions, paired,
+    /// with a bootstrap interval (e.g. with verified examples against without).
+    #[command(
+        after_help = "Example:\n  askdb eval compare evals/runs/spider/20261205-with evals/runs/spider/20261205-without"
+    )]
+    Compare { run: PathBuf, other: PathBuf },
     /// Every candidate of each question's first round (the agent's greedy reply, sampled
     /// replies, the plain prompt's reply), run and graded, to measure how to choose among
     /// them (`scripts/selection-figures.py POOL`).
@@ -309,6 +337,12 @@ pub enum EvalCommand {
         #[arg(long, default_value = ".")]
         repo: PathBuf,
     },
+    /// Verified-example retrieval without a model: each Spider dev question held out,
+    /// the others of its database as examples (copies of its gold SQL left out); how
+    /// often each weighing's best example reads the gold's tables, and how often the
+    /// direct re-run fires and returns the gold's rows.
+    #[command(after_help = "Example:\n  askdb eval example-retrieval")]
+    ExampleRetrieval,
     /// Linking recall without a model: Spider/BIRD tables.json + questions, or our demo set.
     #[command(
         after_help = "Examples:\n  askdb eval linking\n  askdb eval linking --tables ../shared/data/spider/tables.json --questions ../shared/data/spider/dev.json"
@@ -373,6 +407,74 @@ pub enum LogCommand {
         #[arg(long, env = "ASKDB_LOG_READ_URL", hide_env_values = true)]
         from: Option<String>,
     },
+}
+
+#[derive(Subcommand)]
+pub enum ExamplesCommand {
+    /// Save a question with the SQL that answers it; the SQL must pass the gate.
+    #[command(
+        after_help = "Example:\n  askdb examples add \"Revenue in 2025\" \"SELECT sum(total_amt) FROM bills WHERE status <> 'VOID'\" --verified-by asha --notes \"VOID bills never count\""
+    )]
+    Add {
+        question: String,
+        sql: String,
+        /// Who confirmed it (default: $USER).
+        #[arg(long, env = "ASKDB_VERIFIED_BY")]
+        verified_by: Option<String>,
+        /// What a reader should know ("revenue excludes refunds").
+        #[arg(long)]
+        notes: Option<String>,
+    },
+    /// List this database's examples, set-aside ones with the reason (each is checked
+    /// against today's schema first).
+    #[command(
+        after_help = "Examples:\n  askdb examples list --json\n  askdb examples list --unused-days 90"
+    )]
+    List {
+        /// Only the examples in use that no question logged in the last N days used
+        /// (verified before then): candidates to prune.
+        #[arg(long)]
+        unused_days: Option<u32>,
+        /// With --unused-days on PostgreSQL: a URL that may read the query log (as for
+        /// `askdb log stats --from`); SQLite databases use askdb's own log.
+        #[arg(long, env = "ASKDB_LOG_READ_URL", hide_env_values = true)]
+        log_from: Option<String>,
+    },
+    /// Remove one example by its id.
+    #[command(after_help = "Example:\n  askdb examples remove 7")]
+    Remove { id: i64 },
+    /// Import examples from JSONL (one object a line: question, sql, and optionally
+    /// verified_by, notes) or CSV (a header naming the same columns). Nothing is saved
+    /// when a line is bad, unless --skip-bad.
+    #[command(
+        after_help = "Example:\n  askdb examples import team-examples.csv --verified-by asha"
+    )]
+    Import {
+        file: PathBuf,
+        /// Who confirmed the lines that do not say (default: $USER).
+        #[arg(long, env = "ASKDB_VERIFIED_BY")]
+        verified_by: Option<String>,
+        /// The file's format (default: by its extension, `.csv` or JSONL).
+        #[arg(long, value_enum)]
+        format: Option<ExampleFormat>,
+        /// Save the good lines and report the bad ones, instead of saving nothing.
+        #[arg(long)]
+        skip_bad: bool,
+    },
+    /// Write this database's examples in use as JSONL (what `import` reads).
+    #[command(after_help = "Example:\n  askdb examples export --out examples.jsonl")]
+    Export {
+        /// Where to write them (default: stdout).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+}
+
+/// The formats `askdb examples import` reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ExampleFormat {
+    Jsonl,
+    Csv,
 }
 
 #[derive(Subcommand)]

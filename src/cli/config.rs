@@ -76,6 +76,7 @@ impl Settings {
         strategy: &str,
         limit: Option<usize>,
         sampling: runner::Sampling,
+        examples: runner::ExampleSource,
     ) -> Result<RunSettings, CliError> {
         let modes = modes_of(mode);
         let set = match (set, questions) {
@@ -103,6 +104,7 @@ impl Settings {
             temperature: 0.0,
             explain: false,
             max_attempts: crate::agent::MAX_ATTEMPTS,
+            examples,
         })
     }
 }

@@ -7,6 +7,7 @@
 
 pub mod args;
 pub mod config;
+mod examples;
 mod reports;
 
 use std::io::Read;
@@ -117,6 +118,8 @@ pub enum CliError {
     QueryLog(#[from] crate::querylog::LogError),
     #[error(transparent)]
     Conversation(#[from] ConversationError),
+    #[error(transparent)]
+    Examples(#[from] crate::examples::ExampleError),
     #[error("{0}")]
     Settings(String),
     #[error("cannot read {path}: {error}")]
@@ -262,6 +265,11 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
             let mut config = args.resolve().map_err(CliError::Settings)?;
             let gate = settings.open_gate().await?;
             config.query_log = query_log_setting(&settings, &gate, log_on, log_url);
+            config.examples = Some(
+                crate::examples::SqliteExampleStore::in_data_dir()
+                    .path()
+                    .to_path_buf(),
+            );
             config.drift = Some(crate::server::monitor::DriftWatch {
                 snapshot: snapshot.unwrap_or_else(|| {
                     crate::drift::default_path(cli.global.notes.as_deref(), gate.label())
@@ -272,6 +280,10 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
             });
             crate::server::run(gate, config).await?;
             Ok(Output::done(Exit::Success))
+        }
+        Command::Examples { command } => {
+            let postgres = matches!(settings.url, crate::database::DatabaseUrl::Postgres(_));
+            examples::run(&settings.open_gate().await?, postgres, command).await
         }
         Command::Model {
             command: ModelCommand::Check,
@@ -308,7 +320,11 @@ fn completions(shell: clap_complete::Shell) -> Output {
 async fn open_agent(settings: &Settings, strategy: Strategy) -> Result<Agent, CliError> {
     let client = ModelClient::from_config(&ProviderConfig::from_env()?)?;
     let gate = settings.open_gate().await?;
-    Ok(Agent::with_strategy(gate, client, strategy).await?)
+    // `askdb ask` answers with the examples people verified on this database.
+    let examples = std::sync::Arc::new(crate::examples::SqliteExampleStore::in_data_dir());
+    Ok(Agent::with_strategy(gate, client, strategy)
+        .await?
+        .with_examples(examples))
 }
 
 /// Where `askdb serve` logs questions: PostgreSQL databases over the log role's URL
@@ -337,28 +353,39 @@ fn query_log_setting(
 }
 
 async fn log_stats(settings: &Settings, from: Option<String>) -> Result<Output, CliError> {
-    use crate::querylog::stats::{self, LogSource};
-    let source = match from.filter(|text| !text.trim().is_empty()) {
-        Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
-            LogSource::Postgres(url)
-        }
-        Some(path) => LogSource::Sqlite(path.strip_prefix("sqlite:").unwrap_or(&path).into()),
-        None => match settings.url {
-            crate::database::DatabaseUrl::Postgres(_) => {
-                return Err(CliError::Settings(
-                    "the PostgreSQL query log can only be read with --from URL (a role that \
-                     may SELECT askdb_query_log, such as the administrator; askdb_log may only \
-                     insert)"
-                        .to_string(),
-                ))
-            }
-            _ => LogSource::Sqlite(crate::home::data_dir().join(crate::querylog::SQLITE_LOG_FILE)),
-        },
-    };
+    use crate::querylog::stats;
+    let postgres = matches!(settings.url, crate::database::DatabaseUrl::Postgres(_));
+    let source = log_source(postgres, from, "--from")?;
     let rows = stats::read(&source).await?;
     let figures = stats::compute(&rows);
     let text = stats::render(&figures);
     Output::new(&figures, text, Exit::Success)
+}
+
+/// Where the query log is read: the URL given (`flag` names the flag), else askdb's own
+/// SQLite log; a PostgreSQL database's log needs a URL, since its log role may only
+/// insert.
+fn log_source(
+    postgres: bool,
+    from: Option<String>,
+    flag: &str,
+) -> Result<crate::querylog::stats::LogSource, CliError> {
+    use crate::querylog::stats::LogSource;
+    match from.filter(|text| !text.trim().is_empty()) {
+        Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
+            Ok(LogSource::Postgres(url))
+        }
+        Some(path) => Ok(LogSource::Sqlite(
+            path.strip_prefix("sqlite:").unwrap_or(&path).into(),
+        )),
+        None if postgres => Err(CliError::Settings(format!(
+            "the PostgreSQL query log can only be read with {flag} URL (a role that may SELECT \
+             askdb_query_log, such as the administrator; askdb_log may only insert)"
+        ))),
+        None => Ok(LogSource::Sqlite(
+            crate::home::data_dir().join(crate::querylog::SQLITE_LOG_FILE),
+        )),
+    }
 }
 
 async fn schema(
@@ -550,6 +577,7 @@ async fn eval(settings: &Settings, command: EvalCommand) -> Result<Output, CliEr
             mode,
             strategy,
             which,
+            examples,
             resume,
             runs_dir,
         } => {
@@ -579,6 +607,10 @@ async fn eval(settings: &Settings, command: EvalCommand) -> Result<Output, CliEr
                 );
                 return Output::new(&summary, text, Exit::Success);
             }
+            let examples = match examples {
+                args::ExamplesChoice::None => runner::ExampleSource::None,
+                args::ExamplesChoice::LeaveOneOut => runner::ExampleSource::LeaveOneOut,
+            };
             let run_settings = settings.run_settings(
                 set,
                 questions,
@@ -586,6 +618,7 @@ async fn eval(settings: &Settings, command: EvalCommand) -> Result<Output, CliEr
                 &strategy,
                 which.limit,
                 which.sampling(),
+                examples,
             )?;
             let client = ModelClient::from_config(&ProviderConfig::from_env()?)?;
             // Traces where OTEL_EXPORTER_OTLP_ENDPOINT says, each with its verdict; the
@@ -687,6 +720,17 @@ async fn eval(settings: &Settings, command: EvalCommand) -> Result<Output, CliEr
                 format!("wrote {} and the README results table\n", written.display()),
                 Exit::Success,
             )
+        }
+        EvalCommand::Compare { run, other } => {
+            let comparison = runner::compare_runs(&run, &other)?;
+            let text = runner::render_comparison(&comparison);
+            Output::new(&comparison, text, Exit::Success)
+        }
+        EvalCommand::ExampleRetrieval => {
+            use crate::eval::example_retrieval;
+            let report = example_retrieval::measure(&crate::home::shared_data_dir()?).await?;
+            let text = example_retrieval::render(&report);
+            Output::new(&report, text, Exit::Success)
         }
         EvalCommand::Linking { tables, questions } => {
             use crate::linking::eval as linking_eval;

@@ -1,5 +1,6 @@
 //! Evaluation: golden sets and external benchmarks.
 
+pub mod example_retrieval;
 pub mod external;
 pub mod flags;
 pub mod gate;

@@ -12,6 +12,7 @@
 //! result size, so the cap never decides a grade. Infrastructure failures (the model
 //! could not be asked) are recorded apart and never scored as wrong.
 
+mod examples;
 mod folder;
 mod report;
 mod sets;
@@ -36,6 +37,7 @@ use crate::linking::SelectOptions;
 use crate::llm::{ModelClient, ResponseCache};
 use crate::telemetry::Telemetry;
 
+pub use examples::{compare_runs, render_comparison, ExampleFigures, ExampleSource, RunComparison};
 pub(crate) use folder::warm_up;
 pub(crate) use folder::{append_record, create_folder, open_records, read_lines, read_manifest_of};
 use folder::{database_hashes, sqlite_file_hash};
@@ -120,6 +122,9 @@ pub struct RunSettings {
     /// made before strategies were recorded (the JSON action reply, one candidate).
     #[serde(default)]
     pub strategy: String,
+    /// Where questions find verified examples (none in runs made before examples).
+    #[serde(default, skip_serializing_if = "ExampleSource::is_none")]
+    pub examples: ExampleSource,
 }
 
 /// The model a run used.
@@ -180,6 +185,12 @@ pub struct QuestionRecord {
     /// `askdb eval flags` counts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warnings: Option<Vec<crate::agent::plausibility::Finding>>,
+    /// The verified examples the question used.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub examples: Vec<i64>,
+    /// The verified example whose SQL answered without the model, when one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answered_from_example: Option<i64>,
 }
 
 impl QuestionRecord {
@@ -234,6 +245,9 @@ pub struct RunSummary {
     /// first question (not part of any question's latency); None for runs made before.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warm_ups: Option<WarmUpFigures>,
+    /// What verified examples did, when the run offered them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub examples: Option<ExampleFigures>,
 }
 
 /// The warm-ups of a run, in sum.
@@ -358,6 +372,8 @@ fn record_of(
         latency_ms: result.latency_ms,
         trace_id: result.trace_id.clone(),
         warnings: Some(result.warnings.clone()),
+        examples: result.examples.iter().map(|example| example.id).collect(),
+        answered_from_example: result.answered_from_example,
         ..error_record(item, mode, RunOutcome::Decided(result.decision), None, 0)
     }
 }
@@ -425,6 +441,8 @@ fn error_record(
         golds: item.golds.clone(),
         trace_id: None,
         warnings: None,
+        examples: Vec::new(),
+        answered_from_example: None,
     }
 }
 
@@ -507,6 +525,21 @@ pub async fn run(
         .map(|record| (record.id, record.mode))
         .collect();
 
+    // Leave-one-out examples come from every question of the set, sampled or not.
+    let example_pool = match settings.examples {
+        ExampleSource::None => Vec::new(),
+        ExampleSource::LeaveOneOut => load_set(
+            &settings.set,
+            db_override.as_ref(),
+            Sampling {
+                size: None,
+                seed: settings.seed,
+                offset: 0,
+            },
+            None,
+        )?,
+    };
+    let mut leave_one_out: HashMap<String, examples::LeaveOneOut> = HashMap::new();
     let mut agents: HashMap<String, Agent> = HashMap::new();
     let mut gold_caches: HashMap<String, HashMap<String, Option<ResultSet>>> = HashMap::new();
     let total = items.len() * settings.modes.len();
@@ -531,7 +564,16 @@ pub async fn run(
                         .parse::<Strategy>()
                         .map_err(|error| EvalError::Data(error.to_string()))?
                 };
-                let agent = open_eval_agent(gate, &client, strategy, &item.db).await?;
+                let mut agent = open_eval_agent(gate.clone(), &client, strategy, &item.db).await?;
+                if settings.examples == ExampleSource::LeaveOneOut {
+                    let of_database: Vec<&EvalItem> = example_pool
+                        .iter()
+                        .filter(|other| other.db == item.db)
+                        .collect();
+                    let pool = examples::LeaveOneOut::prepare(&gate, &of_database).await;
+                    agent = agent.with_examples(pool.store());
+                    leave_one_out.insert(item.db.clone(), pool);
+                }
                 warm_up(&agent, &item.db, &settings.modes, &run_dir).await?;
                 agents.insert(item.db.clone(), agent);
             }
@@ -552,6 +594,9 @@ pub async fn run(
             // the model server's cache; each question's prefix is put back from the
             // server's saved copy first (outside its latency), as a server answering one
             // prompt keeps it cached. A baseline replaying the agent's reply asks nothing.
+            if let Some(pool) = leave_one_out.get(&item.db) {
+                pool.offer(agent.gate(), item).await?;
+            }
             let replayed = *mode == Mode::Baseline && settings.shared_first_reply;
             if several_prefixes && !replayed {
                 agent.restore_prefix(*mode == Mode::Plain).await;
@@ -706,6 +751,8 @@ pub fn summarize_records(
         agent_failures_by_type,
         flags: crate::eval::flags::figures(records),
         warm_ups: WarmUpFigures::of(&read_warm_ups(run_dir)),
+        examples: (!manifest.settings.examples.is_none())
+            .then(|| examples::example_figures(manifest.settings.examples, records)),
         database_hashes: manifest
             .database_hashes
             .iter()

@@ -12,6 +12,7 @@
 //! extended protocol and bound parameters, and never runs model or user SQL.
 
 pub mod stats;
+pub mod usage;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -38,7 +39,7 @@ const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The columns `askdb db setup` adds to a PostgreSQL log beyond the original ones
 /// (`id`, `asked_at`, `question`, `sql`, `decision`, `error_type`, `latency_ms`).
-pub const POSTGRES_LOG_COLUMNS: [(&str, &str); 11] = [
+pub const POSTGRES_LOG_COLUMNS: [(&str, &str); 13] = [
     ("attempts", "integer"),
     ("error_types", "text"),
     ("row_count", "bigint"),
@@ -50,11 +51,13 @@ pub const POSTGRES_LOG_COLUMNS: [(&str, &str); 11] = [
     ("mode", "text"),
     ("conversation_id", "text"),
     ("turn", "integer"),
+    ("examples", "text"),
+    ("rerun_example", "bigint"),
 ];
 
 const INSERT_COLUMNS: &str = "asked_at, question, sql, decision, error_type, latency_ms, \
      attempts, error_types, row_count, input_tokens, output_tokens, cost_usd, model, \
-     trace_id, mode, conversation_id, turn";
+     trace_id, mode, conversation_id, turn, examples, rerun_example";
 
 /// One answered question.
 #[derive(Debug, Clone, Serialize)]
@@ -83,6 +86,11 @@ pub struct LogRecord {
     /// first), when it was asked through the HTTP API.
     pub conversation_id: Option<String>,
     pub turn: Option<u32>,
+    /// The ids of the verified examples the question used (shown to the model or run
+    /// again), what `askdb examples` prunes by.
+    pub examples: Vec<i64>,
+    /// The verified example whose SQL answered without the model, when one did.
+    pub rerun_example: Option<i64>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -242,6 +250,18 @@ fn joined_error_types(record: &LogRecord) -> Option<String> {
     (!record.error_types.is_empty()).then(|| record.error_types.join(","))
 }
 
+/// The examples' ids as the log keeps them: `3,7`, or nothing.
+fn joined_examples(record: &LogRecord) -> Option<String> {
+    (!record.examples.is_empty()).then(|| {
+        record
+            .examples
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(",")
+    })
+}
+
 fn saturating_i32(value: u64) -> i32 {
     i32::try_from(value).unwrap_or(i32::MAX)
 }
@@ -250,17 +270,29 @@ fn saturating_i64(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
 }
 
+/// How many columns an insert names: the placeholders are counted from the list, so a
+/// column added to it cannot leave them one short.
+fn insert_column_count() -> usize {
+    INSERT_COLUMNS.split(',').count()
+}
+
 fn postgres_insert_sql() -> String {
+    let placeholders: Vec<String> = (1..=insert_column_count())
+        .map(|n| format!("${n}"))
+        .collect();
     format!(
-        "INSERT INTO {QUERY_LOG_TABLE} ({INSERT_COLUMNS}) VALUES \
-         ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)"
+        "INSERT INTO {QUERY_LOG_TABLE} ({INSERT_COLUMNS}) VALUES ({})",
+        placeholders.join(", ")
     )
 }
 
 fn sqlite_insert_sql() -> String {
+    let placeholders: Vec<String> = (1..=insert_column_count() + 1)
+        .map(|n| format!("?{n}"))
+        .collect();
     format!(
-        "INSERT INTO {QUERY_LOG_TABLE} ({INSERT_COLUMNS}, database) VALUES \
-         (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)"
+        "INSERT INTO {QUERY_LOG_TABLE} ({INSERT_COLUMNS}, database) VALUES ({})",
+        placeholders.join(", ")
     )
 }
 
@@ -272,13 +304,18 @@ fn sqlite_create_sql() -> String {
          sql TEXT, decision TEXT, error_type TEXT, latency_ms INTEGER, attempts INTEGER, \
          error_types TEXT, row_count INTEGER, input_tokens INTEGER, output_tokens INTEGER, \
          cost_usd REAL, model TEXT, trace_id TEXT, mode TEXT, database TEXT, \
-         conversation_id TEXT, turn INTEGER)"
+         conversation_id TEXT, turn INTEGER, examples TEXT, rerun_example INTEGER)"
     )
 }
 
 /// The columns a SQLite log made by an older askdb lacks, added when it is opened so
 /// it keeps its rows.
-const SQLITE_LATER_COLUMNS: [(&str, &str); 2] = [("conversation_id", "TEXT"), ("turn", "INTEGER")];
+const SQLITE_LATER_COLUMNS: [(&str, &str); 4] = [
+    ("conversation_id", "TEXT"),
+    ("turn", "INTEGER"),
+    ("examples", "TEXT"),
+    ("rerun_example", "INTEGER"),
+];
 
 fn add_later_sqlite_columns(connection: &rusqlite::Connection) -> rusqlite::Result<()> {
     let mut statement = connection.prepare(&format!("PRAGMA table_info({QUERY_LOG_TABLE})"))?;
@@ -324,7 +361,8 @@ async fn insert_postgres<C: tokio_postgres::GenericClient>(
     let output = saturating_i64(record.output_tokens);
     let insert = postgres_insert_sql();
     let turn = record.turn.map(|turn| saturating_i32(u64::from(turn)));
-    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 17] = [
+    let examples = joined_examples(record);
+    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 19] = [
         &record.asked_at,
         &record.question,
         &record.sql,
@@ -342,6 +380,8 @@ async fn insert_postgres<C: tokio_postgres::GenericClient>(
         &record.mode,
         &record.conversation_id,
         &turn,
+        &examples,
+        &record.rerun_example,
     ];
     client
         .execute(insert.as_str(), &params)
@@ -391,6 +431,8 @@ fn insert_sqlite(
                 record.mode,
                 record.conversation_id,
                 record.turn,
+                joined_examples(record),
+                record.rerun_example,
                 database,
             ],
         )
@@ -490,6 +532,8 @@ fn probe_record() -> LogRecord {
         mode: "probe".to_string(),
         conversation_id: None,
         turn: None,
+        examples: Vec::new(),
+        rerun_example: None,
     }
 }
 

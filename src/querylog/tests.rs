@@ -74,6 +74,8 @@ fn record(question: &str, rows: u64) -> LogRecord {
         mode: "agent".to_string(),
         conversation_id: None,
         turn: None,
+        examples: Vec::new(),
+        rerun_example: None,
     }
 }
 
@@ -177,5 +179,60 @@ async fn an_older_sqlite_log_gains_the_conversation_columns_and_keeps_its_rows()
             Some("0123456789abcdef0123456789abcdef".to_string()),
             Some(2)
         )
+    );
+}
+
+#[tokio::test]
+async fn an_older_sqlite_log_gains_the_examples_columns_and_records_them() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join(SQLITE_LOG_FILE);
+    let old = rusqlite::Connection::open(&path).expect("creates");
+    old.execute_batch(&format!(
+        "CREATE TABLE {QUERY_LOG_TABLE} (id INTEGER PRIMARY KEY AUTOINCREMENT, \
+         asked_at TEXT NOT NULL, question TEXT, sql TEXT, decision TEXT, error_type TEXT, \
+         latency_ms INTEGER, attempts INTEGER, error_types TEXT, row_count INTEGER, \
+         input_tokens INTEGER, output_tokens INTEGER, cost_usd REAL, model TEXT, \
+         trace_id TEXT, mode TEXT, database TEXT); \
+         INSERT INTO {QUERY_LOG_TABLE} (asked_at, question) VALUES ('2026-12-01 00:00:00', 'old');"
+    ))
+    .expect("an older log");
+    let log = QueryLog::start(LogTarget::Sqlite {
+        path: path.clone(),
+        database: "demo".to_string(),
+    });
+    log.record(LogRecord {
+        examples: vec![3, 7],
+        rerun_example: Some(3),
+        ..record("answered from an example", 1)
+    });
+    let started = std::time::Instant::now();
+    while log.counters().written() < 1 && started.elapsed() < Duration::from_secs(10) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        log.counters().written(),
+        1,
+        "{:?}",
+        log.counters().last_error()
+    );
+    let rows: Vec<(String, Option<String>, Option<i64>)> = old
+        .prepare(&format!(
+            "SELECT question, examples, rerun_example FROM {QUERY_LOG_TABLE} ORDER BY id"
+        ))
+        .expect("prepares")
+        .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
+        .expect("reads")
+        .collect::<Result<_, _>>()
+        .expect("rows");
+    assert_eq!(
+        rows,
+        vec![
+            ("old".to_string(), None, None),
+            (
+                "answered from an example".to_string(),
+                Some("3,7".to_string()),
+                Some(3)
+            ),
+        ]
     );
 }

@@ -110,6 +110,9 @@ pub struct ServerConfig {
     pub local_model: bool,
     /// How long conversations live, how many are held, how many turns each keeps.
     pub conversations: crate::conversation::Limits,
+    /// The verified examples' SQLite file (set by the CLI: askdb's data directory); None:
+    /// questions use no examples and the examples routes answer 404.
+    pub examples: Option<PathBuf>,
 }
 
 impl Default for ServerConfig {
@@ -128,6 +131,7 @@ impl Default for ServerConfig {
             telemetry: crate::telemetry::TelemetryConfig::off(),
             local_model: false,
             conversations: crate::conversation::Limits::default(),
+            examples: None,
         }
     }
 }
@@ -179,6 +183,7 @@ impl ServeArgs {
                 max_conversations: self.max_conversations,
                 ..crate::conversation::Limits::default()
             },
+            examples: None,
         })
     }
 }

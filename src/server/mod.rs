@@ -11,6 +11,9 @@
 //! | `POST /api/local-model/start` | starts it in the background (202); once it answers, questions go to it |
 //! | `GET /api/health` | read-only proven by a refused write, database, model, tables, the query log, schema drift, the trace collector |
 //! | `GET /metrics` | counters in the Prometheus text format ([`metrics`]) |
+//! | `GET /api/examples` | the database's verified examples, set-aside ones with the reason ([`examples`]) |
+//! | `POST /api/examples` | `{question, sql, verified_by, notes?}`: a person saves an example; its SQL must pass the gate (201) |
+//! | `DELETE /api/examples/{id}` | removes one (204) |
 //! | `GET /api/openapi.json` | the OpenAPI description of the above |
 //! | `GET /` and `/assets/*` | the page, its script, styles and the vendored Chart.js |
 //!
@@ -26,6 +29,7 @@ pub mod assets;
 pub mod config;
 pub mod error;
 pub mod eval;
+pub mod examples;
 pub mod health;
 pub mod limits;
 pub mod metrics;
@@ -45,7 +49,7 @@ use std::sync::{Arc, OnceLock};
 use axum::extract::DefaultBodyLimit;
 use axum::http::{header, HeaderValue};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 use axum::{Extension, Router};
 use tokio::net::TcpListener;
 use tower_http::catch_panic::CatchPanicLayer;
@@ -53,6 +57,7 @@ use tower_http::catch_panic::CatchPanicLayer;
 use crate::agent::{Agent, AgentError};
 use crate::conversation::memory::InMemoryStore;
 use crate::conversation::ConversationStore;
+use crate::examples::{ExampleStore, SqliteExampleStore};
 use crate::gate::Gate;
 use crate::llm::{LlmError, ModelClient, ProviderConfig};
 use crate::local_model::{LocalModel, LocalModelStatus, ReadyModel};
@@ -95,6 +100,8 @@ struct Shared {
     telemetry: Telemetry,
     /// The last drift check ([`monitor::check_drift`]).
     drift: std::sync::Mutex<DriftStatus>,
+    /// Where the database's verified examples are kept, when they are used.
+    examples: Option<Arc<dyn ExampleStore>>,
     /// The model's first look at the schema at start ([`warm_up_in_background`]).
     warm_up: warm_up::WarmUp,
     /// The conversations questions continue.
@@ -134,8 +141,15 @@ impl AppState {
         local_model: Option<Arc<LocalModel>>,
         config: ServerConfig,
     ) -> Result<AppState, AgentError> {
+        let examples: Option<Arc<dyn ExampleStore>> = config
+            .examples
+            .as_ref()
+            .map(|path| Arc::new(SqliteExampleStore::new(path)) as Arc<dyn ExampleStore>);
         let model = match model {
-            Ok(client) => ModelSetup::Ready(Arc::new(Agent::new(gate.clone(), client).await?)),
+            Ok(client) => ModelSetup::Ready(Arc::new(with_examples(
+                Agent::new(gate.clone(), client).await?,
+                &examples,
+            ))),
             Err(error) => ModelSetup::Missing(not_configured_help(&error, local_model.is_some())),
         };
         let query_log = match &config.query_log {
@@ -162,6 +176,7 @@ impl AppState {
                 drift: std::sync::Mutex::new(DriftStatus::default()),
                 warm_up: warm_up::WarmUp::default(),
                 conversations,
+                examples,
             }),
         })
     }
@@ -177,6 +192,11 @@ impl AppState {
 
     pub fn gate(&self) -> &Gate {
         &self.shared.gate
+    }
+
+    /// Where verified examples are kept, when this server uses them.
+    pub fn examples(&self) -> Option<&Arc<dyn ExampleStore>> {
+        self.shared.examples.as_ref()
     }
 
     pub fn config(&self) -> &ServerConfig {
@@ -299,6 +319,7 @@ impl AppState {
         let agent = Agent::new(self.gate().clone(), client)
             .await
             .map_err(|error| format!("the agent could not be prepared: {error}"))?;
+        let agent = with_examples(agent, &self.shared.examples);
         match self.shared.model.write() {
             Ok(mut model) => *model = ModelSetup::Ready(Arc::new(agent)),
             Err(poisoned) => *poisoned.into_inner() = ModelSetup::Ready(Arc::new(agent)),
@@ -311,6 +332,14 @@ impl AppState {
             warm_up_in_background(self);
         }
         Ok(())
+    }
+}
+
+/// The agent with the server's verified examples, when it has them.
+fn with_examples(agent: Agent, examples: &Option<Arc<dyn ExampleStore>>) -> Agent {
+    match examples {
+        Some(store) => agent.with_examples(Arc::clone(store)),
+        None => agent,
     }
 }
 
@@ -363,6 +392,8 @@ pub fn app(state: AppState) -> Router {
         .route("/api/health", get(api::health))
         .route("/api/local-model", get(api::local_model_status))
         .route("/api/local-model/start", post(api::start_local_model))
+        .route("/api/examples", get(examples::list).post(examples::save))
+        .route("/api/examples/{id}", delete(examples::remove))
         .route("/api/openapi.json", get(api::openapi))
         .route("/metrics", get(api::metrics));
     for asset in assets::ASSETS {

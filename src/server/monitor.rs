@@ -146,6 +146,8 @@ pub fn log_record(result: &AgentResult, asked_at: SystemTime, model: Option<Stri
         // Set by the caller that knows the conversation (the HTTP API).
         conversation_id: None,
         turn: None,
+        examples: result.examples.iter().map(|example| example.id).collect(),
+        rerun_example: result.answered_from_example,
     }
 }
 

@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 
 use super::api::error_example;
 use crate::agent::answer::ChartKind;
-use crate::agent::events::SchemaMode;
+use crate::agent::events::{ExampleRole, SchemaMode};
 use crate::agent::failure::FailureKind;
 use crate::agent::plausibility::Check;
 use crate::agent::{Decision, Mode, MAX_QUESTION_CHARS};
@@ -18,7 +18,7 @@ fn names(values: impl IntoIterator<Item = &'static str>) -> Value {
 }
 
 /// The API routes, as (method, path): the router and this description both list them.
-pub const API_ROUTES: [(&str, &str); 10] = [
+pub const API_ROUTES: [(&str, &str); 13] = [
     ("post", "/api/ask"),
     ("post", "/api/ask/stream"),
     ("post", "/api/sql"),
@@ -27,6 +27,9 @@ pub const API_ROUTES: [(&str, &str); 10] = [
     ("get", "/api/health"),
     ("get", "/api/local-model"),
     ("post", "/api/local-model/start"),
+    ("get", "/api/examples"),
+    ("post", "/api/examples"),
+    ("delete", "/api/examples/{id}"),
     ("get", "/api/openapi.json"),
     ("get", "/metrics"),
 ];
@@ -77,7 +80,7 @@ pub fn document() -> Value {
     merge(&mut ask_responses, bad_body_responses());
     let mut stream_responses = ask_responses.clone();
     stream_responses["200"] = json!({
-        "description": "Server-sent events while the agent works. `event: step`, one per step as it happens (rules, schema_selected, model_call, guard, executed, vote, empty_probe, failed, finished): the step's JSON with `step`, `started_ms` (since the question arrived), `elapsed_ms` where the step has a duration, its own fields and `summary`, one sentence saying what happened; a model call's prompt is replaced by `prompt_messages`. Then exactly one last event: `event: result`, the same AgentResult POST /api/ask returns, or `event: error`, {\"error\", \"detail\", \"status\"}: the error POST /api/ask would have answered with that status (the model failed, the ask timed out...). Errors found before anything runs (bad input, no model, busy, rate limit) are ordinary JSON errors with their status, as for POST /api/ask.",
+        "description": "Server-sent events while the agent works. `event: step`, one per step as it happens (rules, examples, schema_selected, model_call, guard, executed, vote, empty_probe, failed, finished): the step's JSON with `step`, `started_ms` (since the question arrived), `elapsed_ms` where the step has a duration, its own fields and `summary`, one sentence saying what happened; a model call's prompt is replaced by `prompt_messages`. Then exactly one last event: `event: result`, the same AgentResult POST /api/ask returns, or `event: error`, {\"error\", \"detail\", \"status\"}: the error POST /api/ask would have answered with that status (the model failed, the ask timed out...). Errors found before anything runs (bad input, no model, busy, rate limit) are ordinary JSON errors with their status, as for POST /api/ask.",
         "content": {"text/event-stream": {
             "schema": {"type": "string"},
             "example": "event: step\ndata: {\"step\":\"executed\",\"started_ms\":1420,\"elapsed_ms\":3,\"candidate\":0,\"sql\":\"SELECT ...\",\"rows\":null,\"error_type\":\"unknown_column\",\"error\":\"no such column: c.customer_name\",\"summary\":\"The database refused it (unknown_column): no such column: c.customer_name\"}\n\nevent: result\ndata: {\"question\":\"...\",\"decision\":\"answer\",...}\n\n"
@@ -179,6 +182,38 @@ pub fn document() -> Value {
                     "404": local_model_not_offered.clone()
                 }
             }},
+            "/api/examples": {
+                "get": {
+                    "summary": "The database's verified examples",
+                    "description": "Questions a person confirmed, with the SQL that answered them. Each is checked again against today's gate and schema first: one the guard now refuses, or whose tables changed since it was verified, is set aside (set_aside says why) and never used. 404 examples_off when this server keeps none.",
+                    "responses": {
+                        "200": {"description": "Every example, oldest first.", "content": {"application/json": {"schema": {"type": "array", "items": {"$ref": "#/components/schemas/Example"}}}}},
+                        "404": error_response("This server keeps no verified examples.", "examples_off", "this server keeps no verified examples")
+                    }
+                },
+                "post": {
+                    "summary": "Save a verified example",
+                    "description": "A person's confirmation: the question, the SQL that answers it and who verified it. The SQL passes the gate's parser check and database check before it is saved (a restricted column, a hidden table or a write is refused); an earlier example of the same question is replaced. Nothing else saves an example: an answer is never saved because it ran.",
+                    "requestBody": {"required": true, "content": {"application/json": {
+                        "schema": {"$ref": "#/components/schemas/SaveExampleRequest"},
+                        "example": {"question": "How many bills were voided?", "sql": "SELECT count(*) FROM bills WHERE status = 'VOID'", "verified_by": "asha", "notes": "VOID bills never count as revenue"}
+                    }}},
+                    "responses": {
+                        "201": {"description": "Saved: the example as stored (its SQL as the gate rendered it) and the ids it replaced.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/SavedExample"}}}},
+                        "400": error_response("The gate refused the SQL (example_refused), or a field is empty or too long (invalid_example).", "example_refused", "the guard refused the example's SQL: restricted_column: column \"phone\" of customers is restricted"),
+                        "404": error_response("This server keeps no verified examples.", "examples_off", "this server keeps no verified examples"),
+                        "422": error_response("A field is missing or of the wrong type (verified_by included).", "invalid_request", "missing field `verified_by`")
+                    }
+                }
+            },
+            "/api/examples/{id}": {"delete": {
+                "summary": "Remove a verified example",
+                "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "integer"}}],
+                "responses": {
+                    "204": {"description": "Removed."},
+                    "404": error_response("No example of that id for this database (no_such_example), or no examples kept (examples_off).", "no_such_example", "no example 7 for this database")
+                }
+            }},
             "/api/openapi.json": {"get": {
                 "summary": "This description",
                 "responses": {"200": {"description": "OpenAPI 3.1 JSON.", "content": {"application/json": {"schema": {"type": "object"}}}}}
@@ -196,12 +231,18 @@ fn merge(target: &mut Value, extra: Value) {
 
 fn schemas() -> Value {
     let rows = json!({"type": "array", "items": {"type": "array", "items": {}}, "description": "Rows as arrays in column order; SQL NULL is JSON null."});
-    let mut schemas = json!({
+    let used_examples = json!({"type": "array", "description": "The verified examples the question used: shown to the model (prompt) or run again (rerun).", "items": {"type": "object", "properties": {
+        "id": {"type": "integer"},
+        "question": {"type": "string"},
+        "score": {"type": "number", "description": "How alike the questions are, 0 to 1."},
+        "role": {"type": "string", "enum": names(ExampleRole::ALL.map(ExampleRole::as_str))}
+    }}});
+    let mut all = json!({
         "Error": {
             "type": "object",
             "required": ["error", "detail"],
             "properties": {
-                "error": {"type": "string", "description": "A stable code: empty_question, question_too_long, unknown_mode, empty_sql, malformed_json, invalid_request, unsupported_media_type, payload_too_large, not_found, method_not_allowed, no_evaluation, unknown_conversation, conversation_busy, rate_limited, busy, model_not_configured, spend_cap_reached, model_unavailable, ask_timeout, internal_error."},
+                "error": {"type": "string", "description": "A stable code: empty_question, question_too_long, unknown_mode, empty_sql, malformed_json, invalid_request, unsupported_media_type, payload_too_large, not_found, method_not_allowed, no_evaluation, unknown_conversation, conversation_busy, examples_off, invalid_example, example_refused, no_such_example, rate_limited, busy, model_not_configured, spend_cap_reached, model_unavailable, ask_timeout, internal_error."},
                 "detail": {"type": "string", "description": "What went wrong and what to do, in a sentence."}
             }
         },
@@ -269,7 +310,9 @@ fn schemas() -> Value {
                 "trace": {"type": "array", "items": {"type": "object"}},
                 "trace_id": {"type": ["string", "null"], "description": "The question's OpenTelemetry trace id (32 hex digits) when traces are exported, else null."},
                 "first_attempt_ok": {"type": ["boolean", "null"]},
-                "first_sql": {"type": ["string", "null"]}
+                "first_sql": {"type": ["string", "null"]},
+                "examples": used_examples,
+                "answered_from_example": {"type": ["integer", "null"], "description": "The verified example whose SQL answered the same question again, without a model call."}
             }
         },
         "QueryResult": {
@@ -372,7 +415,7 @@ fn schemas() -> Value {
         }
     });
     // The conversation's fields, beside the agent's (POST /api/ask's AskResponse).
-    if let Some(properties) = schemas
+    if let Some(properties) = all
         .pointer_mut("/AgentResult/properties")
         .and_then(Value::as_object_mut)
     {
@@ -380,7 +423,48 @@ fn schemas() -> Value {
         properties.insert("turn".to_string(), json!({"type": "integer", "minimum": 1, "description": "The question's turn in its conversation (1 for the first)."}));
         properties.insert("understood_as".to_string(), json!({"type": "string", "description": "A follow-up as one standalone question (\"the number of bills voided in 2024\"): what was answered. Absent for a conversation's first question."}));
     }
-    schemas
+    merge(&mut all, example_schemas());
+    all
+}
+
+/// The verified examples' bodies (a json! of their own: one macro call holding every
+/// schema passes the macro's recursion limit).
+fn example_schemas() -> Value {
+    json!({
+        "SaveExampleRequest": {
+            "type": "object",
+            "required": ["question", "sql", "verified_by"],
+            "additionalProperties": false,
+            "properties": {
+                "question": {"type": "string", "minLength": 1, "maxLength": crate::examples::MAX_QUESTION_CHARS},
+                "sql": {"type": "string", "minLength": 1},
+                "verified_by": {"type": "string", "minLength": 1, "maxLength": crate::examples::MAX_VERIFIER_CHARS, "description": "The person confirming it."},
+                "notes": {"type": ["string", "null"], "maxLength": crate::examples::MAX_NOTES_CHARS}
+            }
+        },
+        "Example": {
+            "type": "object",
+            "properties": {
+                "id": {"type": "integer"},
+                "database": {"type": "string", "description": "The database's identity: demo, sqlite:PATH, or postgres://HOST:PORT/DB."},
+                "question": {"type": "string"},
+                "sql": {"type": "string", "description": "As the gate checked and rendered it (LIMIT included)."},
+                "verified_by": {"type": "string"},
+                "verified_at": {"type": "string"},
+                "schema_fingerprint": {"type": "string"},
+                "tables": {"type": "array", "items": {"type": "string"}},
+                "notes": {"type": "string"},
+                "set_aside": {"type": "string", "description": "Why it is no longer used; absent while it is."}
+            }
+        },
+        "SavedExample": {
+            "type": "object",
+            "properties": {
+                "example": {"$ref": "#/components/schemas/Example"},
+                "replaced": {"type": "array", "items": {"type": "integer"}}
+            }
+        }
+    })
 }
 
 #[cfg(test)]
@@ -492,6 +576,10 @@ mod tests {
         same(
             &format!("{schemas}/Chart/properties/kind/enum"),
             ChartKind::ALL,
+        );
+        same(
+            &format!("{schemas}/AgentResult/properties/examples/items/properties/role/enum"),
+            ExampleRole::ALL,
         );
         same(
             &format!("{schemas}/FailedAttempt/properties/error_type/enum"),

@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use crate::agent::events::{AgentEvent, RulesOutcome};
+use crate::agent::events::{AgentEvent, ExampleRole, RulesOutcome};
 use crate::agent::failure::{FailureKind, NextKind};
 use crate::agent::Decision;
 use crate::llm::Purpose;
@@ -60,6 +60,31 @@ pub fn summary(event: &AgentEvent) -> String {
                     "Read the question: {verdict}; assuming {}",
                     assumptions.join("; ")
                 )
+            }
+        }
+        AgentEvent::Examples {
+            available, used, ..
+        } => {
+            let rerun = used
+                .iter()
+                .find(|example| example.role == ExampleRole::Rerun);
+            match rerun {
+                Some(example) => format!(
+                    "The same question was verified before (example {}): running its SQL again, without the model",
+                    example.id
+                ),
+                None if used.is_empty() => format!(
+                    "No verified example is like this question ({} in use)",
+                    available
+                ),
+                None => format!(
+                    "Showing the model {}: {}",
+                    plural(used.len(), "verified example", "verified examples"),
+                    used.iter()
+                        .map(|example| format!("{} ({:.2})", example.id, example.score))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
             }
         }
         AgentEvent::SchemaSelected {
@@ -220,6 +245,11 @@ pub fn timing(event: &AgentEvent) -> (u64, Option<u64>) {
             elapsed_ms,
             ..
         }
+        | AgentEvent::Examples {
+            started_ms,
+            elapsed_ms,
+            ..
+        }
         | AgentEvent::SchemaSelected {
             started_ms,
             elapsed_ms,
@@ -337,6 +367,51 @@ mod tests {
         assert_eq!(
             line(&executed),
             "   1.5 s  The database returned 1 row [0.2 s]"
+        );
+    }
+
+    #[test]
+    fn verified_examples_say_whether_the_model_was_skipped() {
+        use crate::agent::events::UsedExample;
+        let used = |id: i64, score: f64, role: ExampleRole| UsedExample {
+            id,
+            question: "How many bills?".to_string(),
+            score,
+            role,
+        };
+        let rerun = AgentEvent::Examples {
+            started_ms: 1,
+            elapsed_ms: 150,
+            available: 4,
+            used: vec![used(7, 1.0, ExampleRole::Rerun)],
+        };
+        assert_eq!(
+            summary(&rerun),
+            "The same question was verified before (example 7): running its SQL again, without the model"
+        );
+        assert_eq!(timing(&rerun), (1, Some(150)));
+        let shown = AgentEvent::Examples {
+            started_ms: 1,
+            elapsed_ms: 2,
+            available: 4,
+            used: vec![
+                used(3, 0.8125, ExampleRole::Prompt),
+                used(2, 0.4, ExampleRole::Prompt),
+            ],
+        };
+        assert_eq!(
+            summary(&shown),
+            "Showing the model 2 verified examples: 3 (0.81), 2 (0.40)"
+        );
+        let none = AgentEvent::Examples {
+            started_ms: 1,
+            elapsed_ms: 2,
+            available: 4,
+            used: Vec::new(),
+        };
+        assert_eq!(
+            summary(&none),
+            "No verified example is like this question (4 in use)"
         );
     }
 

@@ -473,3 +473,94 @@ async fn a_question_asked_while_the_schema_is_first_read_goes_linked_and_pauses_
 }
 
 mod conversation;
+#[tokio::test]
+async fn a_person_saves_an_example_through_the_api_and_an_answer_never_saves_one() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = ServerConfig {
+        explain: false,
+        examples: Some(dir.path().join("examples.sqlite")),
+        ..ServerConfig::default()
+    };
+    // One scripted reply only: the second ask of the question must not call the model.
+    let fixture = fixture(Some(SCRIPT), config).await;
+    let state = &fixture.state;
+    let ask = || {
+        post_json(
+            "/api/ask",
+            r#"{"question": "How many customers are there?", "mode": "agent"}"#,
+        )
+    };
+    let (status, answered) = call(state, ask()).await;
+    assert_eq!(status, StatusCode::OK, "{answered}");
+    assert_eq!(answered["rows"], json!([[120]]));
+    let (status, listed) = call(state, get("/api/examples")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(listed, json!([]), "an answer that ran is not an example");
+
+    let save = |body: Value| post_json("/api/examples", &body.to_string());
+    let (status, body) = call(
+        state,
+        save(json!({"question": "How many customers are there?", "sql": "SELECT count(*) AS customers FROM customers"})),
+    )
+    .await;
+    assert_eq!(
+        status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "no person: {body}"
+    );
+    let (status, body) = call(
+        state,
+        save(json!({"question": "Phones", "sql": "SELECT phone FROM customers", "verified_by": "asha"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(body["error"], "example_refused");
+    assert!(
+        body["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("restricted_column")),
+        "{body}"
+    );
+    let (status, body) = call(
+        state,
+        save(json!({"question": "Log rows", "sql": "SELECT count(*) FROM askdb_query_log", "verified_by": "asha"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body["error"], "example_refused");
+
+    let (status, saved) = call(
+        state,
+        save(json!({
+            "question": "How many customers are there?",
+            "sql": "SELECT count(*) AS n FROM customers",
+            "verified_by": "asha",
+            "notes": "every customer, walk-ins included"
+        })),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{saved}");
+    let id = saved["example"]["id"].as_i64().expect("an id");
+    let (_, listed) = call(state, get("/api/examples")).await;
+    assert_eq!(listed[0]["verified_by"], "asha");
+
+    let (status, again) = call(state, ask()).await;
+    assert_eq!(status, StatusCode::OK, "{again}");
+    assert_eq!(again["answered_from_example"], json!(id));
+    assert_eq!(again["columns"], json!(["n"]));
+    assert_eq!(again["model_calls"], json!([]));
+
+    let delete = || {
+        Request::delete(format!("/api/examples/{id}"))
+            .body(Body::empty())
+            .expect("request")
+    };
+    let response = app(state.clone())
+        .oneshot(delete())
+        .await
+        .expect("infallible");
+    assert_eq!(response.status(), StatusCode::NO_CONTENT);
+    let (status, body) = call(state, delete()).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(body["error"], "no_such_example");
+}

@@ -429,6 +429,43 @@ impl Observer for QuestionTrace {
                     Status::Ok,
                 );
             }
+            AgentEvent::Examples {
+                elapsed_ms, used, ..
+            } => {
+                let mut attributes = vec![
+                    KeyValue::new(attr::SPAN_KIND, "RETRIEVER"),
+                    KeyValue::new(
+                        attr::OUTPUT,
+                        used.iter()
+                            .map(|example| {
+                                format!(
+                                    "{} {} ({:.3})",
+                                    example.role.as_str(),
+                                    example.id,
+                                    example.score
+                                )
+                            })
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                    ),
+                ];
+                for (index, example) in used.iter().enumerate() {
+                    let key = |field: &str| format!("retrieval.documents.{index}.document.{field}");
+                    attributes.push(KeyValue::new(key("id"), example.id.to_string()));
+                    attributes.push(KeyValue::new(key("score"), example.score));
+                    // A verified question is text people wrote, exported only with content.
+                    if self.content {
+                        attributes.push(KeyValue::new(key("content"), example.question.clone()));
+                    }
+                }
+                self.child(
+                    "verified-examples".to_string(),
+                    SpanKind::Internal,
+                    *elapsed_ms,
+                    attributes,
+                    Status::Ok,
+                );
+            }
             AgentEvent::ModelCall { .. } => self.generation(event),
             AgentEvent::Guard {
                 elapsed_ms,

@@ -59,6 +59,22 @@ pub fn render_report(summary: &RunSummary) -> String {
         }).unwrap_or_default(),
         summary.settings.limit.map(|n| format!(", first {n}")).unwrap_or_default(),
     );
+    if let Some(examples) = &summary.examples {
+        out.push_str(&format!(
+            "Verified examples ({}): {} of {} agent questions were asked with examples; {} \
+             answered by re-running a verified example's SQL without the model, {} of them \
+             right{}. `askdb eval compare` pairs this run with one without examples.\n\n",
+            examples.source.as_str(),
+            examples.with_examples,
+            examples.asked,
+            examples.reruns,
+            examples.reruns_right,
+            examples
+                .rerun_median_ms
+                .map(|ms| format!(" (median {ms} ms)"))
+                .unwrap_or_default(),
+        ));
+    }
     if let Some(warm) = &summary.warm_ups {
         out.push_str(&format!(
             "Before each database's first question its prompt prefixes were read into the model \

@@ -114,6 +114,7 @@ fn both_modes(items_path: &Path, shared_first_reply: bool) -> RunSettings {
         shared_first_reply,
         // One candidate a round: the script's replies map one to one to calls.
         strategy: "n=1".to_string(),
+        examples: ExampleSource::None,
     }
 }
 
@@ -332,6 +333,8 @@ fn sample_record(id: &str) -> QuestionRecord {
         golds: vec!["SELECT 1".to_string()],
         trace_id: None,
         warnings: None,
+        examples: Vec::new(),
+        answered_from_example: None,
     }
 }
 
@@ -494,4 +497,158 @@ fn run_records_read_and_write_every_outcome_by_the_same_name() {
     assert!(RunOutcome::ALL.iter().all(|outcome| seen.contains(outcome)));
     assert_eq!(seen[1], RunOutcome::Decided(Decision::GiveUp));
     assert_eq!(seen[3], RunOutcome::InfrastructureFailure);
+}
+
+/// Runs `items` in the agent mode only, with verified examples from `examples`.
+async fn run_agent_only(
+    dir: &Path,
+    name: &str,
+    items: &[String],
+    script: &[String],
+    examples: ExampleSource,
+) -> std::path::PathBuf {
+    let items_path = dir.join(format!("{name}.jsonl"));
+    std::fs::write(&items_path, items.join("\n")).expect("items written");
+    let settings = RunSettings {
+        modes: vec![Mode::Agent],
+        shared_first_reply: false,
+        examples,
+        ..both_modes(&items_path, false)
+    };
+    let client = scripted_client(&script.join("\n"));
+    run_untraced(settings, client, &dir.join(name), None)
+        .await
+        .expect("the run completes")
+}
+
+#[tokio::test]
+async fn leave_one_out_reruns_the_same_question_never_a_copy_and_pairs_with_a_run_without() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = demo_db(dir.path());
+    let bills = "How many bills are there?";
+    let items = [
+        // The same question twice, verified with two ways of counting: each is the
+        // other's verified example, re-run without the model.
+        item(
+            "a",
+            CUSTOMERS,
+            Expected::Answer,
+            Some("SELECT COUNT(*) FROM customers"),
+            &db,
+        ),
+        item(
+            "b",
+            CUSTOMERS,
+            Expected::Answer,
+            Some("SELECT COUNT(cust_id) FROM customers"),
+            &db,
+        ),
+        // The same question with the same gold: a copy, never offered, so the model asks.
+        item(
+            "c",
+            bills,
+            Expected::Answer,
+            Some("SELECT COUNT(*) FROM bills"),
+            &db,
+        ),
+        item(
+            "d",
+            bills,
+            Expected::Answer,
+            Some("SELECT COUNT(*) FROM bills"),
+            &db,
+        ),
+        item(
+            "e",
+            ACTIVE,
+            Expected::Answer,
+            Some("SELECT COUNT(*) FROM products WHERE is_active = TRUE"),
+            &db,
+        ),
+    ];
+    let answers = [
+        line(bills, "write_sql", sql("SELECT count(*) FROM bills")),
+        line(bills, "write_sql", sql("SELECT count(*) FROM bills")),
+        line(
+            ACTIVE,
+            "write_sql",
+            sql("SELECT count(*) FROM products WHERE is_active = 1"),
+        ),
+    ];
+    // No line for CUSTOMERS: a model call for it fails its question.
+    let with = run_agent_only(
+        dir.path(),
+        "with",
+        &items,
+        &answers,
+        ExampleSource::LeaveOneOut,
+    )
+    .await;
+    let records = read_records(&with).expect("records");
+    let rerun: Vec<(&str, bool, bool)> = records
+        .iter()
+        .map(|r| (r.id.as_str(), r.answered_from_example.is_some(), r.correct))
+        .collect();
+    assert_eq!(
+        rerun,
+        vec![
+            ("a", true, true),
+            ("b", true, true),
+            ("c", false, true),
+            ("d", false, true),
+            ("e", false, true),
+        ]
+    );
+    let summary = write_summary(&with).expect("summary");
+    let figures = summary.examples.clone().expect("example figures");
+    assert_eq!(
+        (figures.asked, figures.reruns, figures.reruns_right),
+        (5, 2, 2)
+    );
+    assert!(
+        render_report(&summary).contains("2 answered by re-running"),
+        "{}",
+        render_report(&summary)
+    );
+
+    // Without examples the model answers the customers' question, once wrongly.
+    let without_script: Vec<String> = answers
+        .iter()
+        .cloned()
+        .chain([
+            line(
+                CUSTOMERS,
+                "write_sql",
+                sql("SELECT count(*) FROM customers"),
+            ),
+            line(
+                CUSTOMERS,
+                "write_sql",
+                sql("SELECT count(*) FROM suppliers"),
+            ),
+        ])
+        .collect();
+    let without = run_agent_only(
+        dir.path(),
+        "without",
+        &items,
+        &without_script,
+        ExampleSource::None,
+    )
+    .await;
+    assert!(write_summary(&without).expect("summary").examples.is_none());
+    let comparison = compare_runs(&with, &without).expect("compares");
+    assert_eq!(comparison.paired.paired, 5);
+    assert_eq!(
+        (
+            comparison.paired.agent_only_wins,
+            comparison.paired.baseline_only_wins
+        ),
+        (1, 0)
+    );
+    assert!(
+        render_comparison(&comparison).contains("difference +20.0 points"),
+        "{}",
+        render_comparison(&comparison)
+    );
 }

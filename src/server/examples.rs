@@ -1,0 +1,97 @@
+//! The verified examples' routes: `GET /api/examples` lists the database's examples
+//! (each checked again against today's schema first), `POST /api/examples` is a
+//! person's confirmation (the question, the SQL and who verified it; the gate checks the
+//! SQL) and `DELETE /api/examples/{id}` removes one. Besides `askdb examples`, this POST
+//! is the only way an example is made: nothing saves one because it ran.
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::Json;
+use serde::Deserialize;
+
+use super::error::{ApiJson, AppError};
+use super::AppState;
+use crate::examples::{self, Draft, Example, ExampleError, ExampleStore, Saved};
+
+/// The body of POST /api/examples: what a person confirmed, and who they are.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SaveExampleRequest {
+    pub question: String,
+    pub sql: String,
+    /// The person confirming: required, so no example is made without one.
+    pub verified_by: String,
+    #[serde(default)]
+    pub notes: Option<String>,
+}
+
+fn store(state: &AppState) -> Result<&dyn ExampleStore, AppError> {
+    state
+        .examples()
+        .map(|store| store.as_ref())
+        .ok_or_else(|| AppError::NotFound {
+            code: "examples_off",
+            detail: "this server keeps no verified examples".to_string(),
+        })
+}
+
+fn app_error(error: ExampleError) -> AppError {
+    match error {
+        ExampleError::Empty(_) | ExampleError::TooLong { .. } => AppError::BadRequest {
+            code: "invalid_example",
+            detail: error.to_string(),
+        },
+        ExampleError::Refused(_) => AppError::BadRequest {
+            code: "example_refused",
+            detail: error.to_string(),
+        },
+        ExampleError::NotFound(_) => AppError::NotFound {
+            code: "no_such_example",
+            detail: error.to_string(),
+        },
+        ExampleError::Store { .. } => AppError::Internal(error.to_string()),
+    }
+}
+
+/// GET /api/examples.
+pub async fn list(State(state): State<AppState>) -> Result<Json<Vec<Example>>, AppError> {
+    let store = store(&state)?;
+    examples::recheck(state.gate(), store)
+        .await
+        .map(Json)
+        .map_err(app_error)
+}
+
+/// POST /api/examples: 201 with the saved example and the ids it replaced.
+pub async fn save(
+    State(state): State<AppState>,
+    ApiJson(request): ApiJson<SaveExampleRequest>,
+) -> Result<(StatusCode, Json<Saved>), AppError> {
+    let store = store(&state)?;
+    let draft = Draft {
+        question: request.question,
+        sql: request.sql,
+        verified_by: request.verified_by,
+        notes: request.notes,
+    };
+    let saved = examples::save(state.gate(), store, &draft)
+        .await
+        .map_err(app_error)?;
+    Ok((StatusCode::CREATED, Json(saved)))
+}
+
+/// DELETE /api/examples/{id}: 204, or 404 for an id this database has no example of.
+pub async fn remove(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<StatusCode, AppError> {
+    let store = store(&state)?;
+    let id: i64 = id.parse().map_err(|_| AppError::NotFound {
+        code: "no_such_example",
+        detail: format!("{id:?} is not an example id"),
+    })?;
+    examples::remove(state.gate(), store, id)
+        .await
+        .map_err(app_error)?;
+    Ok(StatusCode::NO_CONTENT)
+}
