@@ -21,9 +21,23 @@ pub const DEFAULT_MAX_BODY_BYTES: usize = 64 * 1024;
 /// `askdb serve` flags; each also reads an environment variable.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServeArgs {
-    /// Address to listen on; port 0 picks a free port (the address is printed).
+    /// Address to listen on; port 0 picks a free port (the address is printed). An
+    /// address beyond this machine (0.0.0.0, a LAN address) needs --open-to-anyone.
     #[arg(long, env = "ASKDB_ADDR", default_value = "127.0.0.1:8080")]
     pub addr: SocketAddr,
+    /// Listen on an address beyond this machine although askdb has no sign-in: anyone
+    /// who reaches the port can ask questions (spending the model budget) and run SQL.
+    #[arg(long, env = "ASKDB_OPEN_TO_ANYONE", default_value_t = false)]
+    pub open_to_anyone: bool,
+    /// Another host name the server answers for (NAME or NAME:PORT; without a port, any
+    /// port), repeatable or comma-separated. Always answered: the listening address,
+    /// localhost, 127.0.0.1 and [::1] on the listening port. Others are refused (421).
+    #[arg(
+        long = "allowed-host",
+        env = "ASKDB_ALLOWED_HOSTS",
+        value_delimiter = ','
+    )]
+    pub allowed_hosts: Vec<super::access::AllowedHost>,
     /// Questions one client (IP address) may ask per minute; 0 switches the limit off.
     #[arg(long, env = "ASKDB_ASKS_PER_MINUTE", default_value_t = DEFAULT_ASKS_PER_MINUTE)]
     pub asks_per_minute: u32,
@@ -88,6 +102,9 @@ pub const DEFAULT_CONVERSATION_TTL_MINS: u64 = crate::conversation::DEFAULT_TTL.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
     pub addr: SocketAddr,
+    /// Host names answered besides the listening address and loopback's
+    /// ([`super::access::Access`]).
+    pub allowed_hosts: Vec<super::access::AllowedHost>,
     /// 0: no per-client limit.
     pub asks_per_minute: u32,
     pub max_concurrent_asks: usize,
@@ -116,6 +133,7 @@ impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
             addr: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            allowed_hosts: Vec::new(),
             asks_per_minute: DEFAULT_ASKS_PER_MINUTE,
             max_concurrent_asks: DEFAULT_MAX_CONCURRENT_ASKS,
             ask_timeout: Duration::from_secs(DEFAULT_ASK_TIMEOUT_SECS),
@@ -135,6 +153,17 @@ impl Default for ServerConfig {
 impl ServeArgs {
     /// The checked configuration, or a message naming the bad flag.
     pub fn resolve(self) -> Result<ServerConfig, String> {
+        if !super::access::is_loopback_only(self.addr) && !self.open_to_anyone {
+            return Err(format!(
+                "--addr {addr} can be reached from other machines, and askdb serve has no \
+                 sign-in: anyone who reaches it could ask questions on your model budget and \
+                 read the database. Listen on 127.0.0.1:{port} (the default), or put it behind \
+                 a proxy that authenticates and pass --open-to-anyone \
+                 (ASKDB_OPEN_TO_ANYONE=true) to listen on {addr} anyway",
+                addr = self.addr,
+                port = self.addr.port(),
+            ));
+        }
         if self.max_concurrent_asks == 0 {
             return Err(
                 "--max-concurrent-asks must be at least 1 (ASKDB_MAX_CONCURRENT_ASKS)".to_string(),
@@ -160,6 +189,7 @@ impl ServeArgs {
         }
         Ok(ServerConfig {
             addr: self.addr,
+            allowed_hosts: self.allowed_hosts,
             asks_per_minute: self.asks_per_minute,
             max_concurrent_asks: self.max_concurrent_asks,
             ask_timeout: Duration::from_secs(self.ask_timeout_secs),

@@ -1,0 +1,161 @@
+//! Who may reach `askdb serve`, over real HTTP against the real binary (decision 0022):
+//! a DNS-rebinding page (a forged Host) and cross-site POSTs (a foreign Origin,
+//! `Sec-Fetch-Site: cross-site`) are refused, the page's same-origin requests and
+//! curl-style requests without either header still work, the operator's
+//! `--allowed-host` is answered, and listening beyond loopback needs `--open-to-anyone`.
+
+use std::process::Command;
+
+use reqwest::header::{HOST, ORIGIN};
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+#[path = "support/serve.rs"]
+mod serve;
+use serve::{http_client as client, Server};
+
+const COUNT: &str = "SELECT count(*) AS customers FROM customers";
+
+async fn send(request: reqwest::RequestBuilder) -> (StatusCode, Value, String) {
+    let response = request.send().await.expect("an answer");
+    let status = response.status();
+    let text = response.text().await.unwrap_or_default();
+    let body = serde_json::from_str(&text).unwrap_or(Value::Null);
+    (status, body, text)
+}
+
+#[tokio::test]
+async fn a_rebinding_page_and_cross_site_posts_are_refused_and_the_page_still_works() {
+    let server = Server::start(&["--db", "demo", "--allowed-host", "askdb.test"], &[]);
+    let http = client();
+    let port = server
+        .url
+        .rsplit(':')
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    let sql = json!({ "sql": COUNT });
+
+    // DNS rebinding: the browser thinks it talks to the attacker's own name.
+    let rebound = format!("attacker.example:{port}");
+    for path in ["/", "/api/schema", "/api/health", "/assets/app.js"] {
+        let (status, body, text) = send(http.get(server.at(path)).header(HOST, &rebound)).await;
+        assert_eq!(status, StatusCode::MISDIRECTED_REQUEST, "{path}: {text}");
+        assert_eq!(body["error"], "unknown_host", "{path}: {text}");
+        assert!(
+            !text.contains("attacker") && !text.contains("localhost"),
+            "{text}"
+        );
+    }
+    let (status, body, _) = send(
+        http.post(server.at("/api/sql"))
+            .header(HOST, &rebound)
+            .header(ORIGIN, format!("http://{rebound}"))
+            .header("sec-fetch-site", "same-origin")
+            .json(&sql),
+    )
+    .await;
+    assert_eq!(status, StatusCode::MISDIRECTED_REQUEST, "{body}");
+
+    // Cross-site POSTs: a foreign Origin, or the browser's own word that it is one.
+    for (origin, site) in [
+        (Some("https://attacker.example"), None),
+        (None, Some("cross-site")),
+        (Some("https://attacker.example"), Some("cross-site")),
+        (Some("null"), None),
+    ] {
+        for path in [
+            "/api/sql",
+            "/api/ask",
+            "/api/ask/stream",
+            "/api/local-model/start",
+        ] {
+            let mut request = http.post(server.at(path)).json(&sql);
+            if let Some(origin) = origin {
+                request = request.header(ORIGIN, origin);
+            }
+            if let Some(site) = site {
+                request = request.header("sec-fetch-site", site);
+            }
+            let (status, body, text) = send(request).await;
+            assert_eq!(
+                status,
+                StatusCode::FORBIDDEN,
+                "{path} {origin:?} {site:?}: {text}"
+            );
+            assert_eq!(body["error"], "cross_site_request", "{text}");
+            assert!(!text.contains("customers"), "{text}");
+        }
+    }
+
+    // The page's own fetches: same-origin, with its Origin.
+    let (status, body, text) = send(
+        http.post(server.at("/api/sql"))
+            .header(ORIGIN, &server.url)
+            .header("sec-fetch-site", "same-origin")
+            .json(&sql),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    assert_eq!(body["rows"], json!([[120]]));
+    // curl, scripts and the MCP bridge: neither header.
+    let (status, body, text) = send(http.post(server.at("/api/sql")).json(&sql)).await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    assert_eq!(body["rows"], json!([[120]]));
+    // The name the operator added, and localhost on the listening port.
+    for host in ["askdb.test".to_string(), format!("localhost:{port}")] {
+        let (status, _, text) = send(http.get(server.at("/api/schema")).header(HOST, &host)).await;
+        assert_eq!(status, StatusCode::OK, "{host}: {text}");
+    }
+    let (status, _, text) = send(
+        http.post(server.at("/api/sql"))
+            .header(HOST, "askdb.test")
+            .header(ORIGIN, "https://askdb.test")
+            .json(&sql),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+}
+
+#[tokio::test]
+async fn listening_beyond_this_machine_needs_open_to_anyone() {
+    let home = tempfile::tempdir().expect("temp dir");
+    let refused = Command::new(env!("CARGO_BIN_EXE_askdb"))
+        .args(["serve", "--db", "demo", "--addr", "0.0.0.0:0"])
+        .env("ASKDB_HOME", home.path())
+        .env_remove("ASKDB_OPEN_TO_ANYONE")
+        .env_remove("ASKDB_ADDR")
+        .output()
+        .expect("askdb runs");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--open-to-anyone"), "{stderr}");
+    assert!(stderr.contains("0.0.0.0:0"), "{stderr}");
+    assert!(
+        !String::from_utf8_lossy(&refused.stdout).contains("listening"),
+        "it must not have listened"
+    );
+
+    // Said explicitly, it listens, and answers on loopback and on an address literal.
+    let server = Server::start(
+        &["--db", "demo", "--addr", "0.0.0.0:0", "--open-to-anyone"],
+        &[],
+    );
+    assert!(server.url.starts_with("http://0.0.0.0:"), "{}", server.url);
+    let port = server
+        .url
+        .rsplit(':')
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    let http = client();
+    let local = format!("http://127.0.0.1:{port}/api/schema");
+    let (status, _, text) = send(http.get(&local)).await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    let (status, _, text) = send(
+        http.get(&local)
+            .header(HOST, format!("rebound.example:{port}")),
+    )
+    .await;
+    assert_eq!(status, StatusCode::MISDIRECTED_REQUEST, "{text}");
+}
