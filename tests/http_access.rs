@@ -159,3 +159,103 @@ async fn listening_beyond_this_machine_needs_open_to_anyone() {
     .await;
     assert_eq!(status, StatusCode::MISDIRECTED_REQUEST, "{text}");
 }
+
+fn askdb_users(home: &std::path::Path, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_askdb"))
+        .arg("users")
+        .args(args)
+        .env("ASKDB_HOME", home)
+        .output()
+        .expect("askdb runs")
+}
+
+#[tokio::test]
+async fn with_users_every_request_needs_a_live_bearer_token() {
+    let home = tempfile::tempdir().expect("temp dir");
+    let added = askdb_users(home.path(), &["--json", "add", "ana"]);
+    assert!(
+        added.status.success(),
+        "{}",
+        String::from_utf8_lossy(&added.stderr)
+    );
+    let added: Value = serde_json::from_slice(&added.stdout).expect("JSON");
+    let token = added["token"].as_str().expect("a token").to_string();
+    let revoked = askdb_users(home.path(), &["--json", "add", "ben"]);
+    let revoked: Value = serde_json::from_slice(&revoked.stdout).expect("JSON");
+    let revoked = revoked["token"].as_str().expect("a token").to_string();
+    assert!(askdb_users(home.path(), &["revoke", "ben"])
+        .status
+        .success());
+    let stored = std::fs::read_to_string(home.path().join("users.json")).expect("users file");
+    assert!(
+        !stored.contains(&token) && !stored.contains(&revoked),
+        "{stored}"
+    );
+    let listed = String::from_utf8_lossy(&askdb_users(home.path(), &["list"]).stdout).into_owned();
+    assert!(
+        listed.contains("ana") && listed.contains("revoked"),
+        "{listed}"
+    );
+    assert!(!listed.contains(&token), "{listed}");
+
+    // A user exists: listening beyond loopback needs no --open-to-anyone.
+    let home_text = home.path().display().to_string();
+    let server = Server::start(
+        &["--db", "demo", "--addr", "0.0.0.0:0"],
+        &[("ASKDB_HOME", &home_text)],
+    );
+    let port = server
+        .url
+        .rsplit(':')
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    let base = format!("http://127.0.0.1:{port}");
+    let http = client();
+    let sql = json!({ "sql": COUNT });
+    let mut wrong = token.clone();
+    wrong.pop();
+    wrong.push(if token.ends_with('0') { '1' } else { '0' });
+    for (what, request) in [
+        ("no token", http.post(format!("{base}/api/sql")).json(&sql)),
+        (
+            "a wrong token",
+            http.post(format!("{base}/api/sql"))
+                .bearer_auth(&wrong)
+                .json(&sql),
+        ),
+        (
+            "a revoked token",
+            http.post(format!("{base}/api/sql"))
+                .bearer_auth(&revoked)
+                .json(&sql),
+        ),
+        (
+            "a token in the query string",
+            http.post(format!("{base}/api/sql?access_token={token}"))
+                .json(&sql),
+        ),
+        (
+            "the schema without a token",
+            http.get(format!("{base}/api/schema")),
+        ),
+    ] {
+        let (status, body, text) = send(request).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{what}: {text}");
+        assert_eq!(body["error"], "unauthorized", "{what}: {text}");
+    }
+    let (status, body, text) = send(
+        http.post(format!("{base}/api/sql"))
+            .bearer_auth(&token)
+            .json(&sql),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    assert_eq!(body["rows"], json!([[120]]));
+    let (status, _, text) = send(http.get(format!("{base}/"))).await;
+    assert_eq!(status, StatusCode::OK, "the page stays open: {text}");
+    assert!(
+        !server.log().contains(&token),
+        "a token never reaches the log"
+    );
+}

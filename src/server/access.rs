@@ -14,6 +14,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::error::AppError;
+use crate::users::{SignIn, UserFile};
 
 /// One host name (or IP address) askdb answers for, with the one port it answers on,
 /// or any port (a name given without one: behind a proxy the Host keeps the proxy's
@@ -80,6 +81,8 @@ fn split_authority(text: &str) -> Option<(String, Option<u16>)> {
 #[derive(Debug, Clone)]
 pub struct Access {
     hosts: Vec<AllowedHost>,
+    /// The users file, when the server signs users in ([`crate::users`]).
+    users: Option<UserFile>,
     /// Listening on every interface: any IP address with the listening port is one of
     /// this machine's. A literal address cannot be rebound; only a name can.
     any_address_on: Option<u16>,
@@ -107,7 +110,60 @@ impl Access {
         hosts.extend(extra.iter().cloned());
         Access {
             hosts,
+            users: None,
             any_address_on,
+        }
+    }
+
+    /// The same, asking for a token of one of `users` once any user exists.
+    pub fn with_users(self, users: Option<UserFile>) -> Access {
+        Access { users, ..self }
+    }
+
+    /// The user a request signs in as: None when no user exists (sign-in is off) or the
+    /// route is public (health, the page and its files); Err(401) for a request without a
+    /// live token in its Authorization header, or with anything in its URL's query (a
+    /// token there ends up in logs and browser history).
+    fn signed_in(
+        &self,
+        path: &str,
+        query: Option<&str>,
+        headers: &HeaderMap,
+    ) -> Result<Option<SignedIn>, AppError> {
+        let Some(users) = &self.users else {
+            return Ok(None);
+        };
+        let public =
+            path == "/api/health" || super::assets::ASSETS.iter().any(|asset| asset.path == path);
+        if public {
+            return Ok(None);
+        }
+        let sign_in = users
+            .sign_in()
+            .map_err(|error| AppError::Internal(error.to_string()))?;
+        if sign_in == SignIn::Open {
+            return Ok(None);
+        }
+        if query.is_some_and(|query| !query.is_empty()) {
+            return Err(AppError::Unauthorized);
+        }
+        let mut values = headers.get_all(header::AUTHORIZATION).iter();
+        let (Some(value), None) = (values.next(), values.next()) else {
+            return Err(AppError::Unauthorized);
+        };
+        let token = value
+            .to_str()
+            .ok()
+            .and_then(|value| value.split_once(' '))
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+            .map(|(_, token)| token.trim());
+        let Some(token) = token else {
+            return Err(AppError::Unauthorized);
+        };
+        match users.authenticate(token) {
+            Ok(Some(name)) => Ok(Some(SignedIn(name))),
+            Ok(None) => Err(AppError::Unauthorized),
+            Err(error) => Err(AppError::Internal(error.to_string())),
         }
     }
 
@@ -200,15 +256,29 @@ pub fn is_loopback_only(addr: SocketAddr) -> bool {
     addr.ip().is_loopback()
 }
 
-/// The middleware: refuses what [`Access::refusal`] refuses, passes the rest on.
+/// The user a request signed in as, in the request's extensions for the handlers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignedIn(pub String);
+
+/// The middleware: refuses what [`Access::refusal`] refuses and, when users exist, a
+/// request without a live token ([`Access::signed_in`]); passes the rest on with the
+/// user it signed in as.
 pub async fn guard(
     State(access): State<std::sync::Arc<Access>>,
-    request: Request,
+    mut request: Request,
     next: Next,
 ) -> Response {
-    match access.refusal(request.method(), request.headers()) {
-        Some(refusal) => refusal.into_response(),
-        None => next.run(request).await,
+    if let Some(refusal) = access.refusal(request.method(), request.headers()) {
+        return refusal.into_response();
+    }
+    let uri = request.uri().clone();
+    match access.signed_in(uri.path(), uri.query(), request.headers()) {
+        Ok(Some(user)) => {
+            request.extensions_mut().insert(user);
+            next.run(request).await
+        }
+        Ok(None) => next.run(request).await,
+        Err(refusal) => refusal.into_response(),
     }
 }
 

@@ -105,6 +105,9 @@ pub struct ServerConfig {
     /// Host names answered besides the listening address and loopback's
     /// ([`super::access::Access`]).
     pub allowed_hosts: Vec<super::access::AllowedHost>,
+    /// The users file; once it holds a user, every route but health and the page needs
+    /// a token. None: no sign-in (the in-process tests).
+    pub users: Option<crate::users::UserFile>,
     /// 0: no per-client limit.
     pub asks_per_minute: u32,
     pub max_concurrent_asks: usize,
@@ -134,6 +137,7 @@ impl Default for ServerConfig {
         ServerConfig {
             addr: SocketAddr::from(([127, 0, 0, 1], 8080)),
             allowed_hosts: Vec::new(),
+            users: None,
             asks_per_minute: DEFAULT_ASKS_PER_MINUTE,
             max_concurrent_asks: DEFAULT_MAX_CONCURRENT_ASKS,
             ask_timeout: Duration::from_secs(DEFAULT_ASK_TIMEOUT_SECS),
@@ -152,14 +156,22 @@ impl Default for ServerConfig {
 
 impl ServeArgs {
     /// The checked configuration, or a message naming the bad flag.
-    pub fn resolve(self) -> Result<ServerConfig, String> {
-        if !super::access::is_loopback_only(self.addr) && !self.open_to_anyone {
+    /// `users`: the users file and whether it signs anyone in; a server that signs users
+    /// in may listen beyond loopback without `--open-to-anyone`.
+    pub fn resolve(
+        self,
+        users: (crate::users::UserFile, crate::users::SignIn),
+    ) -> Result<ServerConfig, String> {
+        let (users, sign_in) = users;
+        let signs_in = sign_in == crate::users::SignIn::Required;
+        if !super::access::is_loopback_only(self.addr) && !self.open_to_anyone && !signs_in {
             return Err(format!(
                 "--addr {addr} can be reached from other machines, and askdb serve has no \
-                 sign-in: anyone who reaches it could ask questions on your model budget and \
-                 read the database. Listen on 127.0.0.1:{port} (the default), or put it behind \
-                 a proxy that authenticates and pass --open-to-anyone \
-                 (ASKDB_OPEN_TO_ANYONE=true) to listen on {addr} anyway",
+                 users to sign in: anyone who reaches it could ask questions on your model \
+                 budget and read the database. Listen on 127.0.0.1:{port} (the default), add \
+                 a user with `askdb users add NAME` (then every request needs its token), or \
+                 pass --open-to-anyone (ASKDB_OPEN_TO_ANYONE=true) to listen on {addr} \
+                 without sign-in anyway",
                 addr = self.addr,
                 port = self.addr.port(),
             ));
@@ -190,6 +202,7 @@ impl ServeArgs {
         Ok(ServerConfig {
             addr: self.addr,
             allowed_hosts: self.allowed_hosts,
+            users: Some(users),
             asks_per_minute: self.asks_per_minute,
             max_concurrent_asks: self.max_concurrent_asks,
             ask_timeout: Duration::from_secs(self.ask_timeout_secs),

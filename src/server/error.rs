@@ -36,6 +36,8 @@ pub enum AppError {
     MethodNotAllowed,
     /// 421: the request names a host askdb does not answer for (DNS rebinding).
     MisdirectedHost,
+    /// 401: sign-in is on and the request has no live token in its Authorization header.
+    Unauthorized,
     /// 403: a browser sent a request that changes or spends something from another site.
     CrossSite,
     /// 409: the request conflicts with one under way (a conversation still answering).
@@ -72,6 +74,7 @@ impl AppError {
             AppError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             AppError::MisdirectedHost => StatusCode::MISDIRECTED_REQUEST,
             AppError::CrossSite => StatusCode::FORBIDDEN,
+            AppError::Unauthorized => StatusCode::UNAUTHORIZED,
             AppError::Conflict { .. } => StatusCode::CONFLICT,
             AppError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             AppError::Busy { .. }
@@ -97,6 +100,7 @@ impl AppError {
             AppError::MethodNotAllowed => "method_not_allowed",
             AppError::MisdirectedHost => "unknown_host",
             AppError::CrossSite => "cross_site_request",
+            AppError::Unauthorized => "unauthorized",
             AppError::RateLimited { .. } => "rate_limited",
             AppError::Busy { .. } => "busy",
             AppError::ModelNotConfigured(_) => "model_not_configured",
@@ -130,6 +134,10 @@ impl AppError {
             AppError::MisdirectedHost => {
                 "this server does not answer for the host name this request was sent to"
                     .to_string()
+            }
+            // One sentence for every failure: no token, a wrong one, a revoked one.
+            AppError::Unauthorized => {
+                "send Authorization: Bearer TOKEN with a token from askdb users add".to_string()
             }
             AppError::CrossSite => {
                 "a request from another site may not change or spend anything here".to_string()
@@ -246,6 +254,11 @@ impl IntoResponse for AppError {
         self.log();
         let body = json!({"error": self.code(), "detail": self.detail()});
         let mut response = (status, Json(body)).into_response();
+        if matches!(self, AppError::Unauthorized) {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
         if let Some(wait) = self.retry_after() {
             // Whole seconds, rounded up: a client that waits exactly this long succeeds.
             let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);

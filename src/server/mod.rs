@@ -15,8 +15,10 @@
 //! | `GET /` and `/assets/*` | the page, its script, styles and the vendored Chart.js |
 //!
 //! Before any route, [`access`] refuses a Host the server does not answer for (421: a
-//! DNS-rebinding page) and a POST a browser sends from another site (403); listening
-//! beyond loopback needs `--open-to-anyone` (decision 0022).
+//! DNS-rebinding page) and a POST a browser sends from another site (403), and once a
+//! user exists ([`crate::users`]) a request without a live bearer token (401, health and
+//! the page aside); listening beyond loopback needs a user or `--open-to-anyone`
+//! (decision 0022).
 //!
 //! Like every other caller, the server reaches the database only through the
 //! [`Gate`] and the model only through [`ModelClient::call`] (inside the agent). Bad input
@@ -366,7 +368,10 @@ pub fn app(state: AppState) -> Router {
 /// The application listening on `listen` (the real port when the configured one is 0):
 /// the host names it answers for are this address's ([`access::Access`]).
 pub fn app_on(state: AppState, listen: SocketAddr) -> Router {
-    let access = Arc::new(access::Access::new(listen, &state.config().allowed_hosts));
+    let access = Arc::new(
+        access::Access::new(listen, &state.config().allowed_hosts)
+            .with_users(state.config().users.clone()),
+    );
     let body_limit = state.config().max_body_bytes;
     let mut router = Router::new()
         .route("/api/ask", post(api::ask))

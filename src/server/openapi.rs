@@ -105,7 +105,7 @@ pub fn document() -> Value {
         "info": {
             "title": "askdb",
             "version": env!("CARGO_PKG_VERSION"),
-            "description": "Plain-English questions about a SQL database, answered with the SQL that produced them. Every statement passes a parser guard and runs on a read-only connection. Errors are JSON: {\"error\": code, \"detail\": sentence}. Every route answers 421 unknown_host to a Host it does not answer for (the listening address, localhost, 127.0.0.1, [::1] and --allowed-host).",
+            "description": "Plain-English questions about a SQL database, answered with the SQL that produced them. Every statement passes a parser guard and runs on a read-only connection. Errors are JSON: {\"error\": code, \"detail\": sentence}. Every route answers 421 unknown_host to a Host it does not answer for (the listening address, localhost, 127.0.0.1, [::1] and --allowed-host). Once `askdb users add` has added a user, every route but GET /api/health and the page answers 401 unauthorized without `Authorization: Bearer TOKEN` (a token in the URL is refused).",
             "license": {"name": "MIT"}
         },
         "paths": {
@@ -202,7 +202,7 @@ fn schemas() -> Value {
             "type": "object",
             "required": ["error", "detail"],
             "properties": {
-                "error": {"type": "string", "description": "A stable code: empty_question, question_too_long, unknown_mode, empty_sql, malformed_json, invalid_request, unsupported_media_type, payload_too_large, not_found, method_not_allowed, unknown_host, cross_site_request, no_evaluation, unknown_conversation, conversation_busy, rate_limited, busy, model_not_configured, spend_cap_reached, model_unavailable, ask_timeout, internal_error."},
+                "error": {"type": "string", "description": "A stable code: empty_question, question_too_long, unknown_mode, empty_sql, malformed_json, invalid_request, unsupported_media_type, payload_too_large, not_found, method_not_allowed, unknown_host, cross_site_request, unauthorized, no_evaluation, unknown_conversation, conversation_busy, rate_limited, busy, model_not_configured, spend_cap_reached, model_unavailable, ask_timeout, internal_error."},
                 "detail": {"type": "string", "description": "What went wrong and what to do, in a sentence."}
             }
         },

@@ -376,6 +376,99 @@ async fn the_host_names_follow_the_configured_address_and_the_operators_list() {
 }
 
 #[tokio::test]
+async fn once_a_user_exists_every_route_but_health_and_the_page_needs_a_live_token() {
+    let users_dir = tempfile::tempdir().expect("temp dir");
+    let users = crate::users::UserFile::at(users_dir.path().join("users.json"));
+    let config = ServerConfig {
+        users: Some(users.clone()),
+        ..ServerConfig::default()
+    };
+    let fixture = fixture(None, config).await;
+    // No user yet: nobody is asked for a token.
+    let (status, body) = call(&fixture.state, get("/api/schema")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+
+    let token = users.add("ana").expect("ana");
+    let revoked = users.add("ben").expect("ben");
+    users.revoke("ben").expect("revoked");
+    let with = |path: &str, authorization: &[&str]| {
+        let mut request = Request::get(path);
+        for value in authorization {
+            request = request.header(header::AUTHORIZATION, *value);
+        }
+        request.body(Body::empty()).expect("request")
+    };
+    let bearer = format!("Bearer {token}");
+    let mut wrong = token.clone();
+    wrong.pop();
+    wrong.push(if token.ends_with('0') { '1' } else { '0' });
+    let refused = [
+        with("/api/schema", &[]),
+        with("/api/schema", &[&format!("Bearer {wrong}")]),
+        with("/api/schema", &[&format!("Bearer {revoked}")]),
+        with("/api/schema", &[&format!("Basic {token}")]),
+        with("/api/schema", &[&token]),
+        with("/api/schema", &["Bearer "]),
+        with("/api/schema", &[&bearer, &format!("Bearer {wrong}")]),
+        // A token in the URL is refused even with a good one in the header.
+        with(&format!("/api/schema?access_token={token}"), &[]),
+        with(&format!("/api/schema?token={token}"), &[&bearer]),
+        with("/metrics", &[]),
+        with("/api/openapi.json", &[]),
+        with("/api/nothing", &[]),
+        Request::post("/api/sql")
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(r#"{"sql": "SELECT 1 AS one"}"#))
+            .expect("request"),
+    ];
+    let mut bodies = std::collections::BTreeSet::new();
+    for request in refused {
+        let what = format!("{} {}", request.method(), request.uri());
+        let response = app(fixture.state.clone())
+            .oneshot(request)
+            .await
+            .expect("infallible");
+        assert_eq!(response.status(), StatusCode::UNAUTHORIZED, "{what}");
+        assert_eq!(
+            response.headers()[header::WWW_AUTHENTICATE],
+            "Bearer",
+            "{what}"
+        );
+        let bytes = axum::body::to_bytes(response.into_body(), 1 << 16)
+            .await
+            .expect("body");
+        bodies.insert(String::from_utf8_lossy(&bytes).into_owned());
+    }
+    assert_eq!(bodies.len(), 1, "one answer for every failure: {bodies:?}");
+    assert!(bodies
+        .iter()
+        .all(|body| !body.contains("ana") && !body.contains("ben")));
+
+    // Health and the page stay open; a live token opens the rest.
+    for path in ["/", "/assets/app.js"] {
+        let (status, _) = call(&fixture.state, get(path)).await;
+        assert_eq!(status, StatusCode::OK, "{path}");
+    }
+    let (status, _) = call(&fixture.state, get("/api/health")).await;
+    assert_ne!(status, StatusCode::UNAUTHORIZED);
+    let (status, body) = call(&fixture.state, with("/api/schema", &[&bearer])).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, body) = call(
+        &fixture.state,
+        Request::post("/api/sql")
+            .header(header::CONTENT_TYPE, "application/json")
+            .header(header::AUTHORIZATION, format!("bearer {token}"))
+            .body(Body::from(
+                r#"{"sql": "SELECT count(*) AS n FROM customers"}"#,
+            ))
+            .expect("request"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["rows"], json!([[120]]));
+}
+
+#[tokio::test]
 async fn without_a_model_ask_says_how_to_configure_one_and_the_rest_works() {
     let fixture = fixture(None, ServerConfig::default()).await;
     let (status, body) = call(
