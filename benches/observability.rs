@@ -78,6 +78,7 @@ fn record() -> LogRecord {
         mode: "agent".to_string(),
         conversation_id: None,
         turn: None,
+        user: None,
     }
 }
 

@@ -15,6 +15,7 @@ mod serve;
 use serve::{http_client as client, Server};
 
 const COUNT: &str = "SELECT count(*) AS customers FROM customers";
+const QUESTION: &str = "How many customers are there?";
 
 async fn send(request: reqwest::RequestBuilder) -> (StatusCode, Value, String) {
     let response = request.send().await.expect("an answer");
@@ -200,9 +201,21 @@ async fn with_users_every_request_needs_a_live_bearer_token() {
 
     // A user exists: listening beyond loopback needs no --open-to-anyone.
     let home_text = home.path().display().to_string();
+    let script = home.path().join("script.jsonl");
+    let lines = [
+        json!({"question": QUESTION, "purpose": "write_sql", "reply": {"sql": COUNT}}),
+        json!({"question": "*", "purpose": "check", "reply": "ok"}),
+    ];
+    let text: String = lines.iter().map(|line| format!("{line}\n")).collect();
+    std::fs::write(&script, text).expect("script");
+    let script = script.display().to_string();
     let server = Server::start(
-        &["--db", "demo", "--addr", "0.0.0.0:0"],
-        &[("ASKDB_HOME", &home_text)],
+        &["--db", "demo", "--addr", "0.0.0.0:0", "--explain", "false"],
+        &[
+            ("ASKDB_HOME", &home_text),
+            ("ASKDB_PROVIDER", "scripted"),
+            ("ASKDB_SCRIPT", &script),
+        ],
     );
     let port = server
         .url
@@ -254,6 +267,40 @@ async fn with_users_every_request_needs_a_live_bearer_token() {
     assert_eq!(body["rows"], json!([[120]]));
     let (status, _, text) = send(http.get(format!("{base}/"))).await;
     assert_eq!(status, StatusCode::OK, "the page stays open: {text}");
+
+    // The query log records who asked.
+    let (status, body, text) = send(
+        http.post(format!("{base}/api/ask"))
+            .bearer_auth(&token)
+            .json(&json!({"question": QUESTION, "mode": "agent"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    assert_eq!(body["rows"], json!([[120]]));
+    let log = home.path().join("query_log.sqlite");
+    let started = std::time::Instant::now();
+    let users = loop {
+        let read = rusqlite::Connection::open(&log)
+            .ok()
+            .and_then(|connection| {
+                connection
+                    .prepare("SELECT user_name FROM askdb_query_log")
+                    .and_then(|mut statement| {
+                        statement
+                            .query_map([], |row| row.get::<_, Option<String>>(0))?
+                            .collect::<rusqlite::Result<Vec<_>>>()
+                    })
+                    .ok()
+            });
+        match read {
+            Some(users) if !users.is_empty() => break users,
+            _ if started.elapsed() > std::time::Duration::from_secs(10) => {
+                panic!("no query-log row: {}", server.log())
+            }
+            _ => tokio::time::sleep(std::time::Duration::from_millis(50)).await,
+        }
+    };
+    assert_eq!(users, vec![Some("ana".to_string())]);
     assert!(
         !server.log().contains(&token),
         "a token never reaches the log"

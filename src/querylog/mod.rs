@@ -38,7 +38,7 @@ const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The columns `askdb db setup` adds to a PostgreSQL log beyond the original ones
 /// (`id`, `asked_at`, `question`, `sql`, `decision`, `error_type`, `latency_ms`).
-pub const POSTGRES_LOG_COLUMNS: [(&str, &str); 11] = [
+pub const POSTGRES_LOG_COLUMNS: [(&str, &str); 12] = [
     ("attempts", "integer"),
     ("error_types", "text"),
     ("row_count", "bigint"),
@@ -50,11 +50,12 @@ pub const POSTGRES_LOG_COLUMNS: [(&str, &str); 11] = [
     ("mode", "text"),
     ("conversation_id", "text"),
     ("turn", "integer"),
+    ("user_name", "text"),
 ];
 
 const INSERT_COLUMNS: &str = "asked_at, question, sql, decision, error_type, latency_ms, \
      attempts, error_types, row_count, input_tokens, output_tokens, cost_usd, model, \
-     trace_id, mode, conversation_id, turn";
+     trace_id, mode, conversation_id, turn, user_name";
 
 /// One answered question.
 #[derive(Debug, Clone, Serialize)]
@@ -83,6 +84,8 @@ pub struct LogRecord {
     /// first), when it was asked through the HTTP API.
     pub conversation_id: Option<String>,
     pub turn: Option<u32>,
+    /// The user `askdb serve` signed the question in as; None without users.
+    pub user: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -253,14 +256,14 @@ fn saturating_i64(value: u64) -> i64 {
 fn postgres_insert_sql() -> String {
     format!(
         "INSERT INTO {QUERY_LOG_TABLE} ({INSERT_COLUMNS}) VALUES \
-         ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)"
+         ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)"
     )
 }
 
 fn sqlite_insert_sql() -> String {
     format!(
         "INSERT INTO {QUERY_LOG_TABLE} ({INSERT_COLUMNS}, database) VALUES \
-         (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)"
+         (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)"
     )
 }
 
@@ -272,13 +275,17 @@ fn sqlite_create_sql() -> String {
          sql TEXT, decision TEXT, error_type TEXT, latency_ms INTEGER, attempts INTEGER, \
          error_types TEXT, row_count INTEGER, input_tokens INTEGER, output_tokens INTEGER, \
          cost_usd REAL, model TEXT, trace_id TEXT, mode TEXT, database TEXT, \
-         conversation_id TEXT, turn INTEGER)"
+         conversation_id TEXT, turn INTEGER, user_name TEXT)"
     )
 }
 
 /// The columns a SQLite log made by an older askdb lacks, added when it is opened so
 /// it keeps its rows.
-const SQLITE_LATER_COLUMNS: [(&str, &str); 2] = [("conversation_id", "TEXT"), ("turn", "INTEGER")];
+const SQLITE_LATER_COLUMNS: [(&str, &str); 3] = [
+    ("conversation_id", "TEXT"),
+    ("turn", "INTEGER"),
+    ("user_name", "TEXT"),
+];
 
 fn add_later_sqlite_columns(connection: &rusqlite::Connection) -> rusqlite::Result<()> {
     let mut statement = connection.prepare(&format!("PRAGMA table_info({QUERY_LOG_TABLE})"))?;
@@ -324,7 +331,7 @@ async fn insert_postgres<C: tokio_postgres::GenericClient>(
     let output = saturating_i64(record.output_tokens);
     let insert = postgres_insert_sql();
     let turn = record.turn.map(|turn| saturating_i32(u64::from(turn)));
-    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 17] = [
+    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 18] = [
         &record.asked_at,
         &record.question,
         &record.sql,
@@ -342,6 +349,7 @@ async fn insert_postgres<C: tokio_postgres::GenericClient>(
         &record.mode,
         &record.conversation_id,
         &turn,
+        &record.user,
     ];
     client
         .execute(insert.as_str(), &params)
@@ -391,6 +399,7 @@ fn insert_sqlite(
                 record.mode,
                 record.conversation_id,
                 record.turn,
+                record.user,
                 database,
             ],
         )
@@ -490,6 +499,7 @@ fn probe_record() -> LogRecord {
         mode: "probe".to_string(),
         conversation_id: None,
         turn: None,
+        user: None,
     }
 }
 

@@ -146,6 +146,8 @@ pub fn log_record(result: &AgentResult, asked_at: SystemTime, model: Option<Stri
         // Set by the caller that knows the conversation (the HTTP API).
         conversation_id: None,
         turn: None,
+        // Set by the HTTP API, which knows who signed in.
+        user: None,
     }
 }
 
