@@ -80,6 +80,7 @@ fn record() -> LogRecord {
         turn: None,
         examples: Vec::new(),
         rerun_example: None,
+        user: None,
     }
 }
 

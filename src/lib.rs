@@ -62,6 +62,7 @@ pub mod sql_text;
 pub mod telemetry;
 pub mod text;
 pub mod text_table;
+pub mod users;
 pub mod words;
 
 // The test helpers shared with the integration tests (one file each, in tests/support).

@@ -148,6 +148,13 @@ pub enum Command {
         #[command(subcommand)]
         command: ModelCommand,
     },
+    /// The users `askdb serve` signs in: once one exists, every request but health and
+    /// the page needs `Authorization: Bearer TOKEN`.
+    #[command(after_help = "Example:\n  askdb users add ana")]
+    Users {
+        #[command(subcommand)]
+        command: UsersCommand,
+    },
     /// Print a shell completion script on stdout.
     #[command(
         after_help = "Examples:\n  askdb completions bash > ~/.local/share/bash-completion/completions/askdb\n  askdb completions zsh > \"${fpath[1]}/_askdb\"\n  askdb completions fish > ~/.config/fish/completions/askdb.fish"
@@ -391,6 +398,22 @@ pub enum SchemaCommand {
         #[arg(long)]
         snapshot: Option<PathBuf>,
     },
+}
+
+#[derive(Subcommand)]
+pub enum UsersCommand {
+    /// Add a user and print its token, once: askdb keeps only its SHA-256.
+    #[command(after_help = "Example:\n  askdb users add ana")]
+    Add {
+        /// Letters, digits, '.', '-' or '_'.
+        name: String,
+    },
+    /// List the users, revoked ones too (never their tokens).
+    #[command(after_help = "Example:\n  askdb users list")]
+    List,
+    /// Revoke a user's token; a running server refuses it from the next request.
+    #[command(after_help = "Example:\n  askdb users revoke ana")]
+    Revoke { name: String },
 }
 
 #[derive(Subcommand)]

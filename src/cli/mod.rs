@@ -29,7 +29,7 @@ use crate::linking::SchemaIndex;
 use crate::llm::{CallLog, LlmError, ModelClient, ProviderConfig};
 use args::{
     Cli, Command, DbCommand, DemoCommand, EvalCommand, LogCommand, ModelCommand, SchemaCommand,
-    SqlCommand,
+    SqlCommand, UsersCommand,
 };
 use config::Settings;
 pub use reports::{ModelCheckReport, SetupView, SqlCheckReport, SqlCheckVerdict};
@@ -120,6 +120,8 @@ pub enum CliError {
     Conversation(#[from] ConversationError),
     #[error(transparent)]
     Examples(#[from] crate::examples::ExampleError),
+    #[error(transparent)]
+    Users(#[from] crate::users::UsersError),
     #[error("{0}")]
     Settings(String),
     #[error("cannot read {path}: {error}")]
@@ -262,7 +264,9 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
             let log_on = args.query_log;
             let snapshot = args.schema_snapshot.clone();
             let every = std::time::Duration::from_secs(args.drift_check_secs);
-            let mut config = args.resolve().map_err(CliError::Settings)?;
+            let users = crate::users::UserFile::in_data_dir();
+            let sign_in = users.sign_in()?;
+            let mut config = args.resolve((users, sign_in)).map_err(CliError::Settings)?;
             let gate = settings.open_gate().await?;
             config.query_log = query_log_setting(&settings, &gate, log_on, log_url);
             config.examples = Some(
@@ -289,6 +293,52 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
             command: ModelCommand::Check,
         } => model_check().await,
         Command::Completions { shell } => Ok(completions(shell)),
+        Command::Users { command } => users(command),
+    }
+}
+
+/// `askdb users`: the users file in askdb's data directory.
+fn users(command: UsersCommand) -> Result<Output, CliError> {
+    let file = crate::users::UserFile::in_data_dir();
+    match command {
+        UsersCommand::Add { name } => {
+            let token = file.add(&name)?;
+            Output::new(
+                &serde_json::json!({"name": name, "token": token}),
+                format!(
+                    "{token}\n\nThe token of {name}, shown this once (askdb keeps only its hash). \
+                     Send it as Authorization: Bearer TOKEN; askdb serve now asks every request \
+                     but health and the page for one.\n"
+                ),
+                Exit::Success,
+            )
+        }
+        UsersCommand::List => {
+            let users = file.list()?;
+            let text: String = users
+                .iter()
+                .map(|user| match &user.revoked {
+                    Some(when) => {
+                        format!("{}\tadded {}\trevoked {when}\n", user.name, user.created)
+                    }
+                    None => format!("{}\tadded {}\n", user.name, user.created),
+                })
+                .collect();
+            let text = if text.is_empty() {
+                "no users: askdb serve asks no one for a token\n".to_string()
+            } else {
+                text
+            };
+            Output::new(&users, text, Exit::Success)
+        }
+        UsersCommand::Revoke { name } => {
+            file.revoke(&name)?;
+            Output::new(
+                &serde_json::json!({"name": name, "revoked": true}),
+                format!("{name}'s token is revoked\n"),
+                Exit::Success,
+            )
+        }
     }
 }
 

@@ -39,7 +39,7 @@ const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The columns `askdb db setup` adds to a PostgreSQL log beyond the original ones
 /// (`id`, `asked_at`, `question`, `sql`, `decision`, `error_type`, `latency_ms`).
-pub const POSTGRES_LOG_COLUMNS: [(&str, &str); 13] = [
+pub const POSTGRES_LOG_COLUMNS: [(&str, &str); 14] = [
     ("attempts", "integer"),
     ("error_types", "text"),
     ("row_count", "bigint"),
@@ -53,11 +53,12 @@ pub const POSTGRES_LOG_COLUMNS: [(&str, &str); 13] = [
     ("turn", "integer"),
     ("examples", "text"),
     ("rerun_example", "bigint"),
+    ("user_name", "text"),
 ];
 
 const INSERT_COLUMNS: &str = "asked_at, question, sql, decision, error_type, latency_ms, \
      attempts, error_types, row_count, input_tokens, output_tokens, cost_usd, model, \
-     trace_id, mode, conversation_id, turn, examples, rerun_example";
+     trace_id, mode, conversation_id, turn, examples, rerun_example, user_name";
 
 /// One answered question.
 #[derive(Debug, Clone, Serialize)]
@@ -91,6 +92,8 @@ pub struct LogRecord {
     pub examples: Vec<i64>,
     /// The verified example whose SQL answered without the model, when one did.
     pub rerun_example: Option<i64>,
+    /// The user `askdb serve` signed the question in as; None without users.
+    pub user: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -304,17 +307,19 @@ fn sqlite_create_sql() -> String {
          sql TEXT, decision TEXT, error_type TEXT, latency_ms INTEGER, attempts INTEGER, \
          error_types TEXT, row_count INTEGER, input_tokens INTEGER, output_tokens INTEGER, \
          cost_usd REAL, model TEXT, trace_id TEXT, mode TEXT, database TEXT, \
-         conversation_id TEXT, turn INTEGER, examples TEXT, rerun_example INTEGER)"
+         conversation_id TEXT, turn INTEGER, examples TEXT, rerun_example INTEGER, \
+         user_name TEXT)"
     )
 }
 
 /// The columns a SQLite log made by an older askdb lacks, added when it is opened so
 /// it keeps its rows.
-const SQLITE_LATER_COLUMNS: [(&str, &str); 4] = [
+const SQLITE_LATER_COLUMNS: [(&str, &str); 5] = [
     ("conversation_id", "TEXT"),
     ("turn", "INTEGER"),
     ("examples", "TEXT"),
     ("rerun_example", "INTEGER"),
+    ("user_name", "TEXT"),
 ];
 
 fn add_later_sqlite_columns(connection: &rusqlite::Connection) -> rusqlite::Result<()> {
@@ -362,7 +367,7 @@ async fn insert_postgres<C: tokio_postgres::GenericClient>(
     let insert = postgres_insert_sql();
     let turn = record.turn.map(|turn| saturating_i32(u64::from(turn)));
     let examples = joined_examples(record);
-    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 19] = [
+    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 20] = [
         &record.asked_at,
         &record.question,
         &record.sql,
@@ -382,6 +387,7 @@ async fn insert_postgres<C: tokio_postgres::GenericClient>(
         &turn,
         &examples,
         &record.rerun_example,
+        &record.user,
     ];
     client
         .execute(insert.as_str(), &params)
@@ -433,6 +439,7 @@ fn insert_sqlite(
                 record.turn,
                 joined_examples(record),
                 record.rerun_example,
+                record.user,
                 database,
             ],
         )
@@ -534,6 +541,7 @@ fn probe_record() -> LogRecord {
         turn: None,
         examples: Vec::new(),
         rerun_example: None,
+        user: None,
     }
 }
 

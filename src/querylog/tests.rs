@@ -76,6 +76,7 @@ fn record(question: &str, rows: u64) -> LogRecord {
         turn: None,
         examples: Vec::new(),
         rerun_example: None,
+        user: None,
     }
 }
 
@@ -147,6 +148,7 @@ async fn an_older_sqlite_log_gains_the_conversation_columns_and_keeps_its_rows()
     let mut follow_up = record("and in 2024?", 1);
     follow_up.conversation_id = Some("0123456789abcdef0123456789abcdef".to_string());
     follow_up.turn = Some(2);
+    follow_up.user = Some("ana".to_string());
     log.record(follow_up);
     let started = std::time::Instant::now();
     while log.counters().written() + log.counters().failed() < 1
@@ -161,23 +163,28 @@ async fn an_older_sqlite_log_gains_the_conversation_columns_and_keeps_its_rows()
         log.counters().last_error()
     );
     let read = rusqlite::Connection::open(&path).expect("opens");
-    let rows: Vec<(String, Option<String>, Option<i64>)> = read
+    // question, conversation_id, turn, user_name
+    type Logged = (String, Option<String>, Option<i64>, Option<String>);
+    let rows: Vec<Logged> = read
         .prepare(&format!(
-            "SELECT question, conversation_id, turn FROM {QUERY_LOG_TABLE} ORDER BY id"
+            "SELECT question, conversation_id, turn, user_name FROM {QUERY_LOG_TABLE} ORDER BY id"
         ))
         .expect("prepares")
-        .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
+        .query_map([], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
+        })
         .expect("reads")
         .collect::<rusqlite::Result<_>>()
         .expect("rows");
     assert_eq!(rows.len(), 2);
-    assert_eq!(rows[0], ("old".to_string(), None, None));
+    assert_eq!(rows[0], ("old".to_string(), None, None, None));
     assert_eq!(
         rows[1],
         (
             "and in 2024?".to_string(),
             Some("0123456789abcdef0123456789abcdef".to_string()),
-            Some(2)
+            Some(2),
+            Some("ana".to_string())
         )
     );
 }

@@ -8,11 +8,12 @@ use axum::extract::{ConnectInfo, FromRequestParts, State};
 use axum::http::request::Parts;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::Json;
+use axum::{Extension, Json};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tokio::sync::OwnedSemaphorePermit;
 
+use super::access::SignedIn;
 use super::error::{empty_question, from_conversation, question_too_long, ApiJson, AppError};
 use super::health::{self, HealthReport, MODEL_CHECK_TTL};
 use super::limits::{BUSY_RETRY_AFTER, DATABASE_BUSY_RETRY_AFTER};
@@ -75,6 +76,8 @@ pub struct PreparedAsk {
     pub question: String,
     pub options: AskOptions,
     pub client: IpAddr,
+    /// The user the request signed in as, for the query log; None without users.
+    pub user: Option<String>,
     /// The conversation's turn, held until the answer is recorded; given back unchanged
     /// when the ask fails or its client goes.
     lease: Option<TurnLease>,
@@ -87,6 +90,7 @@ pub struct PreparedAsk {
 pub fn prepare_ask(
     state: &AppState,
     client: IpAddr,
+    user: Option<Extension<SignedIn>>,
     request: &AskRequest,
 ) -> Result<PreparedAsk, AppError> {
     let question = request.question.trim();
@@ -138,6 +142,7 @@ pub fn prepare_ask(
             ..AskOptions::default()
         },
         client,
+        user: user.map(|Extension(SignedIn(name))| name),
         lease: Some(lease),
         _slot: slot,
     })
@@ -210,6 +215,7 @@ pub async fn run_ask(
         let mut record = super::monitor::log_record(&result, asked_at, model);
         record.conversation_id = Some(conversation_id.clone());
         record.turn = Some(turn);
+        record.user = prepared.user.clone();
         log.record(record);
     }
     // Recorded before the answer is sent, so a client's next question finds it.
@@ -229,9 +235,10 @@ pub async fn run_ask(
 pub async fn ask(
     State(state): State<AppState>,
     ClientIp(client): ClientIp,
+    user: Option<Extension<SignedIn>>,
     ApiJson(request): ApiJson<AskRequest>,
 ) -> Result<Json<AskResponse>, AppError> {
-    let mut prepared = prepare_ask(&state, client, &request)?;
+    let mut prepared = prepare_ask(&state, client, user, &request)?;
     let response = run_ask(&state, &mut prepared, &NoObserver).await?;
     Ok(Json(response))
 }

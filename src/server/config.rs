@@ -21,9 +21,23 @@ pub const DEFAULT_MAX_BODY_BYTES: usize = 64 * 1024;
 /// `askdb serve` flags; each also reads an environment variable.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServeArgs {
-    /// Address to listen on; port 0 picks a free port (the address is printed).
+    /// Address to listen on; port 0 picks a free port (the address is printed). An
+    /// address beyond this machine (0.0.0.0, a LAN address) needs --open-to-anyone.
     #[arg(long, env = "ASKDB_ADDR", default_value = "127.0.0.1:8080")]
     pub addr: SocketAddr,
+    /// Listen on an address beyond this machine although askdb has no sign-in: anyone
+    /// who reaches the port can ask questions (spending the model budget) and run SQL.
+    #[arg(long, env = "ASKDB_OPEN_TO_ANYONE", default_value_t = false)]
+    pub open_to_anyone: bool,
+    /// Another host name the server answers for (NAME or NAME:PORT; without a port, any
+    /// port), repeatable or comma-separated. Always answered: the listening address,
+    /// localhost, 127.0.0.1 and [::1] on the listening port. Others are refused (421).
+    #[arg(
+        long = "allowed-host",
+        env = "ASKDB_ALLOWED_HOSTS",
+        value_delimiter = ','
+    )]
+    pub allowed_hosts: Vec<super::access::AllowedHost>,
     /// Questions one client (IP address) may ask per minute; 0 switches the limit off.
     #[arg(long, env = "ASKDB_ASKS_PER_MINUTE", default_value_t = DEFAULT_ASKS_PER_MINUTE)]
     pub asks_per_minute: u32,
@@ -88,6 +102,12 @@ pub const DEFAULT_CONVERSATION_TTL_MINS: u64 = crate::conversation::DEFAULT_TTL.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
     pub addr: SocketAddr,
+    /// Host names answered besides the listening address and loopback's
+    /// ([`super::access::Access`]).
+    pub allowed_hosts: Vec<super::access::AllowedHost>,
+    /// The users file; once it holds a user, every route but health and the page needs
+    /// a token. None: no sign-in (the in-process tests).
+    pub users: Option<crate::users::UserFile>,
     /// 0: no per-client limit.
     pub asks_per_minute: u32,
     pub max_concurrent_asks: usize,
@@ -119,6 +139,8 @@ impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
             addr: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            allowed_hosts: Vec::new(),
+            users: None,
             asks_per_minute: DEFAULT_ASKS_PER_MINUTE,
             max_concurrent_asks: DEFAULT_MAX_CONCURRENT_ASKS,
             ask_timeout: Duration::from_secs(DEFAULT_ASK_TIMEOUT_SECS),
@@ -138,7 +160,26 @@ impl Default for ServerConfig {
 
 impl ServeArgs {
     /// The checked configuration, or a message naming the bad flag.
-    pub fn resolve(self) -> Result<ServerConfig, String> {
+    /// `users`: the users file and whether it signs anyone in; a server that signs users
+    /// in may listen beyond loopback without `--open-to-anyone`.
+    pub fn resolve(
+        self,
+        users: (crate::users::UserFile, crate::users::SignIn),
+    ) -> Result<ServerConfig, String> {
+        let (users, sign_in) = users;
+        let signs_in = sign_in == crate::users::SignIn::Required;
+        if !super::access::is_loopback_only(self.addr) && !self.open_to_anyone && !signs_in {
+            return Err(format!(
+                "--addr {addr} can be reached from other machines, and askdb serve has no \
+                 users to sign in: anyone who reaches it could ask questions on your model \
+                 budget and read the database. Listen on 127.0.0.1:{port} (the default), add \
+                 a user with `askdb users add NAME` (then every request needs its token), or \
+                 pass --open-to-anyone (ASKDB_OPEN_TO_ANYONE=true) to listen on {addr} \
+                 without sign-in anyway",
+                addr = self.addr,
+                port = self.addr.port(),
+            ));
+        }
         if self.max_concurrent_asks == 0 {
             return Err(
                 "--max-concurrent-asks must be at least 1 (ASKDB_MAX_CONCURRENT_ASKS)".to_string(),
@@ -164,6 +205,8 @@ impl ServeArgs {
         }
         Ok(ServerConfig {
             addr: self.addr,
+            allowed_hosts: self.allowed_hosts,
+            users: Some(users),
             asks_per_minute: self.asks_per_minute,
             max_concurrent_asks: self.max_concurrent_asks,
             ask_timeout: Duration::from_secs(self.ask_timeout_secs),

@@ -34,6 +34,12 @@ pub enum AppError {
     NotFound { code: &'static str, detail: String },
     /// 405.
     MethodNotAllowed,
+    /// 421: the request names a host askdb does not answer for (DNS rebinding).
+    MisdirectedHost,
+    /// 401: sign-in is on and the request has no live token in its Authorization header.
+    Unauthorized,
+    /// 403: a browser sent a request that changes or spends something from another site.
+    CrossSite,
     /// 409: the request conflicts with one under way (a conversation still answering).
     Conflict { code: &'static str, detail: String },
     /// 429: this client asked too often.
@@ -66,6 +72,9 @@ impl AppError {
             AppError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             AppError::NotFound { .. } => StatusCode::NOT_FOUND,
             AppError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            AppError::MisdirectedHost => StatusCode::MISDIRECTED_REQUEST,
+            AppError::CrossSite => StatusCode::FORBIDDEN,
+            AppError::Unauthorized => StatusCode::UNAUTHORIZED,
             AppError::Conflict { .. } => StatusCode::CONFLICT,
             AppError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             AppError::Busy { .. }
@@ -89,6 +98,9 @@ impl AppError {
             AppError::UnsupportedMediaType => "unsupported_media_type",
             AppError::PayloadTooLarge { .. } => "payload_too_large",
             AppError::MethodNotAllowed => "method_not_allowed",
+            AppError::MisdirectedHost => "unknown_host",
+            AppError::CrossSite => "cross_site_request",
+            AppError::Unauthorized => "unauthorized",
             AppError::RateLimited { .. } => "rate_limited",
             AppError::Busy { .. } => "busy",
             AppError::ModelNotConfigured(_) => "model_not_configured",
@@ -117,6 +129,18 @@ impl AppError {
             AppError::MethodNotAllowed => {
                 "this path does not take that method; GET /api/openapi.json lists the API"
                     .to_string()
+            }
+            // Neither names the host or origin the request came with, nor the ones allowed.
+            AppError::MisdirectedHost => {
+                "this server does not answer for the host name this request was sent to"
+                    .to_string()
+            }
+            // One sentence for every failure: no token, a wrong one, a revoked one.
+            AppError::Unauthorized => {
+                "send Authorization: Bearer TOKEN with a token from askdb users add".to_string()
+            }
+            AppError::CrossSite => {
+                "a request from another site may not change or spend anything here".to_string()
             }
             AppError::RateLimited { retry_after } => format!(
                 "too many questions from this address; try again in {} s",
@@ -230,6 +254,11 @@ impl IntoResponse for AppError {
         self.log();
         let body = json!({"error": self.code(), "detail": self.detail()});
         let mut response = (status, Json(body)).into_response();
+        if matches!(self, AppError::Unauthorized) {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
         if let Some(wait) = self.retry_after() {
             // Whole seconds, rounded up: a client that waits exactly this long succeeds.
             let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);

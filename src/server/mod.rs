@@ -17,6 +17,12 @@
 //! | `GET /api/openapi.json` | the OpenAPI description of the above |
 //! | `GET /` and `/assets/*` | the page, its script, styles and the vendored Chart.js |
 //!
+//! Before any route, [`access`] refuses a Host the server does not answer for (421: a
+//! DNS-rebinding page) and a POST a browser sends from another site (403), and once a
+//! user exists ([`crate::users`]) a request without a live bearer token (401, health and
+//! the page aside); listening beyond loopback needs a user or `--open-to-anyone`
+//! (decision 0022).
+//!
 //! Like every other caller, the server reaches the database only through the
 //! [`Gate`] and the model only through [`ModelClient::call`] (inside the agent). Bad input
 //! gets a 4xx JSON error ([`error::AppError`]); a per-address token bucket and a cap on
@@ -24,6 +30,7 @@
 //! queueing ([`limits`]). Without a model the page and every route but `/api/ask` work, and
 //! when none is configured the server offers to start the local model itself.
 
+pub mod access;
 pub mod api;
 pub mod assets;
 pub mod config;
@@ -379,9 +386,21 @@ pub fn not_configured_help(error: &LlmError, local_offered: bool) -> String {
     )
 }
 
-/// The whole application: API routes, the page and its assets, the JSON fallbacks, the
-/// body limit, security headers and the panic guard. Tested with `oneshot`, no socket.
+/// The whole application as if it listened on the configured address: API routes, the
+/// page and its assets, the JSON fallbacks, the body limit, the host and cross-site
+/// checks, security headers and the panic guard. Tested with `oneshot`, no socket.
 pub fn app(state: AppState) -> Router {
+    let listen = state.config().addr;
+    app_on(state, listen)
+}
+
+/// The application listening on `listen` (the real port when the configured one is 0):
+/// the host names it answers for are this address's ([`access::Access`]).
+pub fn app_on(state: AppState, listen: SocketAddr) -> Router {
+    let access = Arc::new(
+        access::Access::new(listen, &state.config().allowed_hosts)
+            .with_users(state.config().users.clone()),
+    );
     let body_limit = state.config().max_body_bytes;
     let mut router = Router::new()
         .route("/api/ask", post(api::ask))
@@ -405,6 +424,7 @@ pub fn app(state: AppState) -> Router {
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(Extension(BodyLimit(body_limit)))
         .layer(CatchPanicLayer::custom(panic_response))
+        .layer(axum::middleware::from_fn_with_state(access, access::guard))
         .layer(axum::middleware::map_response(security_headers))
         .with_state(state)
 }
@@ -615,9 +635,10 @@ pub async fn serve(
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    let listen = listener.local_addr()?;
     axum::serve(
         listener,
-        app(state).into_make_service_with_connect_info::<SocketAddr>(),
+        app_on(state, listen).into_make_service_with_connect_info::<SocketAddr>(),
     )
     .with_graceful_shutdown(shutdown)
     .await

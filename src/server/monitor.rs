@@ -148,6 +148,8 @@ pub fn log_record(result: &AgentResult, asked_at: SystemTime, model: Option<Stri
         turn: None,
         examples: result.examples.iter().map(|example| example.id).collect(),
         rerun_example: result.answered_from_example,
+        // Set by the HTTP API, which knows who signed in.
+        user: None,
     }
 }
 

@@ -56,6 +56,7 @@ fn with_retry_after(mut response: Value) -> Value {
 
 fn bad_body_responses() -> Value {
     json!({
+        "403": error_response("A browser sent this from another site's page (an Origin askdb does not answer for, or Sec-Fetch-Site other than same-origin or none).", "cross_site_request", "a request from another site may not change or spend anything here"),
         "400": error_response("Malformed JSON, or content that is not acceptable (empty or over-long question, unknown mode, empty SQL).", "malformed_json", "Failed to parse the request body as JSON: EOF while parsing an object at line 1 column 1"),
         "413": error_response("The body is larger than the limit (64 KiB by default).", "payload_too_large", "the request body is larger than the limit of 65536 bytes"),
         "415": error_response("The body is not declared as application/json.", "unsupported_media_type", "send the body as JSON with Content-Type: application/json"),
@@ -107,7 +108,7 @@ pub fn document() -> Value {
         "info": {
             "title": "askdb",
             "version": env!("CARGO_PKG_VERSION"),
-            "description": "Plain-English questions about a SQL database, answered with the SQL that produced them. Every statement passes a parser guard and runs on a read-only connection. Errors are JSON: {\"error\": code, \"detail\": sentence}.",
+            "description": "Plain-English questions about a SQL database, answered with the SQL that produced them. Every statement passes a parser guard and runs on a read-only connection. Errors are JSON: {\"error\": code, \"detail\": sentence}. Every route answers 421 unknown_host to a Host it does not answer for (the listening address, localhost, 127.0.0.1, [::1] and --allowed-host). Once `askdb users add` has added a user, every route but GET /api/health and the page answers 401 unauthorized without `Authorization: Bearer TOKEN` (a token in the URL is refused).",
             "license": {"name": "MIT"}
         },
         "paths": {
@@ -242,7 +243,7 @@ fn schemas() -> Value {
             "type": "object",
             "required": ["error", "detail"],
             "properties": {
-                "error": {"type": "string", "description": "A stable code: empty_question, question_too_long, unknown_mode, empty_sql, malformed_json, invalid_request, unsupported_media_type, payload_too_large, not_found, method_not_allowed, no_evaluation, unknown_conversation, conversation_busy, examples_off, invalid_example, example_refused, no_such_example, rate_limited, busy, model_not_configured, spend_cap_reached, model_unavailable, ask_timeout, internal_error."},
+                "error": {"type": "string", "description": "A stable code: empty_question, question_too_long, unknown_mode, empty_sql, malformed_json, invalid_request, unsupported_media_type, payload_too_large, not_found, method_not_allowed, unknown_host, cross_site_request, unauthorized, no_evaluation, unknown_conversation, conversation_busy, examples_off, invalid_example, example_refused, no_such_example, rate_limited, busy, model_not_configured, spend_cap_reached, model_unavailable, ask_timeout, internal_error."},
                 "detail": {"type": "string", "description": "What went wrong and what to do, in a sentence."}
             }
         },

@@ -20,11 +20,13 @@ use std::task::{Context, Poll};
 use axum::extract::State;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
+use axum::Extension;
 use futures_core::Stream;
 use serde_json::json;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tokio::task::JoinHandle;
 
+use super::access::SignedIn;
 use super::api::{prepare_ask, run_ask, AskRequest, ClientIp};
 use super::error::{ApiJson, AppError};
 use super::steps;
@@ -82,9 +84,10 @@ impl Drop for Events {
 pub async fn ask_stream(
     State(state): State<AppState>,
     ClientIp(client): ClientIp,
+    user: Option<Extension<SignedIn>>,
     ApiJson(request): ApiJson<AskRequest>,
 ) -> Result<Response, AppError> {
-    let mut prepared = prepare_ask(&state, client, &request)?;
+    let mut prepared = prepare_ask(&state, client, user, &request)?;
     let (sender, receiver) = unbounded_channel();
     let task = tokio::spawn(async move {
         let observer = Forward(sender.clone());

@@ -192,6 +192,282 @@ async fn bad_input_gets_a_json_4xx_with_a_code_and_a_detail() {
     );
 }
 
+/// A request as a browser on `page` sends it to the server at 127.0.0.1:8080 (the
+/// default address `app` answers as).
+fn from_browser(
+    method: &str,
+    path: &str,
+    host: &str,
+    origin: Option<&str>,
+    site: &str,
+) -> Request<Body> {
+    let mut request = Request::builder()
+        .method(method)
+        .uri(path)
+        .header(header::HOST, host)
+        .header("sec-fetch-site", site);
+    if let Some(origin) = origin {
+        request = request.header(header::ORIGIN, origin);
+    }
+    let body = if method == "POST" {
+        request = request.header(header::CONTENT_TYPE, "application/json");
+        Body::from(if path == "/api/sql" {
+            r#"{"sql": "SELECT count(*) AS n FROM customers"}"#
+        } else {
+            r#"{"question": "How many customers are there?", "mode": "agent"}"#
+        })
+    } else {
+        Body::empty()
+    };
+    request.body(body).expect("request")
+}
+
+#[tokio::test]
+async fn a_rebinding_page_and_a_cross_site_post_are_refused_before_any_route() {
+    let config = ServerConfig {
+        explain: false,
+        ..ServerConfig::default()
+    };
+    let fixture = fixture(Some(SCRIPT), config).await;
+    let own = "127.0.0.1:8080";
+    let page = Some("http://127.0.0.1:8080");
+    let attacker = Some("https://attacker.example");
+    let refusals = [
+        // DNS rebinding: the attacker's name now points here; the browser calls it
+        // same-origin, but the Host is the attacker's.
+        from_browser(
+            "GET",
+            "/api/schema",
+            "attacker.example:8080",
+            Some("http://attacker.example:8080"),
+            "same-origin",
+        ),
+        from_browser("GET", "/", "attacker.example:8080", None, "none"),
+        from_browser(
+            "POST",
+            "/api/sql",
+            "attacker.example:8080",
+            Some("http://attacker.example:8080"),
+            "same-origin",
+        ),
+        from_browser("GET", "/api/nothing", "attacker.example", None, "none"),
+        // Cross-site requests that spend or change something, on every POST route.
+        from_browser("POST", "/api/sql", own, attacker, "cross-site"),
+        from_browser("POST", "/api/ask", own, attacker, "cross-site"),
+        from_browser("POST", "/api/ask/stream", own, attacker, "cross-site"),
+        from_browser(
+            "POST",
+            "/api/local-model/start",
+            own,
+            attacker,
+            "cross-site",
+        ),
+        // A foreign Origin alone, and Sec-Fetch-Site alone.
+        from_browser("POST", "/api/sql", own, attacker, "same-origin"),
+        from_browser("POST", "/api/sql", own, None, "cross-site"),
+        from_browser("POST", "/api/sql", own, Some("null"), "same-origin"),
+    ];
+    for request in refusals {
+        let what = format!(
+            "{} {} {:?}",
+            request.method(),
+            request.uri(),
+            request.headers()
+        );
+        let response = app(fixture.state.clone())
+            .oneshot(request)
+            .await
+            .expect("infallible");
+        let status = response.status();
+        assert!(
+            status == StatusCode::MISDIRECTED_REQUEST || status == StatusCode::FORBIDDEN,
+            "{what}: {status}"
+        );
+        assert_eq!(
+            response.headers()[header::X_FRAME_OPTIONS],
+            "DENY",
+            "{what}"
+        );
+        let bytes = axum::body::to_bytes(response.into_body(), 1 << 16)
+            .await
+            .expect("body");
+        let body: Value = serde_json::from_slice(&bytes).expect("a JSON error");
+        let want = if status == StatusCode::FORBIDDEN {
+            "cross_site_request"
+        } else {
+            "unknown_host"
+        };
+        assert_eq!(body["error"], want, "{what}: {body}");
+        let text = String::from_utf8_lossy(&bytes);
+        for leak in ["attacker", "127.0.0.1", "localhost", "8080", "rows"] {
+            assert!(!text.contains(leak), "{what} leaks {leak}: {text}");
+        }
+    }
+
+    // The page itself, as the browser sends its same-origin fetches, still works.
+    let (status, body) = call(
+        &fixture.state,
+        from_browser("GET", "/api/schema", own, None, "same-origin"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, body) = call(
+        &fixture.state,
+        from_browser("POST", "/api/sql", own, page, "same-origin"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["rows"], json!([[120]]));
+    let (status, body) = call(
+        &fixture.state,
+        from_browser(
+            "POST",
+            "/api/ask",
+            "localhost:8080",
+            Some("http://localhost:8080"),
+            "same-origin",
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["rows"], json!([[120]]));
+    // curl and scripts: a Host, neither Origin nor Sec-Fetch-Site.
+    let curl = Request::post("/api/sql")
+        .header(header::HOST, own)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(
+            r#"{"sql": "SELECT count(*) AS n FROM customers"}"#,
+        ))
+        .expect("request");
+    let (status, body) = call(&fixture.state, curl).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    // No Host at all (HTTP/1.0): no browser sends that (decision 0022).
+    let (status, body) = call(
+        &fixture.state,
+        post_json("/api/sql", r#"{"sql": "SELECT 1 AS one"}"#),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+}
+
+#[tokio::test]
+async fn the_host_names_follow_the_configured_address_and_the_operators_list() {
+    let config = ServerConfig {
+        addr: "127.0.0.1:9123".parse().expect("addr"),
+        allowed_hosts: vec!["askdb.example.com".parse().expect("host")],
+        ..ServerConfig::default()
+    };
+    let fixture = fixture(None, config).await;
+    for (host, want) in [
+        ("127.0.0.1:9123", StatusCode::OK),
+        ("[::1]:9123", StatusCode::OK),
+        ("askdb.example.com", StatusCode::OK),
+        ("askdb.example.com:443", StatusCode::OK),
+        ("127.0.0.1:8080", StatusCode::MISDIRECTED_REQUEST),
+        ("other.example.com", StatusCode::MISDIRECTED_REQUEST),
+    ] {
+        let request = Request::get("/api/schema")
+            .header(header::HOST, host)
+            .body(Body::empty())
+            .expect("request");
+        let (status, body) = call(&fixture.state, request).await;
+        assert_eq!(status, want, "{host}: {body}");
+    }
+}
+
+#[tokio::test]
+async fn once_a_user_exists_every_route_but_health_and_the_page_needs_a_live_token() {
+    let users_dir = tempfile::tempdir().expect("temp dir");
+    let users = crate::users::UserFile::at(users_dir.path().join("users.json"));
+    let config = ServerConfig {
+        users: Some(users.clone()),
+        ..ServerConfig::default()
+    };
+    let fixture = fixture(None, config).await;
+    // No user yet: nobody is asked for a token.
+    let (status, body) = call(&fixture.state, get("/api/schema")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+
+    let token = users.add("ana").expect("ana");
+    let revoked = users.add("ben").expect("ben");
+    users.revoke("ben").expect("revoked");
+    let with = |path: &str, authorization: &[&str]| {
+        let mut request = Request::get(path);
+        for value in authorization {
+            request = request.header(header::AUTHORIZATION, *value);
+        }
+        request.body(Body::empty()).expect("request")
+    };
+    let bearer = format!("Bearer {token}");
+    let mut wrong = token.clone();
+    wrong.pop();
+    wrong.push(if token.ends_with('0') { '1' } else { '0' });
+    let refused = [
+        with("/api/schema", &[]),
+        with("/api/schema", &[&format!("Bearer {wrong}")]),
+        with("/api/schema", &[&format!("Bearer {revoked}")]),
+        with("/api/schema", &[&format!("Basic {token}")]),
+        with("/api/schema", &[&token]),
+        with("/api/schema", &["Bearer "]),
+        with("/api/schema", &[&bearer, &format!("Bearer {wrong}")]),
+        // A token in the URL is refused even with a good one in the header.
+        with(&format!("/api/schema?access_token={token}"), &[]),
+        with(&format!("/api/schema?token={token}"), &[&bearer]),
+        with("/metrics", &[]),
+        with("/api/openapi.json", &[]),
+        with("/api/nothing", &[]),
+        Request::post("/api/sql")
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(r#"{"sql": "SELECT 1 AS one"}"#))
+            .expect("request"),
+    ];
+    let mut bodies = std::collections::BTreeSet::new();
+    for request in refused {
+        let what = format!("{} {}", request.method(), request.uri());
+        let response = app(fixture.state.clone())
+            .oneshot(request)
+            .await
+            .expect("infallible");
+        assert_eq!(response.status(), StatusCode::UNAUTHORIZED, "{what}");
+        assert_eq!(
+            response.headers()[header::WWW_AUTHENTICATE],
+            "Bearer",
+            "{what}"
+        );
+        let bytes = axum::body::to_bytes(response.into_body(), 1 << 16)
+            .await
+            .expect("body");
+        bodies.insert(String::from_utf8_lossy(&bytes).into_owned());
+    }
+    assert_eq!(bodies.len(), 1, "one answer for every failure: {bodies:?}");
+    assert!(bodies
+        .iter()
+        .all(|body| !body.contains("ana") && !body.contains("ben")));
+
+    // Health and the page stay open; a live token opens the rest.
+    for path in ["/", "/assets/app.js"] {
+        let (status, _) = call(&fixture.state, get(path)).await;
+        assert_eq!(status, StatusCode::OK, "{path}");
+    }
+    let (status, _) = call(&fixture.state, get("/api/health")).await;
+    assert_ne!(status, StatusCode::UNAUTHORIZED);
+    let (status, body) = call(&fixture.state, with("/api/schema", &[&bearer])).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, body) = call(
+        &fixture.state,
+        Request::post("/api/sql")
+            .header(header::CONTENT_TYPE, "application/json")
+            .header(header::AUTHORIZATION, format!("bearer {token}"))
+            .body(Body::from(
+                r#"{"sql": "SELECT count(*) AS n FROM customers"}"#,
+            ))
+            .expect("request"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["rows"], json!([[120]]));
+}
+
 #[tokio::test]
 async fn without_a_model_ask_says_how_to_configure_one_and_the_rest_works() {
     let fixture = fixture(None, ServerConfig::default()).await;

@@ -1,0 +1,289 @@
+//! The users `askdb serve` signs in (decision 0022): each a name and the SHA-256 of a
+//! bearer token, in `users.json` in askdb's data directory. A token is 32 random bytes
+//! from the operating system, shown once by `askdb users add` and never stored; a
+//! presented token is hashed and compared with every stored hash in constant time. A
+//! revoked user stays in the file, so revoking the last one never turns sign-in off.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+/// What every token starts with: a secret scanner and a reader can tell it is askdb's.
+const TOKEN_PREFIX: &str = "askdb_";
+/// Random bytes in a token.
+const TOKEN_BYTES: usize = 32;
+/// The longest user name.
+const MAX_NAME_CHARS: usize = 64;
+
+#[derive(Debug, thiserror::Error)]
+pub enum UsersError {
+    #[error("cannot read {path}: {error}")]
+    Read { path: String, error: std::io::Error },
+    #[error("cannot write {path}: {error}")]
+    Write { path: String, error: std::io::Error },
+    #[error("{path} is not a users file askdb wrote: {error}")]
+    Malformed { path: String, error: String },
+    #[error("a user name is 1 to {MAX_NAME_CHARS} letters, digits, '.', '-' or '_' (got {0:?})")]
+    BadName(String),
+    #[error("there is already a user {0:?}; revoke it first or choose another name")]
+    Exists(String),
+    #[error("there is no user {0:?} (askdb users list shows them)")]
+    Unknown(String),
+    #[error("the operating system gave no random bytes for a token: {0}")]
+    Random(String),
+}
+
+/// One user as stored: never the token, only its hash.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct StoredUser {
+    name: String,
+    /// Hex SHA-256 of the whole token text.
+    token_sha256: String,
+    created: String,
+    #[serde(default)]
+    revoked: Option<String>,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Stored {
+    users: Vec<StoredUser>,
+}
+
+/// A user as `askdb users list` shows it.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct UserSummary {
+    pub name: String,
+    pub created: String,
+    /// When the user was revoked; None while the token works.
+    pub revoked: Option<String>,
+}
+
+/// Whether the server asks for a token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SignIn {
+    /// No user was ever added: whoever reaches the server may use it.
+    Open,
+    /// Users exist (revoked ones count): every route but health and the page needs one.
+    Required,
+}
+
+/// The users file.
+#[derive(Debug, Clone)]
+pub struct UserFile {
+    path: PathBuf,
+}
+
+impl UserFile {
+    /// `users.json` in askdb's data directory.
+    pub fn in_data_dir() -> UserFile {
+        UserFile::at(crate::home::data_dir().join("users.json"))
+    }
+
+    pub fn at(path: impl Into<PathBuf>) -> UserFile {
+        UserFile { path: path.into() }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn read(&self) -> Result<Stored, UsersError> {
+        let text = match std::fs::read_to_string(&self.path) {
+            Ok(text) => text,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(Stored::default())
+            }
+            Err(error) => {
+                return Err(UsersError::Read {
+                    path: self.path.display().to_string(),
+                    error,
+                })
+            }
+        };
+        serde_json::from_str(&text).map_err(|error| UsersError::Malformed {
+            path: self.path.display().to_string(),
+            error: error.to_string(),
+        })
+    }
+
+    /// Writes the whole file anew beside the old one, then renames it over: a reader
+    /// never sees half a file. Readable by its owner only.
+    fn write(&self, stored: &Stored) -> Result<(), UsersError> {
+        let failed = |error| UsersError::Write {
+            path: self.path.display().to_string(),
+            error,
+        };
+        if let Some(parent) = self.path.parent() {
+            std::fs::create_dir_all(parent).map_err(failed)?;
+        }
+        let text = serde_json::to_string_pretty(stored)
+            .map_err(|error| failed(std::io::Error::other(error)))?;
+        let partial = self.path.with_extension("json.partial");
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create(true).truncate(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        let mut file = options.open(&partial).map_err(failed)?;
+        std::io::Write::write_all(&mut file, format!("{text}\n").as_bytes()).map_err(failed)?;
+        file.sync_all().map_err(failed)?;
+        std::fs::rename(&partial, &self.path).map_err(failed)
+    }
+
+    /// Whether the server asks for a token.
+    pub fn sign_in(&self) -> Result<SignIn, UsersError> {
+        Ok(if self.read()?.users.is_empty() {
+            SignIn::Open
+        } else {
+            SignIn::Required
+        })
+    }
+
+    /// Adds a user and returns its token, the only time it exists outside the client.
+    pub fn add(&self, name: &str) -> Result<String, UsersError> {
+        check_name(name)?;
+        let mut stored = self.read()?;
+        if stored.users.iter().any(|user| user.name == name) {
+            return Err(UsersError::Exists(name.to_string()));
+        }
+        let mut bytes = [0u8; TOKEN_BYTES];
+        getrandom::fill(&mut bytes).map_err(|error| UsersError::Random(error.to_string()))?;
+        let token = format!("{TOKEN_PREFIX}{}", hex(&bytes));
+        stored.users.push(StoredUser {
+            name: name.to_string(),
+            token_sha256: hex(&Sha256::digest(token.as_bytes())),
+            created: crate::calendar::utc_now().0,
+            revoked: None,
+        });
+        self.write(&stored)?;
+        Ok(token)
+    }
+
+    /// Every user, revoked ones too, in the order they were added.
+    pub fn list(&self) -> Result<Vec<UserSummary>, UsersError> {
+        Ok(self
+            .read()?
+            .users
+            .into_iter()
+            .map(|user| UserSummary {
+                name: user.name,
+                created: user.created,
+                revoked: user.revoked,
+            })
+            .collect())
+    }
+
+    /// Revokes a user's token for good; the name stays listed as revoked.
+    pub fn revoke(&self, name: &str) -> Result<(), UsersError> {
+        let mut stored = self.read()?;
+        let Some(user) = stored
+            .users
+            .iter_mut()
+            .find(|user| user.name == name && user.revoked.is_none())
+        else {
+            return Err(UsersError::Unknown(name.to_string()));
+        };
+        user.revoked = Some(crate::calendar::utc_now().0);
+        self.write(&stored)
+    }
+
+    /// The name of the user whose live token this is, or None. Every stored hash is
+    /// compared, each in constant time, so the time taken says nothing of which one
+    /// (nearly) matched.
+    pub fn authenticate(&self, token: &str) -> Result<Option<String>, UsersError> {
+        let presented = hex(&Sha256::digest(token.as_bytes()));
+        let mut found = None;
+        for user in self.read()?.users {
+            let same: bool = presented
+                .as_bytes()
+                .ct_eq(user.token_sha256.as_bytes())
+                .into();
+            if same && user.revoked.is_none() {
+                found = Some(user.name);
+            }
+        }
+        Ok(found)
+    }
+}
+
+/// A name by allow-list: it is printed in logs and the query log as it is.
+fn check_name(name: &str) -> Result<(), UsersError> {
+    let fine = !name.is_empty()
+        && name.chars().count() <= MAX_NAME_CHARS
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'));
+    if fine {
+        Ok(())
+    } else {
+        Err(UsersError::BadName(name.to_string()))
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_token_works_until_revoked_and_only_its_hash_is_stored() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let users = UserFile::at(dir.path().join("users.json"));
+        assert_eq!(users.sign_in().expect("read"), SignIn::Open);
+        let token = users.add("ana").expect("added");
+        let other = users.add("ben").expect("added");
+        assert!(token.starts_with(TOKEN_PREFIX) && token.len() == TOKEN_PREFIX.len() + 64);
+        assert_ne!(token, other);
+        let file = std::fs::read_to_string(users.path()).expect("file");
+        assert!(!file.contains(&token[TOKEN_PREFIX.len()..]), "{file}");
+        assert_eq!(
+            users.authenticate(&token).expect("read").as_deref(),
+            Some("ana")
+        );
+        assert_eq!(
+            users.authenticate(&other).expect("read").as_deref(),
+            Some("ben")
+        );
+        let mut wrong = token.clone();
+        wrong.pop();
+        wrong.push('x');
+        for bad in [wrong.as_str(), "", "askdb_", &token[TOKEN_PREFIX.len()..]] {
+            assert_eq!(users.authenticate(bad).expect("read"), None, "{bad}");
+        }
+        assert!(matches!(users.add("ana"), Err(UsersError::Exists(_))));
+        users.revoke("ana").expect("revoked");
+        assert_eq!(users.authenticate(&token).expect("read"), None);
+        assert!(matches!(users.revoke("ana"), Err(UsersError::Unknown(_))));
+        users.revoke("ben").expect("revoked");
+        // Every user revoked: the server still asks for a token.
+        assert_eq!(users.sign_in().expect("read"), SignIn::Required);
+        let listed = users.list().expect("list");
+        assert_eq!(listed.len(), 2);
+        assert!(listed.iter().all(|user| user.revoked.is_some()));
+    }
+
+    #[test]
+    fn names_are_allowed_by_list() {
+        for bad in ["", "a b", "ana\n", "x/y", "ana;drop", &"a".repeat(65), "é"] {
+            assert!(check_name(bad).is_err(), "{bad:?}");
+        }
+        for good in ["ana", "ana.lopez", "team-1", "ci_bot"] {
+            assert!(check_name(good).is_ok(), "{good}");
+        }
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_users_file_is_an_error_not_an_open_server() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("users.json");
+        std::fs::write(&path, "not json").expect("write");
+        assert!(matches!(
+            UserFile::at(&path).sign_in(),
+            Err(UsersError::Malformed { .. })
+        ));
+    }
+}
