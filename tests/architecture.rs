@@ -5,7 +5,7 @@
 //! Rules, for library code outside tests (`#[cfg(test)]` items, `tests.rs` and
 //! `*_tests.rs` files are test code):
 //! - a module uses only modules of lower layers (and itself);
-//! - a database crate (rusqlite, tokio-postgres, deadpool-postgres) is used only in the
+//! - a database crate (rusqlite, tokio-postgres, deadpool-postgres, mysql_async) is used only in the
 //!   gate, the administration module, the demo writer and the query log's writer;
 //! - no `unwrap()` or `expect()`, and no `panic!`, `unreachable!`, `todo!` or
 //!   `unimplemented!`;
@@ -32,7 +32,12 @@ type Layers = BTreeMap<String, u32>;
 const LAYERING_BEGIN: &str = "<!-- layering:begin -->";
 const LAYERING_END: &str = "<!-- layering:end -->";
 
-const DATABASE_CRATES: [&str; 3] = ["rusqlite", "tokio_postgres", "deadpool_postgres"];
+const DATABASE_CRATES: [&str; 4] = [
+    "rusqlite",
+    "tokio_postgres",
+    "deadpool_postgres",
+    "mysql_async",
+];
 const DATABASE_MODULES: [&str; 4] = ["gate", "admin", "demo", "querylog"];
 /// OpenTelemetry stays behind one module: the agent and the server feed it events.
 const TELEMETRY_CRATES: [&str; 3] = ["opentelemetry", "opentelemetry_sdk", "opentelemetry_otlp"];
@@ -658,6 +663,11 @@ fn a_database_crate_outside_the_gate_is_caught() {
     );
     let fine = "//! gate\nuse rusqlite::Connection;\n";
     assert!(rules_broken("src/gate/executor/sqlite.rs", fine).is_empty());
+    let mysql = "//! agent\nfn f(_: mysql_async::Conn) {}\n";
+    assert_eq!(
+        rules_broken("src/agent/mod.rs", mysql),
+        vec!["database crate outside the gate"]
+    );
 }
 
 #[test]

@@ -1,0 +1,320 @@
+//! The MySQL/MariaDB executor against a real server (never a mock): the read-only
+//! transaction and the pinned session each hold with the guard switched off, the server's
+//! statement limit fires, results stop at the row and byte caps, errors arrive with the
+//! taxonomy's types, and a bad URL or password is an error, not a panic.
+//!
+//! Each test creates its own uniquely named database as root and drops it when it ends.
+//! The server is `ASKDB_TEST_MYSQL_URL` (default `mysql://root@127.0.0.1:3306/`); when it
+//! cannot be reached a test says SKIPPED and passes, except under CI, where it fails.
+
+use std::time::{Duration, Instant};
+
+use mysql_async::prelude::Queryable;
+use serde_json::json;
+
+use super::executor::mysql::MysqlExecutor;
+use super::executor::{ExecLimits, DEFAULT_RESULT_BYTE_CAP};
+use super::taxonomy::ErrorType;
+use crate::ci::skip_or_fail;
+
+fn server_url() -> String {
+    std::env::var("ASKDB_TEST_MYSQL_URL")
+        .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/".to_string())
+}
+
+/// A database of its own for one test, dropped when the test ends, pass or fail.
+struct ScratchMysql {
+    database: String,
+    admin: String,
+}
+
+impl ScratchMysql {
+    async fn new(test: &str) -> Option<ScratchMysql> {
+        let admin = server_url();
+        let database = format!(
+            "askdb_t_{}_{}_{}",
+            test.chars()
+                .filter(char::is_ascii_alphanumeric)
+                .take(20)
+                .collect::<String>(),
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|since| since.subsec_nanos())
+                .unwrap_or(0)
+        );
+        let mut conn = match mysql_async::Conn::from_url(admin.as_str()).await {
+            Ok(conn) => conn,
+            Err(error) => {
+                skip_or_fail(test, &format!("no MySQL server at {admin}: {error}"));
+                return None;
+            }
+        };
+        for statement in [
+            format!("CREATE DATABASE `{database}`"),
+            format!("CREATE TABLE `{database}`.bills (bill_id INT PRIMARY KEY, status VARCHAR(10), total DECIMAL(10,2), issued DATE)"),
+            format!("INSERT INTO `{database}`.bills VALUES (1, 'PAID', 10.50, '2025-01-31'), (2, 'VOID', 3.00, '2025-02-01'), (3, 'PAID', 7.25, NULL)"),
+        ] {
+            conn.query_drop(statement).await.expect("scratch database set up");
+        }
+        let _ = conn.disconnect().await;
+        Some(ScratchMysql { database, admin })
+    }
+
+    fn url(&self) -> String {
+        format!("{}{}", self.admin, self.database)
+    }
+
+    async fn executor(&self) -> MysqlExecutor {
+        MysqlExecutor::connect(&self.url())
+            .await
+            .unwrap_or_else(|failure| panic!("executor connects: {}", failure.message))
+    }
+
+    async fn count_bills(&self) -> i64 {
+        let mut conn = mysql_async::Conn::from_url(self.admin.as_str())
+            .await
+            .expect("admin connects");
+        let count: Option<i64> = conn
+            .exec_first(
+                format!("SELECT COUNT(*) FROM `{}`.bills", self.database),
+                (),
+            )
+            .await
+            .expect("count");
+        let _ = conn.disconnect().await;
+        count.unwrap_or(-1)
+    }
+
+    async fn tables(&self) -> Vec<String> {
+        let mut conn = mysql_async::Conn::from_url(self.admin.as_str())
+            .await
+            .expect("admin connects");
+        let tables: Vec<String> = conn
+            .exec(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = ? ORDER BY 1",
+                (self.database.as_str(),),
+            )
+            .await
+            .expect("tables listed");
+        let _ = conn.disconnect().await;
+        tables
+    }
+}
+
+impl Drop for ScratchMysql {
+    fn drop(&mut self) {
+        let admin = self.admin.clone();
+        let database = self.database.clone();
+        // The drop runs on a thread of its own: a test's runtime may be shutting down.
+        let _ = std::thread::spawn(move || {
+            let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            runtime.block_on(async move {
+                if let Ok(mut conn) = mysql_async::Conn::from_url(admin.as_str()).await {
+                    let _ = conn
+                        .query_drop(format!("DROP DATABASE IF EXISTS `{database}`"))
+                        .await;
+                    let _ = conn.disconnect().await;
+                }
+            });
+        })
+        .join();
+    }
+}
+
+fn limits() -> ExecLimits {
+    ExecLimits {
+        row_cap: 200,
+        statement_timeout: Duration::from_secs(5),
+        byte_cap: DEFAULT_RESULT_BYTE_CAP,
+    }
+}
+
+#[tokio::test]
+async fn mysql_rows_come_back_as_json_in_the_pinned_session() {
+    let Some(scratch) = ScratchMysql::new("mysql_rows").await else {
+        return;
+    };
+    let executor = scratch.executor().await;
+    let rows = executor
+        .execute(
+            "SELECT bill_id, status, total, issued FROM bills ORDER BY bill_id",
+            limits(),
+        )
+        .await
+        .unwrap_or_else(|failure| panic!("{}", failure.message));
+    assert_eq!(rows.columns, ["bill_id", "status", "total", "issued"]);
+    assert_eq!(
+        rows.rows[0],
+        vec![json!(1), json!("PAID"), json!("10.50"), json!("2025-01-31")]
+    );
+    assert_eq!(rows.rows[2][3], json!(null));
+    assert!(!rows.truncated);
+    // The session reads text as the guard does: || concatenates, a backslash is a
+    // plain character, and every transaction is read-only.
+    let session = executor
+        .execute(
+            "SELECT @@sql_mode, 'a' || 'b', LENGTH('\\n'), @@tx_read_only, @@in_transaction",
+            limits(),
+        )
+        .await
+        .unwrap_or_else(|failure| panic!("{}", failure.message));
+    let mode = session.rows[0][0].as_str().unwrap_or_default().to_string();
+    for wanted in crate::gate::guard::MYSQL_SQL_MODE.split(',') {
+        assert!(
+            mode.split(',').any(|set| set == wanted),
+            "{wanted} not in {mode}"
+        );
+    }
+    assert_eq!(session.rows[0][1], json!("ab"));
+    assert_eq!(session.rows[0][2], json!(2));
+    assert_eq!(session.rows[0][3], json!(1));
+    assert_eq!(session.rows[0][4], json!(1));
+}
+
+/// The read-only transaction alone, with the guard switched off: writes, DDL (which
+/// commits a plain READ ONLY transaction implicitly) and multiple statements all fail,
+/// and the data is as it was.
+#[tokio::test]
+async fn mysql_read_only_transaction_alone_refuses_every_write() {
+    let Some(scratch) = ScratchMysql::new("mysql_read_only").await else {
+        return;
+    };
+    let executor = scratch.executor().await;
+    for (sql, expected) in [
+        (
+            "INSERT INTO bills VALUES (9, 'X', 1, NULL)",
+            ErrorType::ReadOnlyViolation,
+        ),
+        (
+            "UPDATE bills SET status = 'X'",
+            ErrorType::ReadOnlyViolation,
+        ),
+        ("DELETE FROM bills", ErrorType::ReadOnlyViolation),
+        ("CREATE TABLE planted (a INT)", ErrorType::ReadOnlyViolation),
+        ("DROP TABLE bills", ErrorType::ReadOnlyViolation),
+        (
+            "CREATE TEMPORARY TABLE planted (a INT)",
+            ErrorType::ReadOnlyViolation,
+        ),
+        // Prepared statements take one statement: the second is a syntax error.
+        ("SELECT 1; DELETE FROM bills", ErrorType::SyntaxError),
+    ] {
+        match executor.execute(sql, limits()).await {
+            Ok(rows) => panic!("{sql} ran: {rows:?}"),
+            Err(failure) => assert_eq!(failure.error_type, expected, "{sql}: {}", failure.message),
+        }
+    }
+    // LOAD DATA cannot be prepared, and the client has no LOCAL INFILE handler anyway.
+    let load = executor
+        .execute(
+            "LOAD DATA LOCAL INFILE '/etc/hostname' INTO TABLE bills",
+            limits(),
+        )
+        .await;
+    assert!(load.is_err(), "{load:?}");
+    assert_eq!(scratch.count_bills().await, 3);
+    assert_eq!(scratch.tables().await, ["bills"]);
+}
+
+#[tokio::test]
+async fn mysql_statement_limit_fires_on_the_server_and_caps_cut_the_result() {
+    let Some(scratch) = ScratchMysql::new("mysql_limits").await else {
+        return;
+    };
+    let executor = scratch.executor().await;
+    let short = ExecLimits {
+        statement_timeout: Duration::from_millis(500),
+        ..limits()
+    };
+    let started = Instant::now();
+    let slow = executor
+        .execute(
+            "SELECT COUNT(*) FROM seq_1_to_100000 a, seq_1_to_100000 b",
+            short,
+        )
+        .await;
+    let elapsed = started.elapsed();
+    match slow {
+        Ok(rows) => panic!("the cross join finished: {rows:?}"),
+        Err(failure) => assert_eq!(
+            failure.error_type,
+            ErrorType::Timeout,
+            "{}",
+            failure.message
+        ),
+    }
+    assert!(elapsed < Duration::from_secs(3), "{elapsed:?}");
+    // The pool still answers after a statement was interrupted.
+    let after = executor.execute("SELECT 1", limits()).await;
+    assert!(after.is_ok(), "{after:?}");
+
+    let capped = executor
+        .execute(
+            "SELECT seq FROM seq_1_to_1000",
+            ExecLimits {
+                row_cap: 10,
+                ..limits()
+            },
+        )
+        .await
+        .unwrap_or_else(|failure| panic!("{}", failure.message));
+    assert_eq!(capped.rows.len(), 10);
+    assert!(capped.truncated);
+    let bytes = executor
+        .execute(
+            "SELECT REPEAT('x', 1000) FROM seq_1_to_100",
+            ExecLimits {
+                byte_cap: 5_000,
+                ..limits()
+            },
+        )
+        .await
+        .unwrap_or_else(|failure| panic!("{}", failure.message));
+    assert_eq!(bytes.rows.len(), 5);
+    assert!(bytes.truncated);
+}
+
+#[tokio::test]
+async fn mysql_errors_arrive_typed_and_bad_logins_are_errors() {
+    let Some(scratch) = ScratchMysql::new("mysql_errors").await else {
+        return;
+    };
+    let executor = scratch.executor().await;
+    for (sql, expected) in [
+        ("SELEC 1", ErrorType::SyntaxError),
+        ("SELECT nope FROM bills", ErrorType::UnknownColumn),
+        ("SELECT 1 FROM nope", ErrorType::UnknownTable),
+        ("SELECT nofn(1)", ErrorType::UnknownFunction),
+        (
+            "SELECT bill_id FROM bills WHERE bill_id = (SELECT bill_id FROM bills)",
+            ErrorType::CardinalityViolation,
+        ),
+    ] {
+        match executor.execute(sql, limits()).await {
+            Ok(rows) => panic!("{sql} ran: {rows:?}"),
+            Err(failure) => {
+                assert_eq!(failure.error_type, expected, "{sql}: {}", failure.message);
+                assert!(failure.sqlstate.is_some(), "{sql}");
+            }
+        }
+    }
+    for url in [
+        "postgres://root@127.0.0.1:3306/x".to_string(),
+        format!(
+            "mysql://root:wrong-password@127.0.0.1:3306/{}",
+            scratch.database
+        ),
+        "mysql://root@127.0.0.1:1/x".to_string(),
+    ] {
+        match MysqlExecutor::connect(&url).await {
+            Ok(_) => panic!("{url} connected"),
+            Err(failure) => assert!(!failure.message.is_empty()),
+        }
+    }
+}
