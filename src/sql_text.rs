@@ -54,6 +54,12 @@ pub fn quote_ident(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }
 
+/// A backtick-quoted identifier for MySQL, embedded backticks doubled (MySQL reads a
+/// double-quoted name as a string unless ANSI_QUOTES is on).
+pub fn quote_ident_mysql(name: &str) -> String {
+    format!("`{}`", name.replace('`', "``"))
+}
+
 /// A single-quoted string literal with embedded quotes doubled. Standard SQL: neither
 /// dialect treats a backslash as an escape in such a literal (PostgreSQL with
 /// `standard_conforming_strings` on, its default since 9.1).
@@ -69,6 +75,7 @@ mod tests {
     fn quoting_doubles_the_quote_character_and_nothing_else() {
         assert_eq!(quote_ident("a\"b"), "\"a\"\"b\"");
         assert_eq!(quote_ident("plain"), "\"plain\"");
+        assert_eq!(quote_ident_mysql("a`b"), "`a``b`");
         assert_eq!(quote_literal("it's"), "'it''s'");
         assert_eq!(quote_literal("back\\slash"), "'back\\slash'");
     }

@@ -13,7 +13,7 @@ use mysql_async::prelude::Queryable;
 use serde_json::json;
 
 use super::executor::mysql::MysqlExecutor;
-use super::executor::{ExecLimits, DEFAULT_RESULT_BYTE_CAP};
+use super::executor::{ExecLimits, Stage, DEFAULT_RESULT_BYTE_CAP};
 use super::taxonomy::ErrorType;
 use crate::ci::skip_or_fail;
 
@@ -54,6 +54,7 @@ impl ScratchMysql {
             format!("CREATE DATABASE `{database}`"),
             format!("CREATE TABLE `{database}`.bills (bill_id INT PRIMARY KEY, status VARCHAR(10), total DECIMAL(10,2), issued DATE)"),
             format!("INSERT INTO `{database}`.bills VALUES (1, 'PAID', 10.50, '2025-01-31'), (2, 'VOID', 3.00, '2025-02-01'), (3, 'PAID', 7.25, NULL)"),
+            format!("CREATE TABLE `{database}`.askdb_query_log (id INT, question TEXT)"),
         ] {
             conn.query_drop(statement).await.expect("scratch database set up");
         }
@@ -145,6 +146,8 @@ async fn mysql_rows_come_back_as_json_in_the_pinned_session() {
         .execute(
             "SELECT bill_id, status, total, issued FROM bills ORDER BY bill_id",
             limits(),
+            None,
+            Stage::Execute,
         )
         .await
         .unwrap_or_else(|failure| panic!("{}", failure.message));
@@ -161,6 +164,8 @@ async fn mysql_rows_come_back_as_json_in_the_pinned_session() {
         .execute(
             "SELECT @@sql_mode, 'a' || 'b', LENGTH('\\n'), @@tx_read_only, @@in_transaction",
             limits(),
+            None,
+            Stage::Execute,
         )
         .await
         .unwrap_or_else(|failure| panic!("{}", failure.message));
@@ -205,7 +210,7 @@ async fn mysql_read_only_transaction_alone_refuses_every_write() {
         // Prepared statements take one statement: the second is a syntax error.
         ("SELECT 1; DELETE FROM bills", ErrorType::SyntaxError),
     ] {
-        match executor.execute(sql, limits()).await {
+        match executor.execute(sql, limits(), None, Stage::Execute).await {
             Ok(rows) => panic!("{sql} ran: {rows:?}"),
             Err(failure) => assert_eq!(failure.error_type, expected, "{sql}: {}", failure.message),
         }
@@ -215,11 +220,13 @@ async fn mysql_read_only_transaction_alone_refuses_every_write() {
         .execute(
             "LOAD DATA LOCAL INFILE '/etc/hostname' INTO TABLE bills",
             limits(),
+            None,
+            Stage::Execute,
         )
         .await;
     assert!(load.is_err(), "{load:?}");
     assert_eq!(scratch.count_bills().await, 3);
-    assert_eq!(scratch.tables().await, ["bills"]);
+    assert_eq!(scratch.tables().await, ["askdb_query_log", "bills"]);
 }
 
 #[tokio::test]
@@ -237,6 +244,8 @@ async fn mysql_statement_limit_fires_on_the_server_and_caps_cut_the_result() {
         .execute(
             "SELECT COUNT(*) FROM seq_1_to_100000 a, seq_1_to_100000 b",
             short,
+            None,
+            Stage::Execute,
         )
         .await;
     let elapsed = started.elapsed();
@@ -251,7 +260,9 @@ async fn mysql_statement_limit_fires_on_the_server_and_caps_cut_the_result() {
     }
     assert!(elapsed < Duration::from_secs(3), "{elapsed:?}");
     // The pool still answers after a statement was interrupted.
-    let after = executor.execute("SELECT 1", limits()).await;
+    let after = executor
+        .execute("SELECT 1", limits(), None, Stage::Execute)
+        .await;
     assert!(after.is_ok(), "{after:?}");
 
     let capped = executor
@@ -261,6 +272,8 @@ async fn mysql_statement_limit_fires_on_the_server_and_caps_cut_the_result() {
                 row_cap: 10,
                 ..limits()
             },
+            None,
+            Stage::Execute,
         )
         .await
         .unwrap_or_else(|failure| panic!("{}", failure.message));
@@ -273,6 +286,8 @@ async fn mysql_statement_limit_fires_on_the_server_and_caps_cut_the_result() {
                 byte_cap: 5_000,
                 ..limits()
             },
+            None,
+            Stage::Execute,
         )
         .await
         .unwrap_or_else(|failure| panic!("{}", failure.message));
@@ -296,7 +311,7 @@ async fn mysql_errors_arrive_typed_and_bad_logins_are_errors() {
             ErrorType::CardinalityViolation,
         ),
     ] {
-        match executor.execute(sql, limits()).await {
+        match executor.execute(sql, limits(), None, Stage::Execute).await {
             Ok(rows) => panic!("{sql} ran: {rows:?}"),
             Err(failure) => {
                 assert_eq!(failure.error_type, expected, "{sql}: {}", failure.message);
@@ -317,4 +332,113 @@ async fn mysql_errors_arrive_typed_and_bad_logins_are_errors() {
             Err(failure) => assert!(!failure.message.is_empty()),
         }
     }
+}
+
+/// The whole gate on MySQL: the URL opens, the schema is read, a question's query passes
+/// the guard and the server's plan and runs, samples quote names as MySQL reads them, a
+/// catalog read is refused before the server sees it, and the health probe finds the
+/// connection read-only.
+#[tokio::test]
+async fn mysql_gate_opens_reads_and_refuses() {
+    let Some(scratch) = ScratchMysql::new("mysql_gate").await else {
+        return;
+    };
+    let url: crate::database::DatabaseUrl = scratch
+        .url()
+        .replacen("mysql://", "mariadb://", 1)
+        .parse()
+        .expect("a MySQL URL parses");
+    let gate = crate::database::open_gate(&url, super::GateOptions::default())
+        .await
+        .unwrap_or_else(|error| panic!("the gate opens: {error}"));
+    assert_eq!(gate.dialect(), super::SqlDialect::Mysql);
+    let tables: Vec<String> = gate.list_tables().into_iter().map(|t| t.name).collect();
+    assert_eq!(tables, ["bills"]);
+    let described = gate.describe_table("bills").expect("bills is described");
+    assert!(
+        described.create_table.contains("bill_id"),
+        "{}",
+        described.create_table
+    );
+    match gate
+        .run_query("SELECT status, SUM(total) AS total FROM bills GROUP BY status ORDER BY status")
+        .await
+    {
+        super::QueryOutcome::Rows(rows) => {
+            assert_eq!(
+                rows.rows,
+                vec![
+                    vec![json!("PAID"), json!("17.75")],
+                    vec![json!("VOID"), json!("3.00")]
+                ]
+            );
+            assert!(rows.sql.ends_with("LIMIT 200"), "{}", rows.sql);
+        }
+        super::QueryOutcome::Failed(error) => panic!("{error}"),
+    }
+    let sample = gate.sample_rows("bills", 2).await.expect("samples");
+    assert_eq!(sample.rows.len(), 2);
+    assert!(sample.sql.contains("`bills`"), "{}", sample.sql);
+    for hostile in [
+        "SELECT table_name FROM information_schema.tables",
+        "SELECT /*! SLEEP(5), */ status FROM bills",
+        "SELECT @@version",
+        "SELECT status FROM bills INTO OUTFILE '/tmp/askdb'",
+    ] {
+        match gate.run_query(hostile).await {
+            super::QueryOutcome::Rows(rows) => panic!("{hostile} ran: {rows:?}"),
+            super::QueryOutcome::Failed(error) => {
+                assert_eq!(error.error_type, ErrorType::Rejected, "{hostile}: {error}")
+            }
+        }
+    }
+    match gate.run_query("SELECT nope FROM bills").await {
+        super::QueryOutcome::Failed(error) => {
+            assert_eq!(error.error_type, ErrorType::UnknownColumn, "{error}")
+        }
+        super::QueryOutcome::Rows(rows) => panic!("an unknown column ran: {rows:?}"),
+    }
+    assert_eq!(gate.probe_read_only().await.ok(), Some(true));
+}
+
+/// The database check alone, with the parser check switched off: the server's plan of
+/// the text names the hidden log, and the guard refuses it in the words of a missing
+/// table before anything runs; a plan over visible tables passes.
+#[tokio::test]
+async fn mysql_database_check_alone_refuses_a_hidden_table_the_plan_scans() {
+    let Some(scratch) = ScratchMysql::new("mysql_plan_check").await else {
+        return;
+    };
+    let url: crate::database::DatabaseUrl = scratch.url().parse().expect("a MySQL URL parses");
+    let gate = crate::database::open_gate(&url, super::GateOptions::default())
+        .await
+        .unwrap_or_else(|error| panic!("the gate opens: {error}"));
+    let policy = std::sync::Arc::new(gate.policy().clone());
+    for sql in [
+        "SELECT * FROM askdb_query_log",
+        "SELECT b.status FROM bills b WHERE b.bill_id IN (SELECT id FROM askdb_query_log)",
+        "SELECT x.question FROM (SELECT question FROM askdb_query_log UNION SELECT status FROM bills) x",
+    ] {
+        match gate
+            .execute_with(sql, Some(std::sync::Arc::clone(&policy)), Stage::Execute)
+            .await
+        {
+            Ok(rows) => panic!("{sql} ran: {rows:?}"),
+            Err(failure) => {
+                let refusal = failure
+                    .refusal
+                    .unwrap_or_else(|| panic!("{sql}: not refused: {}", failure.message));
+                assert_eq!(refusal.reason, super::RefusalReason::UnknownTable, "{sql}");
+                assert!(!refusal.repairable, "{sql}");
+            }
+        }
+    }
+    let fine = gate
+        .execute_with(
+            "SELECT status FROM bills WHERE bill_id IN (SELECT bill_id FROM bills)",
+            Some(policy),
+            Stage::Execute,
+        )
+        .await;
+    assert!(fine.is_ok(), "{fine:?}");
 }

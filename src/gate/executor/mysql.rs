@@ -11,6 +11,11 @@
 //! and the interrupted connection is closed, never reused. Rows stop at the cap plus one
 //! and before the row whose values would pass the byte cap. No LOCAL INFILE handler is
 //! installed, so the client refuses the server's request to read a local file.
+//!
+//! The database check: inside the same READ ONLY transaction the server compiles the
+//! exact text (`EXPLAIN FORMAT=JSON`, prepared), and every table its plan scans is judged
+//! by the guard. MariaDB's plan does not list the columns read (decision 0033), so the
+//! column layers are the parser check and the role's column grants.
 
 use std::time::Duration;
 
@@ -18,9 +23,11 @@ use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Opts, Pool, Row, Value};
 use serde_json::Value as JsonValue;
 
-use super::{value_bytes, ExecFailure, ExecLimits, RawRows};
-use crate::gate::guard::MYSQL_SQL_MODE;
+use super::{value_bytes, ExecFailure, ExecLimits, RawRows, Stage};
+use crate::gate::guard::resolution::{self, Resolution};
+use crate::gate::guard::{GuardPolicy, MYSQL_SQL_MODE};
 use crate::gate::taxonomy::{from_mysql, ErrorType};
+use crate::schema::{ColumnSchema, ForeignKey, TableSchema};
 
 /// How long past the server's own limit the client waits before it kills the query.
 const CLIENT_GRACE: Duration = Duration::from_secs(1);
@@ -89,16 +96,24 @@ impl MysqlExecutor {
         format!("SET SESSION sql_mode = '{MYSQL_SQL_MODE}', {limit}")
     }
 
-    /// Runs one statement read-only and returns at most `row_cap` rows.
+    /// Runs one statement read-only and returns at most `row_cap` rows; with `verify`,
+    /// the server first plans it and the guard judges the plan, and nothing runs on a
+    /// refusal. At `Stage::Verdict` nothing runs at all.
     pub(crate) async fn execute(
         &self,
         sql: &str,
         limits: ExecLimits,
+        verify: Option<&GuardPolicy>,
+        stage: Stage,
     ) -> Result<RawRows, ExecFailure> {
         let mut conn = self.pool.get_conn().await.map_err(failure_from)?;
         let connection_id = conn.id();
         let deadline = limits.statement_timeout + CLIENT_GRACE;
-        let outcome = tokio::time::timeout(deadline, self.read_only(&mut conn, sql, limits)).await;
+        let outcome = tokio::time::timeout(
+            deadline,
+            self.read_only(&mut conn, sql, limits, verify, stage),
+        )
+        .await;
         match outcome {
             Ok(result) => {
                 if result.is_err() {
@@ -129,6 +144,8 @@ impl MysqlExecutor {
         conn: &mut Conn,
         sql: &str,
         limits: ExecLimits,
+        verify: Option<&GuardPolicy>,
+        stage: Stage,
     ) -> Result<RawRows, ExecFailure> {
         conn.query_drop(self.session_settings(limits))
             .await
@@ -139,7 +156,15 @@ impl MysqlExecutor {
         conn.query_drop("START TRANSACTION READ ONLY")
             .await
             .map_err(failure_from)?;
-        let rows = read_rows(conn, sql, limits).await;
+        let rows = match verify {
+            Some(policy) => verdict(conn, sql, policy).await,
+            None => Ok(()),
+        };
+        let rows = match (rows, stage) {
+            (Err(failure), _) => Err(failure),
+            (Ok(()), Stage::Verdict) => Ok(RawRows::default()),
+            (Ok(()), Stage::Execute) => read_rows(conn, sql, limits).await,
+        };
         let rolled_back = conn.query_drop("ROLLBACK").await.map_err(failure_from);
         let rows = rows?;
         rolled_back?;
@@ -158,6 +183,166 @@ impl MysqlExecutor {
         };
         let _ = tokio::time::timeout(CLIENT_GRACE, kill).await;
     }
+}
+
+/// The database check: the server's plan of the exact text, every table it scans judged
+/// by the guard. Names in angle brackets (`<derived2>`, `<union2,3>`, `<subquery4>`) are
+/// the plan's own steps, not tables.
+async fn verdict(conn: &mut Conn, sql: &str, policy: &GuardPolicy) -> Result<(), ExecFailure> {
+    let plan: Option<String> = conn
+        .exec_first(format!("EXPLAIN FORMAT=JSON {sql}"), ())
+        .await
+        .map_err(failure_from)?;
+    let plan: JsonValue = plan
+        .as_deref()
+        .and_then(|text| serde_json::from_str(text).ok())
+        .ok_or_else(|| {
+            ExecFailure::refused(crate::gate::guard::Refusal::unreadable_resolution(
+                "the server's plan is not JSON",
+            ))
+        })?;
+    let mut resolution = Resolution::default();
+    collect_tables(&plan, &mut resolution);
+    resolution::verdict(&resolution, policy, "").map_err(ExecFailure::refused)
+}
+
+fn collect_tables(plan: &JsonValue, resolution: &mut Resolution) {
+    match plan {
+        JsonValue::Object(fields) => {
+            for (key, value) in fields {
+                match (key.as_str(), value) {
+                    ("table_name", JsonValue::String(name)) if !name.starts_with('<') => {
+                        resolution
+                            .relations
+                            .insert((String::new(), name.to_lowercase()));
+                    }
+                    _ => collect_tables(value, resolution),
+                }
+            }
+        }
+        JsonValue::Array(items) => {
+            for item in items {
+                collect_tables(item, resolution);
+            }
+        }
+        _ => {}
+    }
+}
+
+impl MysqlExecutor {
+    /// The tables of the connected database: columns, keys and approximate row counts,
+    /// from `information_schema` (askdb's own fixed statements, never a caller's).
+    pub(crate) async fn introspect(&self) -> Result<Vec<TableSchema>, ExecFailure> {
+        let mut conn = self.pool.get_conn().await.map_err(failure_from)?;
+        let tables: Vec<(String, Option<u64>)> = conn
+            .exec(
+                "SELECT table_name, table_rows FROM information_schema.tables \
+                 WHERE table_schema = DATABASE() AND table_type = 'BASE TABLE' ORDER BY table_name",
+                (),
+            )
+            .await
+            .map_err(failure_from)?;
+        let columns: Vec<(String, String, String, String)> = conn
+            .exec(
+                "SELECT table_name, column_name, column_type, is_nullable FROM information_schema.columns \
+                 WHERE table_schema = DATABASE() ORDER BY table_name, ordinal_position",
+                (),
+            )
+            .await
+            .map_err(failure_from)?;
+        let keys: Vec<KeyColumn> = conn
+            .exec(
+                "SELECT k.table_name, k.constraint_name, k.column_name, k.referenced_table_name, k.referenced_column_name \
+                 FROM information_schema.key_column_usage k \
+                 WHERE k.table_schema = DATABASE() ORDER BY k.table_name, k.constraint_name, k.ordinal_position",
+                (),
+            )
+            .await
+            .map_err(failure_from)?;
+        let unique: Vec<(String, String, String)> = conn
+            .exec(
+                "SELECT table_name, index_name, column_name FROM information_schema.statistics \
+                 WHERE table_schema = DATABASE() AND non_unique = 0 AND index_name <> 'PRIMARY' \
+                 ORDER BY table_name, index_name, seq_in_index",
+                (),
+            )
+            .await
+            .map_err(failure_from)?;
+        drop(conn);
+        Ok(tables
+            .into_iter()
+            .map(|(name, rows)| {
+                let mut table = TableSchema {
+                    name: name.clone(),
+                    columns: columns
+                        .iter()
+                        .filter(|column| column.0 == name)
+                        .map(|(_, column, data_type, nullable)| ColumnSchema {
+                            name: column.clone(),
+                            data_type: data_type.clone(),
+                            nullable: nullable == "YES",
+                        })
+                        .collect(),
+                    primary_key: Vec::new(),
+                    unique: Vec::new(),
+                    foreign_keys: Vec::new(),
+                    row_count: rows.and_then(|rows| i64::try_from(rows).ok()),
+                };
+                for (_, constraint, column, referenced_table, referenced_column) in
+                    keys.iter().filter(|key| key.0 == name)
+                {
+                    if constraint == "PRIMARY" {
+                        table.primary_key.push(column.clone());
+                    } else if let (Some(referenced_table), Some(referenced_column)) =
+                        (referenced_table, referenced_column)
+                    {
+                        match table.foreign_keys.iter_mut().find(|key| {
+                            key.references_table == *referenced_table
+                                && key.columns.len() == key.references_columns.len()
+                                && constraint_of(&keys, &name, key) == Some(constraint.as_str())
+                        }) {
+                            Some(key) => {
+                                key.columns.push(column.clone());
+                                key.references_columns.push(referenced_column.clone());
+                            }
+                            None => table.foreign_keys.push(ForeignKey {
+                                columns: vec![column.clone()],
+                                references_table: referenced_table.clone(),
+                                references_columns: vec![referenced_column.clone()],
+                            }),
+                        }
+                    }
+                }
+                let mut index: Option<&str> = None;
+                for (_, index_name, column) in unique.iter().filter(|row| row.0 == name) {
+                    if index != Some(index_name.as_str()) {
+                        table.unique.push(Vec::new());
+                        index = Some(index_name.as_str());
+                    }
+                    if let Some(last) = table.unique.last_mut() {
+                        last.push(column.clone());
+                    }
+                }
+                table
+            })
+            .collect())
+    }
+}
+
+/// One column of a key: table, constraint, column, and for a foreign key the table and
+/// column it references.
+type KeyColumn = (String, String, String, Option<String>, Option<String>);
+
+/// The constraint a foreign key found so far belongs to (by its first column).
+fn constraint_of<'a>(keys: &'a [KeyColumn], table: &str, key: &ForeignKey) -> Option<&'a str> {
+    let first = key.columns.first()?;
+    keys.iter()
+        .find(|row| {
+            row.0 == table
+                && &row.2 == first
+                && row.3.as_deref() == Some(key.references_table.as_str())
+        })
+        .map(|row| row.1.as_str())
 }
 
 /// Reads at most `row_cap` rows (one more to know whether there were more), stopping
