@@ -442,3 +442,40 @@ async fn mysql_database_check_alone_refuses_a_hidden_table_the_plan_scans() {
         .await;
     assert!(fine.is_ok(), "{fine:?}");
 }
+
+/// The client's deadline: `KILL QUERY` from a connection of its own stops a statement
+/// running on another (here a SLEEP the server's limit would not end for 20 s).
+#[tokio::test]
+async fn mysql_kill_query_stops_a_statement_on_another_connection() {
+    let Some(scratch) = ScratchMysql::new("mysql_kill").await else {
+        return;
+    };
+    let executor = scratch.executor().await;
+    let mut victim = mysql_async::Conn::from_url(scratch.url().as_str())
+        .await
+        .expect("a second connection");
+    let victim_id = victim.id();
+    let started = Instant::now();
+    let sleeping = tokio::spawn(async move {
+        let slept: Result<Option<i64>, _> = victim.exec_first("SELECT SLEEP(20)", ()).await;
+        let _ = victim.disconnect().await;
+        slept
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    executor.kill_query(victim_id).await;
+    let slept = tokio::time::timeout(Duration::from_secs(5), sleeping)
+        .await
+        .expect("the killed statement returns")
+        .expect("the task ends");
+    // MariaDB ends a killed SLEEP early with 1 (interrupted) or with error 1317.
+    match slept {
+        Ok(value) => assert_eq!(value, Some(1)),
+        Err(mysql_async::Error::Server(error)) => assert_eq!(error.code, 1317),
+        Err(other) => panic!("{other}"),
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+}

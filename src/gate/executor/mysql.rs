@@ -173,7 +173,7 @@ impl MysqlExecutor {
 
     /// Stops the statement running on `connection_id`, from a connection of its own (the
     /// pool's may all be in use). Best effort: the caller closes the connection anyway.
-    async fn kill_query(&self, connection_id: u32) {
+    pub(in crate::gate) async fn kill_query(&self, connection_id: u32) {
         let kill = async {
             let mut killer = Conn::new(self.opts.clone()).await?;
             killer
