@@ -55,6 +55,8 @@ impl ScratchMysql {
             format!("CREATE TABLE `{database}`.bills (bill_id INT PRIMARY KEY, status VARCHAR(10), total DECIMAL(10,2), issued DATE)"),
             format!("INSERT INTO `{database}`.bills VALUES (1, 'PAID', 10.50, '2025-01-31'), (2, 'VOID', 3.00, '2025-02-01'), (3, 'PAID', 7.25, NULL)"),
             format!("CREATE TABLE `{database}`.askdb_query_log (id INT, question TEXT)"),
+            format!("CREATE TABLE `{database}`.customers (cust_id INT PRIMARY KEY, cust_name VARCHAR(20), phone VARCHAR(20), address VARCHAR(40))"),
+            format!("INSERT INTO `{database}`.customers VALUES (1, 'Asha', '555-1', 'Lane 1')"),
         ] {
             conn.query_drop(statement).await.expect("scratch database set up");
         }
@@ -226,7 +228,10 @@ async fn mysql_read_only_transaction_alone_refuses_every_write() {
         .await;
     assert!(load.is_err(), "{load:?}");
     assert_eq!(scratch.count_bills().await, 3);
-    assert_eq!(scratch.tables().await, ["askdb_query_log", "bills"]);
+    assert_eq!(
+        scratch.tables().await,
+        ["askdb_query_log", "bills", "customers"]
+    );
 }
 
 #[tokio::test]
@@ -353,7 +358,7 @@ async fn mysql_gate_opens_reads_and_refuses() {
         .unwrap_or_else(|error| panic!("the gate opens: {error}"));
     assert_eq!(gate.dialect(), super::SqlDialect::Mysql);
     let tables: Vec<String> = gate.list_tables().into_iter().map(|t| t.name).collect();
-    assert_eq!(tables, ["bills"]);
+    assert_eq!(tables, ["bills", "customers"]);
     let described = gate.describe_table("bills").expect("bills is described");
     assert!(
         described.create_table.contains("bill_id"),
@@ -477,5 +482,68 @@ async fn mysql_kill_query_stops_a_statement_on_another_connection() {
         started.elapsed() < Duration::from_secs(5),
         "{:?}",
         started.elapsed()
+    );
+}
+
+/// The guard alone: a root connection with the read-only session and transaction switched
+/// off, so nothing but the guard (the parser check and the plan check) stands between
+/// the MySQL hostile lines and the server. Each is refused with its reason, and the
+/// data and tables are as they were.
+#[tokio::test]
+async fn mysql_guard_alone_refuses_every_mysql_hostile_line_as_root() {
+    let Some(scratch) = ScratchMysql::new("mysql_guard_alone").await else {
+        return;
+    };
+    let url: crate::database::DatabaseUrl = scratch.url().parse().expect("a MySQL URL parses");
+    let notes = crate::schema::SchemaNotes {
+        restricted_columns: vec![
+            "customers.phone".to_string(),
+            "customers.address".to_string(),
+        ],
+        ..Default::default()
+    };
+    let options = super::GateOptions {
+        notes: Some(notes),
+        ..super::GateOptions::default()
+    };
+    let gate = crate::database::open_gate(&url, options)
+        .await
+        .unwrap_or_else(|error| panic!("the gate opens: {error}"));
+    let super::Backend::Mysql(executor) = &gate.inner.backend else {
+        panic!("not a MySQL gate");
+    };
+    executor.set_read_only_for_tests(false);
+    // With the read-only layer off, a write reaches the server: the hook is real.
+    let written = gate
+        .execute("CREATE TEMPORARY TABLE askdb_hook_check (a INT)")
+        .await;
+    assert!(written.is_ok(), "{written:?}");
+    let lines: Vec<_> = super::tests::load_corpus("hostile_sql.jsonl")
+        .into_iter()
+        .filter(|entry| entry.dialect == "mysql")
+        .collect();
+    assert!(lines.len() >= 30, "{} lines", lines.len());
+    let mut wrong = Vec::new();
+    for entry in &lines {
+        match gate.run_query(&entry.sql).await {
+            super::QueryOutcome::Rows(rows) => {
+                wrong.push(format!("{} ran: {:?}", entry.id, rows.rows))
+            }
+            super::QueryOutcome::Failed(error)
+                if error.reason != entry.reason_in(super::SqlDialect::Mysql) =>
+            {
+                wrong.push(format!(
+                    "{} refused as {:?}, expected {:?}: {}",
+                    entry.id, error.reason, entry.reason, error.message
+                ))
+            }
+            super::QueryOutcome::Failed(_) => {}
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    assert_eq!(scratch.count_bills().await, 3);
+    assert_eq!(
+        scratch.tables().await,
+        ["askdb_query_log", "bills", "customers"]
     );
 }

@@ -39,6 +39,10 @@ pub(crate) struct MysqlExecutor {
     /// MariaDB names its statement limit `max_statement_time` (seconds); MySQL
     /// `MAX_EXECUTION_TIME` (milliseconds, SELECT only).
     mariadb: bool,
+    /// Whether the session and its transactions are read-only. Always true in the
+    /// product; the layer tests switch it off to show the guard holding on its own.
+    #[cfg(test)]
+    read_only: std::sync::atomic::AtomicBool,
 }
 
 fn failure_from(error: mysql_async::Error) -> ExecFailure {
@@ -76,7 +80,26 @@ impl MysqlExecutor {
             pool,
             opts,
             mariadb: version.is_some_and(|version| version.contains("MariaDB")),
+            #[cfg(test)]
+            read_only: std::sync::atomic::AtomicBool::new(true),
         })
+    }
+
+    /// Switches the read-only session and transaction off (layer tests only).
+    #[cfg(test)]
+    pub(in crate::gate) fn set_read_only_for_tests(&self, read_only: bool) {
+        self.read_only
+            .store(read_only, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    #[cfg(test)]
+    fn read_only_on(&self) -> bool {
+        self.read_only.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    #[cfg(not(test))]
+    fn read_only_on(&self) -> bool {
+        true
     }
 
     /// The session settings sent before every statement: the pool resets a connection
@@ -150,12 +173,16 @@ impl MysqlExecutor {
         conn.query_drop(self.session_settings(limits))
             .await
             .map_err(failure_from)?;
-        conn.query_drop("SET SESSION TRANSACTION READ ONLY")
-            .await
-            .map_err(failure_from)?;
-        conn.query_drop("START TRANSACTION READ ONLY")
-            .await
-            .map_err(failure_from)?;
+        let (session, transaction) = if self.read_only_on() {
+            (
+                "SET SESSION TRANSACTION READ ONLY",
+                "START TRANSACTION READ ONLY",
+            )
+        } else {
+            ("SET SESSION TRANSACTION READ WRITE", "START TRANSACTION")
+        };
+        conn.query_drop(session).await.map_err(failure_from)?;
+        conn.query_drop(transaction).await.map_err(failure_from)?;
         let rows = match verify {
             Some(policy) => verdict(conn, sql, policy).await,
             None => Ok(()),
