@@ -239,3 +239,55 @@ fn the_pinned_session_mode_is_the_one_the_guard_reads_with() {
         .unwrap_or_default();
     assert!(statement.contains("StringConcat"), "{statement}");
 }
+
+/// Every function on MySQL's allow-list exists on the server the tests run against
+/// (`ASKDB_TEST_MYSQL_URL`, default MariaDB at 127.0.0.1:3306): called with no
+/// arguments, a listed name may fail for its arguments or its syntax, never with
+/// "FUNCTION ... does not exist" (1305, 1630), so no listed function passes the guard
+/// only to fail on the server.
+#[tokio::test]
+async fn every_mysql_function_on_the_allow_list_exists_on_the_server() {
+    use mysql_async::prelude::Queryable;
+    let url = std::env::var("ASKDB_TEST_MYSQL_URL")
+        .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/".to_string());
+    let mut conn = match mysql_async::Conn::from_url(url.as_str()).await {
+        Ok(conn) => conn,
+        Err(error) => {
+            crate::ci::skip_or_fail(
+                "every_mysql_function_on_the_allow_list_exists_on_the_server",
+                &format!("no MySQL server at {url}: {error}"),
+            );
+            return;
+        }
+    };
+    // The check is live: a name the server lacks is reported as missing.
+    let absent: Result<Option<mysql_async::Value>, _> =
+        conn.exec_first("SELECT askdb_no_such_function()", ()).await;
+    assert!(
+        matches!(&absent, Err(mysql_async::Error::Server(error)) if error.code == 1305),
+        "{absent:?}"
+    );
+    let file = allow_list::parse(allow_list::ALLOW_LIST_TOML).expect("the allow-list parses");
+    let mut missing = Vec::new();
+    let mut checked = 0;
+    for (category, names) in &file.mysql.functions {
+        for name in names {
+            checked += 1;
+            // A name from the reviewed list, never input: `name()` in a prepared SELECT.
+            let called: Result<Option<mysql_async::Value>, _> =
+                conn.exec_first(format!("SELECT {name}()"), ()).await;
+            if let Err(mysql_async::Error::Server(error)) = called {
+                if matches!(error.code, 1305 | 1630) {
+                    missing.push(format!("mysql.{category}: {name} ({})", error.message));
+                }
+            }
+        }
+    }
+    let _ = conn.disconnect().await;
+    assert!(checked > 100, "{checked} names");
+    assert!(
+        missing.is_empty(),
+        "listed but not on the server:\n{}",
+        missing.join("\n")
+    );
+}
