@@ -393,11 +393,19 @@ fn setup(dialect: SqlDialect, postgres_database: Option<&str>) -> Setup {
             }
         }
     }
+    // defog's gold is written for PostgreSQL and SQLite only.
     let defog_dialect = match dialect {
-        SqlDialect::Postgres => ExternalDialect::Postgres,
-        SqlDialect::Sqlite => ExternalDialect::Sqlite,
+        SqlDialect::Postgres => Some(ExternalDialect::Postgres),
+        SqlDialect::Sqlite => Some(ExternalDialect::Sqlite),
+        SqlDialect::Mysql => None,
     };
-    for query in external::load_defog(&data_dir, defog_dialect).expect("defog's queries load") {
+    let defog = match defog_dialect {
+        Some(defog_dialect) => {
+            external::load_defog(&data_dir, defog_dialect).expect("defog's queries load")
+        }
+        None => Vec::new(),
+    };
+    for query in defog {
         // The PostgreSQL gold is checked against the schema of the same database's
         // SQLite file (the same tables and columns).
         let path = external::defog_sqlite_path(&data_dir, &query.db_name);
@@ -643,6 +651,7 @@ impl Context<'_> {
                     let (engine, engine_name) = match dialect {
                         SqlDialect::Sqlite => ("sqlite", "SQLite"),
                         SqlDialect::Postgres => ("postgres", "PostgreSQL"),
+                        SqlDialect::Mysql => ("mysql", "MySQL"),
                     };
                     // The message names the table, column or function refused: one
                     // finding per thing the two checks disagree on, told apart by whether
@@ -1102,6 +1111,7 @@ fn supervise(args: &Args) {
             "on: every accepted statement through Gate::run (SQLite authorizer)"
         }
         (false, _) => "off (--no-database-check)",
+        (true, SqlDialect::Mysql) => "none: the fuzzer has no MySQL database check",
         (true, SqlDialect::Postgres) if no_server => {
             "none: PostgreSQL was not reachable (or db setup failed)"
         }

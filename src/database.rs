@@ -19,11 +19,13 @@ pub enum DatabaseUrl {
     Demo,
     Sqlite(PathBuf),
     Postgres(String),
+    /// MySQL or MariaDB, kept as `mysql://...` (`mariadb://` is the same server).
+    Mysql(String),
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum DatabaseError {
-    #[error("unrecognised database URL {0:?}: use sqlite:PATH, a path to a .sqlite/.db file, postgres://USER@HOST/DB, or demo")]
+    #[error("unrecognised database URL {0:?}: use sqlite:PATH, a path to a .sqlite/.db file, postgres://USER@HOST/DB, mysql://USER:PASS@HOST:PORT/DB, or demo")]
     BadUrl(String),
     #[error("cannot build the demo database: {0}")]
     Demo(String),
@@ -41,6 +43,15 @@ impl FromStr for DatabaseUrl {
         }
         if trimmed.starts_with("postgres://") || trimmed.starts_with("postgresql://") {
             return Ok(DatabaseUrl::Postgres(trimmed.to_string()));
+        }
+        if let Some(rest) = trimmed
+            .strip_prefix("mysql://")
+            .or_else(|| trimmed.strip_prefix("mariadb://"))
+        {
+            if rest.is_empty() {
+                return Err(DatabaseError::BadUrl(text.to_string()));
+            }
+            return Ok(DatabaseUrl::Mysql(format!("mysql://{rest}")));
         }
         if let Some(path) = trimmed
             .strip_prefix("sqlite://")
@@ -72,7 +83,9 @@ impl fmt::Display for DatabaseUrl {
         match self {
             DatabaseUrl::Demo => f.write_str("demo"),
             DatabaseUrl::Sqlite(path) => write!(f, "sqlite:{}", path.display()),
-            DatabaseUrl::Postgres(url) => f.write_str(&redact_password(url)),
+            DatabaseUrl::Postgres(url) | DatabaseUrl::Mysql(url) => {
+                f.write_str(&redact_password(url))
+            }
         }
     }
 }
@@ -84,7 +97,7 @@ impl DatabaseUrl {
         match self {
             DatabaseUrl::Demo => "demo".to_string(),
             DatabaseUrl::Sqlite(path) => format!("sqlite:{}", path.display()),
-            DatabaseUrl::Postgres(url) => url.clone(),
+            DatabaseUrl::Postgres(url) | DatabaseUrl::Mysql(url) => url.clone(),
         }
     }
 
@@ -94,7 +107,7 @@ impl DatabaseUrl {
         match self {
             DatabaseUrl::Demo => Some(crate::home::data_dir().join(crate::demo::DEMO_FILE_NAME)),
             DatabaseUrl::Sqlite(path) => Some(path.clone()),
-            DatabaseUrl::Postgres(_) => None,
+            DatabaseUrl::Postgres(_) | DatabaseUrl::Mysql(_) => None,
         }
     }
 }
@@ -128,6 +141,7 @@ pub async fn connect_gate(
         }
         DatabaseUrl::Sqlite(path) => Database::Sqlite(path.clone()),
         DatabaseUrl::Postgres(text) => Database::Postgres(text.clone()),
+        DatabaseUrl::Mysql(text) => Database::Mysql(text.clone()),
     };
     Ok(Gate::connect(&database, options).await?)
 }
@@ -151,7 +165,29 @@ mod tests {
             "postgres://askdb_ro@127.0.0.1/shop".parse::<DatabaseUrl>(),
             Ok(DatabaseUrl::Postgres(_))
         ));
-        for bad in ["mysql://x", "sqlite:", "not a url"] {
+        assert_eq!(
+            "mariadb://askdb_ro:pw@127.0.0.1:3306/shop"
+                .parse::<DatabaseUrl>()
+                .ok(),
+            Some(DatabaseUrl::Mysql(
+                "mysql://askdb_ro:pw@127.0.0.1:3306/shop".to_string()
+            ))
+        );
+        let shown = "mysql://askdb_ro:pw@127.0.0.1:3306/shop"
+            .parse::<DatabaseUrl>()
+            .map(|url| url.to_string())
+            .unwrap_or_default();
+        assert!(
+            shown.starts_with("mysql://askdb_ro") && !shown.contains("pw"),
+            "{shown}"
+        );
+        for bad in [
+            "mysql://",
+            "mariadb://",
+            "oracle://x",
+            "sqlite:",
+            "not a url",
+        ] {
             let error = bad.parse::<DatabaseUrl>().expect_err(bad);
             assert!(
                 error.to_string().contains("unrecognised database URL"),

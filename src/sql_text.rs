@@ -1,4 +1,4 @@
-//! SQL text primitives shared by every module that writes SQL of its own: the two
+//! SQL text primitives shared by every module that writes SQL of its own: the
 //! dialects askdb speaks, the parser dialect for each, and quoting of identifiers and
 //! string literals. One home, so a quoting rule is fixed in one place.
 //!
@@ -6,7 +6,7 @@
 //! probe, administration); model and user SQL is never quoted, it is parsed by the guard.
 
 use serde::{Deserialize, Serialize};
-use sqlparser::dialect::{Dialect, PostgreSqlDialect, SQLiteDialect};
+use sqlparser::dialect::{Dialect, MySqlDialect, PostgreSqlDialect, SQLiteDialect};
 
 /// Which SQL grammar a database speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -14,6 +14,9 @@ use sqlparser::dialect::{Dialect, PostgreSqlDialect, SQLiteDialect};
 pub enum SqlDialect {
     Postgres,
     Sqlite,
+    /// MySQL and MariaDB: one grammar to the guard (sqlparser's MySQL dialect), read by
+    /// the server under the session `sql_mode` the executor pins.
+    Mysql,
 }
 
 impl SqlDialect {
@@ -22,14 +25,18 @@ impl SqlDialect {
         match self {
             SqlDialect::Postgres => Box::new(PostgreSqlDialect {}),
             SqlDialect::Sqlite => Box::new(SQLiteDialect {}),
+            SqlDialect::Mysql => Box::new(MySqlDialect {}),
         }
     }
 
-    /// The schema name under which user tables may be qualified.
+    /// The schema name under which user tables may be qualified. MySQL's schema is the
+    /// database itself, whose name differs per connection: no fixed name qualifies a
+    /// table there, so a qualified name is only ever another database's table.
     pub fn default_schema(self) -> &'static str {
         match self {
             SqlDialect::Postgres => "public",
             SqlDialect::Sqlite => "main",
+            SqlDialect::Mysql => "",
         }
     }
 
@@ -37,6 +44,7 @@ impl SqlDialect {
         match self {
             SqlDialect::Postgres => "postgres",
             SqlDialect::Sqlite => "sqlite",
+            SqlDialect::Mysql => "mysql",
         }
     }
 }
@@ -44,6 +52,12 @@ impl SqlDialect {
 /// A double-quoted identifier with embedded quotes doubled (both dialects accept it).
 pub fn quote_ident(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+/// A backtick-quoted identifier for MySQL, embedded backticks doubled (MySQL reads a
+/// double-quoted name as a string unless ANSI_QUOTES is on).
+pub fn quote_ident_mysql(name: &str) -> String {
+    format!("`{}`", name.replace('`', "``"))
 }
 
 /// A single-quoted string literal with embedded quotes doubled. Standard SQL: neither
@@ -61,6 +75,7 @@ mod tests {
     fn quoting_doubles_the_quote_character_and_nothing_else() {
         assert_eq!(quote_ident("a\"b"), "\"a\"\"b\"");
         assert_eq!(quote_ident("plain"), "\"plain\"");
+        assert_eq!(quote_ident_mysql("a`b"), "`a``b`");
         assert_eq!(quote_literal("it's"), "'it''s'");
         assert_eq!(quote_literal("back\\slash"), "'back\\slash'");
     }

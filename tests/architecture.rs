@@ -5,9 +5,9 @@
 //! Rules, for library code outside tests (`#[cfg(test)]` items, `tests.rs` and
 //! `*_tests.rs` files are test code):
 //! - a module uses only modules of lower layers (and itself);
-//! - a database crate (rusqlite, tokio-postgres, deadpool-postgres) is used only in the
-//!   gate, the administration module, the demo writer, the query log's writer and the
-//!   verified examples' store;
+//! - a database crate (rusqlite, tokio-postgres, deadpool-postgres, mysql_async) is used
+//!   only in the gate, the administration module, the demo writer, the query log's writer
+//!   and the verified examples' store;
 //! - no `unwrap()` or `expect()`, and no `panic!`, `unreachable!`, `todo!` or
 //!   `unimplemented!`;
 //! - a model's messages (`Message`, `ModelRequest`) are built only in
@@ -33,7 +33,12 @@ type Layers = BTreeMap<String, u32>;
 const LAYERING_BEGIN: &str = "<!-- layering:begin -->";
 const LAYERING_END: &str = "<!-- layering:end -->";
 
-const DATABASE_CRATES: [&str; 3] = ["rusqlite", "tokio_postgres", "deadpool_postgres"];
+const DATABASE_CRATES: [&str; 4] = [
+    "rusqlite",
+    "tokio_postgres",
+    "deadpool_postgres",
+    "mysql_async",
+];
 const DATABASE_MODULES: [&str; 5] = ["gate", "admin", "demo", "querylog", "examples"];
 /// OpenTelemetry stays behind one module: the agent and the server feed it events.
 const TELEMETRY_CRATES: [&str; 3] = ["opentelemetry", "opentelemetry_sdk", "opentelemetry_otlp"];
@@ -659,6 +664,11 @@ fn a_database_crate_outside_the_gate_is_caught() {
     );
     let fine = "//! gate\nuse rusqlite::Connection;\n";
     assert!(rules_broken("src/gate/executor/sqlite.rs", fine).is_empty());
+    let mysql = "//! agent\nfn f(_: mysql_async::Conn) {}\n";
+    assert_eq!(
+        rules_broken("src/agent/mod.rs", mysql),
+        vec!["database crate outside the gate"]
+    );
 }
 
 #[test]

@@ -176,7 +176,7 @@ fn schema_commands_show_visible_tables_without_restricted_columns() {
 #[test]
 fn a_bad_database_url_fails_with_exit_3_and_a_clear_message() {
     let home = tempfile::tempdir().expect("temp dir");
-    let output = askdb(home.path(), &["--db", "mysql://x/y", "schema", "tables"]);
+    let output = askdb(home.path(), &["--db", "oracle://x/y", "schema", "tables"]);
     assert_eq!(output.status.code(), Some(3));
     let message = String::from_utf8_lossy(&output.stderr);
     assert!(message.contains("unrecognised database URL"), "{message}");

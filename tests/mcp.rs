@@ -1183,8 +1183,17 @@ fn startup_problems_exit_non_zero_with_a_message_before_serving() {
     let missing_url = format!("sqlite:{}", missing.display());
     for (args, expected) in [
         (
-            vec!["mcp", "--db", "mysql://root@127.0.0.1/shop"],
+            vec!["mcp", "--db", "oracle://root@127.0.0.1/shop"],
             "unrecognised database URL",
+        ),
+        (
+            // Port 1 again, for MySQL: a clear message, never a panic.
+            vec![
+                "mcp",
+                "--db",
+                "mysql://askdb_ro:secret@127.0.0.1:1/askdb_demo",
+            ],
+            "cannot open the database",
         ),
         (
             vec!["mcp", "--db", missing_url.as_str()],

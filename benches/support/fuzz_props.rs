@@ -48,6 +48,7 @@ pub fn allow_list(dialect: SqlDialect) -> (BTreeSet<String>, BTreeSet<String>) {
     let section = match dialect {
         SqlDialect::Postgres => "postgres",
         SqlDialect::Sqlite => "sqlite",
+        SqlDialect::Mysql => "mysql",
     };
     let names = |kind: &str| -> BTreeSet<String> {
         file.get(section)

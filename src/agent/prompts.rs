@@ -96,6 +96,12 @@ fn dialect_rules(dialect: SqlDialect) -> &'static str {
             "PostgreSQL: use EXTRACT(YEAR FROM col), date_trunc('month', col), \
              col >= DATE '2025-01-01', INTERVAL '30 days', ILIKE. ROUND(x::numeric, 2) for money."
         }
+        SqlDialect::Mysql => {
+            "MySQL: use YEAR(col), DATE_FORMAT(col, '%Y-%m'), col >= '2025-01-01', \
+             DATE_SUB(CURDATE(), INTERVAL 30 DAY); strings in single quotes, names in \
+             backticks, never double quotes; there is no ILIKE (LIKE ignores case). \
+             ROUND(x, 2) for money."
+        }
     }
 }
 
@@ -110,6 +116,9 @@ fn fitted_dialect_rules(dialect: SqlDialect, holds_dates: bool) -> String {
         }
         (SqlDialect::Postgres, false) => {
             format!("PostgreSQL: ILIKE matches text regardless of case; ROUND(x::numeric, 2) for money. {year}")
+        }
+        (SqlDialect::Mysql, false) => {
+            format!("MySQL: strings in single quotes, names in backticks; there is no ILIKE (LIKE ignores case); ROUND(x, 2) for money. {year}")
         }
     }
 }

@@ -21,7 +21,7 @@ pub struct Cli {
 
 #[derive(Args)]
 pub struct GlobalArgs {
-    /// Database: `demo` (default), `sqlite:PATH`, a .sqlite/.db path, or postgres://...
+    /// Database: `demo` (default), `sqlite:PATH`, a .sqlite/.db path, postgres://..., or mysql://... (also mariadb://)
     #[arg(
         long,
         global = true,

@@ -109,6 +109,9 @@ impl fmt::Display for Expect {
 pub struct GoldSql {
     pub sqlite: String,
     pub postgres: String,
+    /// The MySQL text, for a gold query whose PostgreSQL text MySQL reads otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mysql: Option<String>,
 }
 
 impl GoldSql {
@@ -116,6 +119,7 @@ impl GoldSql {
         match dialect {
             SqlDialect::Sqlite => &self.sqlite,
             SqlDialect::Postgres => &self.postgres,
+            SqlDialect::Mysql => self.mysql.as_deref().unwrap_or(&self.postgres),
         }
     }
 }
@@ -541,9 +545,19 @@ mod tests {
         let gold = GoldSql {
             sqlite: "SELECT strftime('%Y', d) FROM t".to_string(),
             postgres: "SELECT to_char(d, 'YYYY') FROM t".to_string(),
+            mysql: None,
         };
         assert_eq!(gold.for_dialect(SqlDialect::Sqlite), gold.sqlite);
         assert_eq!(gold.for_dialect(SqlDialect::Postgres), gold.postgres);
+        assert_eq!(gold.for_dialect(SqlDialect::Mysql), gold.postgres);
+        let mysql = GoldSql {
+            mysql: Some("SELECT YEAR(d) FROM t".to_string()),
+            ..gold
+        };
+        assert_eq!(
+            mysql.for_dialect(SqlDialect::Mysql),
+            "SELECT YEAR(d) FROM t"
+        );
     }
 
     #[test]

@@ -803,7 +803,7 @@ pub fn mcp_demo_block(figures: &McpLatency) -> String {
 /// The statement corpora every guard change is tested against, counted from their files.
 pub fn corpora_block(repo: &Path) -> Result<String, EvalError> {
     let mut out = String::from(
-        "| corpus | statements | either dialect | PostgreSQL only | SQLite only | refusal reasons asserted |\n|---|---:|---:|---:|---:|---:|\n",
+        "| corpus | statements | every dialect | PostgreSQL only | SQLite only | MySQL only | refusal reasons asserted |\n|---|---:|---:|---:|---:|---:|---:|\n",
     );
     for file in ["evals/hostile_sql.jsonl", "evals/benign_sql.jsonl"] {
         let text = read(&repo.join(file))?;
@@ -822,10 +822,11 @@ pub fn corpora_block(repo: &Path) -> Result<String, EvalError> {
         }
         let count = |dialect: &str| counts.get(dialect).copied().unwrap_or(0);
         out.push_str(&format!(
-            "| `{file}` | {total} | {} | {} | {} | {} |\n",
+            "| `{file}` | {total} | {} | {} | {} | {} | {} |\n",
             count("any"),
             count("postgres"),
             count("sqlite"),
+            count("mysql"),
             reasons.len()
         ));
     }

@@ -35,6 +35,7 @@ pub mod bounds;
 mod checker;
 mod declared;
 mod limit;
+mod mysql_tokens;
 mod name_resolution;
 mod policy;
 pub(crate) mod postgres_plan;
@@ -60,6 +61,14 @@ pub const DEFAULT_ROW_CAP: u64 = 200;
 pub const MAX_SQL_BYTES: usize = 100_000;
 
 pub use crate::sql_text::SqlDialect;
+
+/// The `sql_mode` a MySQL or MariaDB session is pinned to before its first statement: the
+/// mode under which the server reads text as the guard's MySQL dialect does. `||` is
+/// concatenation (PIPES_AS_CONCAT), as sqlparser reads it; `"x"` is refused by the guard
+/// whatever ANSI_QUOTES says, and left off here; a backslash is refused by the guard and
+/// is a plain character here (NO_BACKSLASH_ESCAPES), so no string can end early.
+pub const MYSQL_SQL_MODE: &str =
+    "PIPES_AS_CONCAT,NO_BACKSLASH_ESCAPES,STRICT_ALL_TABLES,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION";
 
 /// How the guard treated the row cap.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -157,7 +166,7 @@ fn parse_one(sql: &str, policy: &GuardPolicy) -> Result<Statement, Refusal> {
     let dialect = policy.dialect.parser_dialect();
     let tokens = match policy.dialect {
         SqlDialect::Postgres => parenthesize_table_statement(scanned.tokens),
-        SqlDialect::Sqlite => scanned.tokens,
+        SqlDialect::Sqlite | SqlDialect::Mysql => scanned.tokens,
     };
     let mut statements = Parser::new(dialect.as_ref())
         .with_recursion_limit(bounds::PARSER_RECURSION_LIMIT)
@@ -371,5 +380,7 @@ fn object_name_parts(name: &ObjectName) -> Vec<String> {
         .collect()
 }
 
+#[cfg(test)]
+mod mysql_tests;
 #[cfg(test)]
 mod tests;

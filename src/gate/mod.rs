@@ -33,8 +33,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value as JsonValue;
 
 use crate::schema::{ForeignKey, SchemaNotes, TableSchema};
-use crate::sql_text::quote_ident;
+use crate::sql_text::{quote_ident, quote_ident_mysql};
 use crate::text::{cut_text, redact_password};
+use executor::mysql::MysqlExecutor;
 use executor::postgres::PostgresExecutor;
 use executor::sqlite::SqliteExecutor;
 use executor::{ExecFailure, ExecLimits, RawRows, Stage};
@@ -59,12 +60,17 @@ pub const DEFAULT_STATEMENT_TIMEOUT: Duration = Duration::from_secs(5);
 /// The harmless write [`Gate::probe_read_only`] attempts below the guard.
 const READ_ONLY_PROBE_SQL: &str = "CREATE TEMP TABLE askdb_health_probe (x INTEGER)";
 
+/// The same probe in MySQL's words (MySQL has no `TEMP` abbreviation).
+const READ_ONLY_PROBE_SQL_MYSQL: &str = "CREATE TEMPORARY TABLE askdb_health_probe (x INTEGER)";
+
 /// A database the gate can open: a SQLite file or a PostgreSQL URL. (The user-facing
 /// URL, with `demo`, is [`crate::database::DatabaseUrl`]; it resolves to one of these.)
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Database {
     Sqlite(PathBuf),
     Postgres(String),
+    /// A `mysql://USER:PASS@HOST:PORT/DB` URL (MySQL or MariaDB).
+    Mysql(String),
 }
 
 impl fmt::Display for Database {
@@ -72,7 +78,7 @@ impl fmt::Display for Database {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Database::Sqlite(path) => write!(f, "sqlite:{}", path.display()),
-            Database::Postgres(url) => f.write_str(&redact_password(url)),
+            Database::Postgres(url) | Database::Mysql(url) => f.write_str(&redact_password(url)),
         }
     }
 }
@@ -259,6 +265,7 @@ impl QueryOutcome {
 enum Backend {
     Sqlite(Arc<SqliteExecutor>),
     Postgres(Arc<PostgresExecutor>),
+    Mysql(Arc<MysqlExecutor>),
 }
 
 struct GateInner {
@@ -358,6 +365,31 @@ impl Gate {
                 };
                 Ok(OpeningGate {
                     dialect: SqlDialect::Postgres,
+                    rest: Box::pin(rest),
+                })
+            }
+            Database::Mysql(text) => {
+                let executor = MysqlExecutor::connect(text)
+                    .await
+                    .map_err(|failure| GateError::Open(failure.message))?;
+                let rest = async move {
+                    let schema = executor
+                        .introspect()
+                        .await
+                        .map_err(|failure| GateError::Open(failure.message))?;
+                    let notes = choose_notes(&options, &schema);
+                    Ok(Self::assemble(
+                        label,
+                        Backend::Mysql(Arc::new(executor)),
+                        SqlDialect::Mysql,
+                        schema,
+                        notes,
+                        options,
+                        limits,
+                    ))
+                };
+                Ok(OpeningGate {
+                    dialect: SqlDialect::Mysql,
                     rest: Box::pin(rest),
                 })
             }
@@ -551,15 +583,20 @@ impl Gate {
                 table.name
             )));
         }
+        let quote = |name: &str| match self.dialect() {
+            // Backticks: MySQL reads double quotes as a string, and the guard refuses them.
+            SqlDialect::Mysql => quote_ident_mysql(name),
+            SqlDialect::Postgres | SqlDialect::Sqlite => quote_ident(name),
+        };
         let columns: Vec<String> = table
             .columns
             .iter()
-            .map(|column| quote_ident(&column.name))
+            .map(|column| quote(&column.name))
             .collect();
         let sql = format!(
             "SELECT {} FROM {} LIMIT {}",
             columns.join(", "),
-            quote_ident(&table.name),
+            quote(&table.name),
             rows.clamp(1, MAX_SAMPLE_ROWS)
         );
         match self.run_query(&sql).await {
@@ -719,6 +756,11 @@ impl Gate {
                     .execute(sql, limits, verify.as_deref(), stage)
                     .await
             }
+            Backend::Mysql(executor) => {
+                executor
+                    .execute(sql, limits, verify.as_deref(), stage)
+                    .await
+            }
         }
     }
 
@@ -747,7 +789,11 @@ impl Gate {
     /// `Err`: the database could not be asked or failed in another way. The statement is
     /// a fixed constant, never user or model text.
     pub async fn probe_read_only(&self) -> Result<bool, GateError> {
-        match self.execute(READ_ONLY_PROBE_SQL).await {
+        let probe = match self.dialect() {
+            SqlDialect::Mysql => READ_ONLY_PROBE_SQL_MYSQL,
+            SqlDialect::Postgres | SqlDialect::Sqlite => READ_ONLY_PROBE_SQL,
+        };
+        match self.execute(probe).await {
             Ok(_) => {
                 if self.dialect() == SqlDialect::Sqlite {
                     // Best effort: the verdict is already "writable" either way.
@@ -860,6 +906,8 @@ fn restricted_map(notes: &SchemaNotes) -> BTreeMap<String, BTreeSet<String>> {
     map
 }
 
+#[cfg(test)]
+mod mysql_tests;
 #[cfg(test)]
 mod postgres_tests;
 #[cfg(test)]

@@ -99,7 +99,7 @@ fn with_timeout(timeout: Duration) -> GateOptions {
 fn postgres_executor(gate: &Gate) -> &PostgresExecutor {
     match &gate.inner.backend {
         Backend::Postgres(executor) => executor,
-        Backend::Sqlite(_) => panic!("not a PostgreSQL gate"),
+        Backend::Sqlite(_) | Backend::Mysql(_) => panic!("not a PostgreSQL gate"),
     }
 }
 

@@ -1,6 +1,6 @@
 //! The error taxonomy: every database error and guard refusal becomes one
 //! [`ErrorType`], chosen from the database's own error code (SQLSTATE for PostgreSQL,
-//! result code and message for SQLite). The agent picks its repair strategy from this
+//! result code and message for SQLite, the server's error number for MySQL and MariaDB). The agent picks its repair strategy from this
 //! type alone, so this module is the single place where a code gets its meaning.
 
 use serde::{Deserialize, Serialize};
@@ -134,6 +134,56 @@ pub fn from_sqlstate(sqlstate: &str) -> ErrorType {
     }
 }
 
+/// Maps a MySQL or MariaDB error number to its error type. The number, not the SQLSTATE,
+/// decides: MySQL reports most query errors as SQLSTATE 42000 or HY000, and an
+/// ambiguous column as 23000, a constraint class.
+pub fn from_mysql(code: u16) -> ErrorType {
+    match code {
+        // ER_PARSE_ERROR, ER_SYNTAX_ERROR, ER_NONUNIQ_TABLE (an alias used twice).
+        1064 | 1149 | 1066 => ErrorType::SyntaxError,
+        // ER_BAD_FIELD_ERROR.
+        1054 => ErrorType::UnknownColumn,
+        // ER_NO_SUCH_TABLE, ER_UNKNOWN_TABLE, ER_BAD_TABLE_ERROR.
+        1146 | 1109 | 1051 => ErrorType::UnknownTable,
+        // ER_NON_UNIQ_ERROR.
+        1052 => ErrorType::AmbiguousColumn,
+        // ER_SP_DOES_NOT_EXIST (an unknown function), ER_WRONG_PARAMCOUNT_TO_NATIVE_FCT,
+        // ER_FUNC_INEXISTENT_NAME_COLLISION.
+        1305 | 1582 | 1630 => ErrorType::UnknownFunction,
+        // Incorrect values for a type (ER_TRUNCATED_WRONG_VALUE, ..._FOR_FIELD,
+        // ER_WRONG_VALUE, ER_WRONG_VALUE_FOR_TYPE, ER_DATA_OUT_OF_RANGE) and collations
+        // that cannot be compared (ER_CANT_AGGREGATE_2COLLATIONS, _3COLLATIONS,
+        // _NCOLLATIONS).
+        1292 | 1366 | 1525 | 1411 | 1690 | 1267 | 1270 | 1271 => ErrorType::TypeMismatch,
+        // ER_WRONG_FIELD_WITH_GROUP, ER_WRONG_GROUP_FIELD, ER_INVALID_GROUP_FUNC_USE,
+        // ER_MIX_OF_GROUP_FUNC_AND_FIELDS, ER_NON_GROUPING_FIELD_USED.
+        1055 | 1056 | 1111 | 1140 | 1463 => ErrorType::GroupingError,
+        // MariaDB's ER_WRONG_PLACEMENT_OF_WINDOW_FUNCTION, MySQL's
+        // ER_WINDOW_INVALID_WINDOW_FUNC_USE.
+        4015 | 3593 => ErrorType::WindowingError,
+        // ER_SUBQUERY_NO_1_ROW, ER_OPERAND_COLUMNS.
+        1242 | 1241 => ErrorType::CardinalityViolation,
+        // ER_DIVISION_BY_ZERO (a SELECT returns NULL instead; strict writes raise it).
+        1365 => ErrorType::DivisionByZero,
+        // MariaDB's ER_STATEMENT_TIMEOUT (max_statement_time), MySQL's ER_QUERY_TIMEOUT
+        // (MAX_EXECUTION_TIME), ER_QUERY_INTERRUPTED (KILL QUERY), ER_LOCK_WAIT_TIMEOUT.
+        1969 | 3024 | 1317 | 1205 => ErrorType::Timeout,
+        // Table, column, database, global privilege and routine access denied; login
+        // refused; an option such as secure_file_priv preventing the statement.
+        1142 | 1143 | 1044 | 1045 | 1227 | 1370 | 1290 => ErrorType::PermissionDenied,
+        // ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION.
+        1792 => ErrorType::ReadOnlyViolation,
+        // ER_CON_COUNT_ERROR: every connection of the server is in use.
+        1040 => ErrorType::Busy,
+        // The server shutting down or the connection killed (ER_SERVER_SHUTDOWN,
+        // MariaDB's ER_CONNECTION_KILLED), and the client's own codes for a server it
+        // cannot reach or lost (CR_CONNECTION_ERROR, CR_CONN_HOST_ERROR,
+        // CR_SERVER_GONE_ERROR, CR_SERVER_LOST).
+        1053 | 1927 | 2002 | 2003 | 2006 | 2013 => ErrorType::ConnectionError,
+        _ => ErrorType::Unknown,
+    }
+}
+
 /// SQLite's primary result codes that the taxonomy distinguishes (the low byte of the
 /// extended code).
 pub mod sqlite_codes {
@@ -228,6 +278,40 @@ mod tests {
         for (code, expected) in cases {
             assert_eq!(from_sqlstate(code), expected, "SQLSTATE {code}");
         }
+    }
+
+    /// Each number as MariaDB 10.11 raised it for a statement of that kind (the server's
+    /// own words in the comment), mapped to the type PostgreSQL's SQLSTATE gives.
+    #[test]
+    fn mysql_error_numbers_map_to_the_same_types_as_sqlstates() {
+        let cases = [
+            (1064, ErrorType::SyntaxError), // You have an error in your SQL syntax
+            (1054, ErrorType::UnknownColumn), // Unknown column 'c' in 'SELECT'
+            (1146, ErrorType::UnknownTable), // Table 'db.nope' doesn't exist
+            (1052, ErrorType::AmbiguousColumn), // Column 'a' in SELECT is ambiguous
+            (1305, ErrorType::UnknownFunction), // FUNCTION db.nofn does not exist
+            (1582, ErrorType::UnknownFunction), // Incorrect parameter count ... 'ROUND'
+            (1525, ErrorType::TypeMismatch), // Incorrect DATE value: '2020-13-45'
+            (1055, ErrorType::GroupingError), // 'db.t.b' isn't in GROUP BY
+            (1111, ErrorType::GroupingError), // Invalid use of group function
+            (4015, ErrorType::WindowingError), // Window function is allowed only in SELECT ...
+            (1242, ErrorType::CardinalityViolation), // Subquery returns more than 1 row
+            (1241, ErrorType::CardinalityViolation), // Operand should contain 1 column(s)
+            (1969, ErrorType::Timeout),     // ... interrupted (max_statement_time exceeded)
+            (1317, ErrorType::Timeout),     // Query execution was interrupted
+            (1142, ErrorType::PermissionDenied), // SELECT command denied to user ...
+            (1143, ErrorType::PermissionDenied), // SELECT command denied ... for column
+            (1792, ErrorType::ReadOnlyViolation), // Cannot execute statement in a READ ONLY transaction
+            (1066, ErrorType::SyntaxError),       // Not unique table/alias: 'x'
+            (2013, ErrorType::ConnectionError),   // Lost connection to server during query
+            (1040, ErrorType::Busy),              // Too many connections
+            (9999, ErrorType::Unknown),
+        ];
+        for (code, expected) in cases {
+            assert_eq!(from_mysql(code), expected, "MySQL error {code}");
+        }
+        assert!(!from_mysql(1142).repairable());
+        assert!(!from_mysql(1792).repairable());
     }
 
     #[test]

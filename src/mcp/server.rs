@@ -171,6 +171,7 @@ impl ServerHandler for AskdbServer {
         let dialect = match self.dialect {
             SqlDialect::Postgres => "PostgreSQL",
             SqlDialect::Sqlite => "SQLite",
+            SqlDialect::Mysql => "MySQL",
         };
         let instructions = format!(
             "askdb is a read-only window onto a {dialect} database. Call list_tables, then \

@@ -21,6 +21,7 @@ fn expected_of(expect: Expect) -> Expected {
 fn dialect_of(db: &DatabaseUrl) -> SqlDialect {
     match db {
         DatabaseUrl::Postgres(_) => SqlDialect::Postgres,
+        DatabaseUrl::Mysql(_) => SqlDialect::Mysql,
         _ => SqlDialect::Sqlite,
     }
 }

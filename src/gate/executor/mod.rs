@@ -1,10 +1,11 @@
 //! The executors: the second safety layer. Each runs one already-checked statement on
 //! a connection that cannot write (SQLite: read-only file, query_only, authorizer,
-//! progress deadline; PostgreSQL: READ ONLY transaction, statement timeout, always
-//! rolled back), fetches at most cap + 1 rows to report truncation, and reports
+//! progress deadline; PostgreSQL and MySQL: READ ONLY transaction, statement timeout,
+//! always rolled back), fetches at most cap + 1 rows to report truncation, and reports
 //! failures with the database's own code. Executors are private to the gate: nothing
 //! outside `crate::gate` can reach a database without passing the guard.
 
+pub(crate) mod mysql;
 pub(crate) mod postgres;
 pub(crate) mod sqlite;
 

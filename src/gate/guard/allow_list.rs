@@ -27,6 +27,8 @@ pub(crate) struct AllowListFile {
     pub postgres: DialectSection,
     #[serde(default)]
     pub sqlite: DialectSection,
+    #[serde(default)]
+    pub mysql: DialectSection,
 }
 
 /// The names of one dialect, flattened and lower-cased.
@@ -39,6 +41,7 @@ struct Names {
 struct AllowList {
     postgres: Names,
     sqlite: Names,
+    mysql: Names,
 }
 
 fn flatten(section: &DialectSection) -> Names {
@@ -68,6 +71,7 @@ fn list() -> &'static AllowList {
         AllowList {
             postgres: flatten(&file.postgres),
             sqlite: flatten(&file.sqlite),
+            mysql: flatten(&file.mysql),
         }
     })
 }
@@ -76,6 +80,7 @@ fn names(dialect: SqlDialect) -> &'static Names {
     match dialect {
         SqlDialect::Postgres => &list().postgres,
         SqlDialect::Sqlite => &list().sqlite,
+        SqlDialect::Mysql => &list().mysql,
     }
 }
 

@@ -66,6 +66,9 @@ pub(crate) fn scan(sql: &str, dialect: SqlDialect) -> Result<Scanned, Refusal> {
                 format!("could not parse the statement: {error}"),
             )
         })?;
+    if dialect == SqlDialect::Mysql {
+        super::mysql_tokens::check(sql, &tokens)?;
+    }
     let mut counted = 0usize;
     let mut operators = 0usize;
     let mut hex_integers = BTreeSet::new();
@@ -120,7 +123,9 @@ pub(crate) fn scan(sql: &str, dialect: SqlDialect) -> Result<Scanned, Refusal> {
         if is_operator(&token.token) {
             operators += 1;
         }
-        if let Token::HexStringLiteral(_) = &token.token {
+        // MySQL reads `0x41` as the hexadecimal literal X'41' (a binary string, a number
+        // in a numeric context), which is how sqlparser renders it: nothing to restore.
+        if let (Token::HexStringLiteral(_), false) = (&token.token, dialect == SqlDialect::Mysql) {
             let start = token.span.start;
             if source_at(sql, &line_starts, start)
                 .is_some_and(|rest| rest.starts_with("0x") || rest.starts_with("0X"))
@@ -350,7 +355,7 @@ pub(crate) fn hex_integer_value(digits: &str) -> Result<String, Refusal> {
 fn size_argument(name: &str) -> Option<usize> {
     match name {
         "repeat" | "lpad" | "rpad" => Some(1),
-        "randomblob" | "zeroblob" => Some(0),
+        "randomblob" | "zeroblob" | "space" => Some(0),
         _ => None,
     }
 }

@@ -25,11 +25,22 @@ pub(super) fn is_postgres_system_column(ident: &Ident, dialect: SqlDialect) -> b
     dialect == SqlDialect::Postgres && POSTGRES_SYSTEM_COLUMNS.contains(&ident_name(ident).as_str())
 }
 
-pub(super) fn is_postgres_session_fact(ident: &Ident, dialect: SqlDialect) -> bool {
-    dialect == SqlDialect::Postgres
-        && (ident.quote_style.is_none()
-            && POSTGRES_SESSION_WORDS.contains(&ident_name(ident).as_str())
-            || is_postgres_system_column(ident, dialect))
+/// Words MySQL and MariaDB read, unquoted and without parentheses, as the session's
+/// user or role (`SELECT CURRENT_USER`).
+pub(super) const MYSQL_SESSION_WORDS: &[&str] = &["current_user", "current_role"];
+
+/// The words a dialect reads, unquoted, as facts about the session.
+pub(super) fn session_words(dialect: SqlDialect) -> &'static [&'static str] {
+    match dialect {
+        SqlDialect::Postgres => POSTGRES_SESSION_WORDS,
+        SqlDialect::Mysql => MYSQL_SESSION_WORDS,
+        SqlDialect::Sqlite => &[],
+    }
+}
+
+pub(super) fn is_session_fact(ident: &Ident, dialect: SqlDialect) -> bool {
+    ident.quote_style.is_none() && session_words(dialect).contains(&ident_name(ident).as_str())
+        || is_postgres_system_column(ident, dialect)
 }
 
 pub(super) fn session_fact_refusal(written: &str) -> Refusal {
@@ -107,9 +118,7 @@ impl TreeChecker<'_> {
     fn check_function_name(&self, name: &ObjectName) -> ControlFlow<Refusal> {
         let parts = object_name_parts(name);
         if let Some(last) = parts.last() {
-            if self.policy.dialect == SqlDialect::Postgres
-                && POSTGRES_SESSION_WORDS.contains(&last.as_str())
-            {
+            if session_words(self.policy.dialect).contains(&last.as_str()) {
                 // `SELECT session_user` parses as a call without arguments.
                 return ControlFlow::Break(session_fact_refusal(last));
             }
@@ -144,7 +153,7 @@ impl TreeChecker<'_> {
         };
         if parts
             .iter()
-            .any(|part| CATALOG_SCHEMAS.contains(&part.as_str()))
+            .any(|part| is_catalog_schema(part, self.policy.dialect))
             && schema != Some(self.policy.dialect.default_schema())
             || is_catalog_name(table)
         {
@@ -793,7 +802,7 @@ impl Visitor for TreeChecker<'_> {
                 }
             }
             Expr::TypedString(typed) => self.check_data_type(&typed.data_type),
-            Expr::Identifier(ident) if is_postgres_session_fact(ident, self.policy.dialect) => {
+            Expr::Identifier(ident) if is_session_fact(ident, self.policy.dialect) => {
                 ControlFlow::Break(session_fact_refusal(&ident.value))
             }
             Expr::CompoundIdentifier(idents)

@@ -129,6 +129,25 @@ pub(super) const DENIED_FUNCTIONS: &[&str] = &[
     "zipfile",
     "sqlar_compress",
     "sqlar_uncompress",
+    // MySQL and MariaDB: files, time, locks, replication waits, user-defined escapes,
+    // and the XML functions whose errors carry their argument out (error-based reads).
+    "load_file",
+    "sleep",
+    "benchmark",
+    "get_lock",
+    "release_lock",
+    "release_all_locks",
+    "is_free_lock",
+    "is_used_lock",
+    "master_pos_wait",
+    "master_gtid_wait",
+    "source_pos_wait",
+    "wait_for_executed_gtid_set",
+    "sys_exec",
+    "sys_eval",
+    "name_const",
+    "extractvalue",
+    "updatexml",
 ];
 
 /// Name prefixes that are denied as a family: PostgreSQL administration functions
@@ -162,6 +181,15 @@ pub(super) fn is_denied_function(name: &str) -> bool {
 }
 
 pub(super) const CATALOG_SCHEMAS: &[&str] = &["pg_catalog", "information_schema", "pg_toast"];
+
+/// MySQL's and MariaDB's system databases: grants, users, server state and their views.
+pub(super) const MYSQL_CATALOG_SCHEMAS: &[&str] = &["mysql", "performance_schema", "sys"];
+
+/// Whether a schema name is a system catalog of the dialect.
+pub(super) fn is_catalog_schema(name: &str, dialect: SqlDialect) -> bool {
+    CATALOG_SCHEMAS.contains(&name)
+        || dialect == SqlDialect::Mysql && MYSQL_CATALOG_SCHEMAS.contains(&name)
+}
 pub(super) const CATALOG_PREFIXES: &[&str] = &["pg_", "sqlite_", "pragma_"];
 
 pub(super) fn is_catalog_name(name: &str) -> bool {

@@ -33,6 +33,11 @@ pub enum RefusalReason {
     /// The database's own resolution of the statement (its plan, or what it reads as it
     /// is prepared) could not be read, so it could not be verified.
     UnreadableResolution,
+    /// A MySQL executable comment or optimizer hint (`/*! ... */`, `/*+ ... */`): the
+    /// server runs what a parser skipping comments never sees.
+    ExecutableComment,
+    /// A MySQL user variable read or assigned (`@a`, `@a := 1`): session state.
+    SessionVariable,
 }
 
 impl RefusalReason {
@@ -56,6 +61,8 @@ impl RefusalReason {
             RefusalReason::UnsafeRendering => "unsafe_rendering",
             RefusalReason::ForeignPolicy => "foreign_policy",
             RefusalReason::UnreadableResolution => "unreadable_resolution",
+            RefusalReason::ExecutableComment => "executable_comment",
+            RefusalReason::SessionVariable => "session_variable",
         }
     }
 }
