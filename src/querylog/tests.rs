@@ -125,8 +125,10 @@ async fn a_log_that_cannot_be_written_is_counted_not_raised() {
     assert!(log.probe().await.is_err());
 }
 
+/// A log file made by an older askdb keeps its rows and gains every later column
+/// (conversation and turn, the user, the verified examples used), each recorded.
 #[tokio::test]
-async fn an_older_sqlite_log_gains_the_conversation_columns_and_keeps_its_rows() {
+async fn an_older_sqlite_log_gains_the_later_columns_and_keeps_its_rows() {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join(SQLITE_LOG_FILE);
     {
@@ -145,75 +147,18 @@ async fn an_older_sqlite_log_gains_the_conversation_columns_and_keeps_its_rows()
         path: path.clone(),
         database: "demo".to_string(),
     });
-    let mut follow_up = record("and in 2024?", 1);
-    follow_up.conversation_id = Some("0123456789abcdef0123456789abcdef".to_string());
-    follow_up.turn = Some(2);
-    follow_up.user = Some("ana".to_string());
-    log.record(follow_up);
+    log.record(LogRecord {
+        conversation_id: Some("0123456789abcdef0123456789abcdef".to_string()),
+        turn: Some(2),
+        user: Some("ana".to_string()),
+        examples: vec![3, 7],
+        rerun_example: Some(3),
+        ..record("and in 2024?", 1)
+    });
     let started = std::time::Instant::now();
     while log.counters().written() + log.counters().failed() < 1
         && started.elapsed() < Duration::from_secs(10)
     {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert_eq!(
-        log.counters().failed(),
-        0,
-        "{:?}",
-        log.counters().last_error()
-    );
-    let read = rusqlite::Connection::open(&path).expect("opens");
-    // question, conversation_id, turn, user_name
-    type Logged = (String, Option<String>, Option<i64>, Option<String>);
-    let rows: Vec<Logged> = read
-        .prepare(&format!(
-            "SELECT question, conversation_id, turn, user_name FROM {QUERY_LOG_TABLE} ORDER BY id"
-        ))
-        .expect("prepares")
-        .query_map([], |row| {
-            Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
-        })
-        .expect("reads")
-        .collect::<rusqlite::Result<_>>()
-        .expect("rows");
-    assert_eq!(rows.len(), 2);
-    assert_eq!(rows[0], ("old".to_string(), None, None, None));
-    assert_eq!(
-        rows[1],
-        (
-            "and in 2024?".to_string(),
-            Some("0123456789abcdef0123456789abcdef".to_string()),
-            Some(2),
-            Some("ana".to_string())
-        )
-    );
-}
-
-#[tokio::test]
-async fn an_older_sqlite_log_gains_the_examples_columns_and_records_them() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let path = dir.path().join(SQLITE_LOG_FILE);
-    let old = rusqlite::Connection::open(&path).expect("creates");
-    old.execute_batch(&format!(
-        "CREATE TABLE {QUERY_LOG_TABLE} (id INTEGER PRIMARY KEY AUTOINCREMENT, \
-         asked_at TEXT NOT NULL, question TEXT, sql TEXT, decision TEXT, error_type TEXT, \
-         latency_ms INTEGER, attempts INTEGER, error_types TEXT, row_count INTEGER, \
-         input_tokens INTEGER, output_tokens INTEGER, cost_usd REAL, model TEXT, \
-         trace_id TEXT, mode TEXT, database TEXT); \
-         INSERT INTO {QUERY_LOG_TABLE} (asked_at, question) VALUES ('2026-12-01 00:00:00', 'old');"
-    ))
-    .expect("an older log");
-    let log = QueryLog::start(LogTarget::Sqlite {
-        path: path.clone(),
-        database: "demo".to_string(),
-    });
-    log.record(LogRecord {
-        examples: vec![3, 7],
-        rerun_example: Some(3),
-        ..record("answered from an example", 1)
-    });
-    let started = std::time::Instant::now();
-    while log.counters().written() < 1 && started.elapsed() < Duration::from_secs(10) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert_eq!(
@@ -222,21 +167,44 @@ async fn an_older_sqlite_log_gains_the_examples_columns_and_records_them() {
         "{:?}",
         log.counters().last_error()
     );
-    let rows: Vec<(String, Option<String>, Option<i64>)> = old
+    let read = rusqlite::Connection::open(&path).expect("opens");
+    // question, conversation_id, turn, user_name, examples, rerun_example
+    type Logged = (
+        String,
+        Option<String>,
+        Option<i64>,
+        Option<String>,
+        Option<String>,
+        Option<i64>,
+    );
+    let rows: Vec<Logged> = read
         .prepare(&format!(
-            "SELECT question, examples, rerun_example FROM {QUERY_LOG_TABLE} ORDER BY id"
+            "SELECT question, conversation_id, turn, user_name, examples, rerun_example \
+             FROM {QUERY_LOG_TABLE} ORDER BY id"
         ))
         .expect("prepares")
-        .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
+        .query_map([], |row| {
+            Ok((
+                row.get(0)?,
+                row.get(1)?,
+                row.get(2)?,
+                row.get(3)?,
+                row.get(4)?,
+                row.get(5)?,
+            ))
+        })
         .expect("reads")
-        .collect::<Result<_, _>>()
+        .collect::<rusqlite::Result<_>>()
         .expect("rows");
     assert_eq!(
         rows,
         vec![
-            ("old".to_string(), None, None),
+            ("old".to_string(), None, None, None, None, None),
             (
-                "answered from an example".to_string(),
+                "and in 2024?".to_string(),
+                Some("0123456789abcdef0123456789abcdef".to_string()),
+                Some(2),
+                Some("ana".to_string()),
                 Some("3,7".to_string()),
                 Some(3)
             ),
