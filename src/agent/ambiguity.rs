@@ -130,6 +130,9 @@ pub struct SchemaTerms {
     /// Every table and column name as lower-case words ([`schema_words`]).
     pub words: BTreeSet<String>,
     tables: Vec<MeasurableTable>,
+    /// The noun each measure column measures, its name's last word (`rank` of
+    /// `loser_rank`), read once here rather than for every word of every question.
+    measure_nouns: BTreeSet<String>,
     has_dates: bool,
 }
 
@@ -156,7 +159,7 @@ impl SchemaTerms {
             .iter()
             .map(|column| column.to_lowercase())
             .collect();
-        let tables = schema
+        let tables: Vec<MeasurableTable> = schema
             .iter()
             .map(|table| {
                 let keys: BTreeSet<String> = table
@@ -201,9 +204,20 @@ impl SchemaTerms {
             .iter()
             .flat_map(|table| &table.columns)
             .any(|column| is_date_like(&column.name, &column.data_type));
+        let measure_nouns = tables
+            .iter()
+            .flat_map(|table| &table.measures)
+            .filter_map(|column| {
+                identifier_words(column)
+                    .split_whitespace()
+                    .last()
+                    .map(str::to_string)
+            })
+            .collect();
         SchemaTerms {
             words,
             tables,
+            measure_nouns,
             has_dates,
         }
     }
@@ -213,14 +227,10 @@ impl SchemaTerms {
     /// `SurfaceArea` say what is ranked. (The name's other words are most often the
     /// entity, as "order" in `order_total`, which says nothing of the measure.)
     fn measure_word(&self, word: &str) -> bool {
-        self.tables.iter().any(|table| {
-            table.measures.iter().any(|column| {
-                identifier_words(column)
-                    .split_whitespace()
-                    .last()
-                    .is_some_and(|noun| noun == word || word.strip_suffix('s') == Some(noun))
-            })
-        })
+        self.measure_nouns.contains(word)
+            || word
+                .strip_suffix('s')
+                .is_some_and(|noun| self.measure_nouns.contains(noun))
     }
 
     /// Measures from the schema: for the tables the question names (or, when it names
