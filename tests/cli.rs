@@ -639,3 +639,123 @@ fn list_unused_days_names_the_old_examples_no_logged_question_used() {
         "{text}"
     );
 }
+
+/// `askdb eval run --through process|serve`: each agent question asked as a user asks
+/// it (its own `askdb ask` process, or `POST /api/ask` on a server the run started),
+/// graded like the harness's, the plain prompt beside it, the path named in the report.
+#[test]
+fn eval_runs_ask_the_agent_through_the_paths_users_take() {
+    let home = tempfile::tempdir().expect("temp dir");
+    let db = home.path().join("demo.sqlite");
+    let built = askdb(
+        home.path(),
+        &["demo", "build", "--out", &db.display().to_string()],
+    );
+    assert!(built.status.success(), "{built:?}");
+    let right = "How many bills are there?";
+    let wrong = "How many customers are there?";
+    let db_url = format!("sqlite:{}", db.display());
+    let questions = home.path().join("questions.jsonl");
+    let items = [
+        serde_json::json!({"id": "bills", "question": right, "category": "simple", "expected": "answer",
+               "golds": ["SELECT count(*) FROM bills"], "ordered": false, "db": db_url}),
+        serde_json::json!({"id": "customers", "question": wrong, "category": "simple", "expected": "answer",
+               "golds": ["SELECT count(*) FROM customers"], "ordered": false, "db": db_url}),
+    ];
+    std::fs::write(
+        &questions,
+        items
+            .iter()
+            .map(|item| format!("{item}\n"))
+            .collect::<String>(),
+    )
+    .expect("questions");
+    // Every call for a question gets the same reply: the bills question is answered
+    // right, the customers question with the bills count (wrong) in both modes.
+    let script = home.path().join("script.jsonl");
+    std::fs::write(
+        &script,
+        [right, wrong]
+            .map(|question| {
+                serde_json::json!({"question": question, "purpose": "write_sql",
+                    "reply": "```sql\nSELECT count(*) FROM bills\n```"})
+                .to_string()
+            })
+            .join("\n"),
+    )
+    .expect("script");
+    for (path, named) in [("process", "askdb ask"), ("serve", "POST /api/ask")] {
+        let runs = home.path().join(format!("runs-{path}"));
+        let output = Command::new(env!("CARGO_BIN_EXE_askdb"))
+            .args(["eval", "run", "--questions"])
+            .arg(&questions)
+            .args(["--mode", "agent-plain", "--through", path, "--runs-dir"])
+            .arg(&runs)
+            .env("ASKDB_HOME", home.path())
+            .env("ASKDB_PROVIDER", "scripted")
+            .env("ASKDB_SCRIPT", &script)
+            .env_remove("ASKDB_DATABASE_URL")
+            .env_remove("ASKDB_STRATEGY")
+            .output()
+            .expect("askdb runs");
+        let report = stdout(&output);
+        assert!(output.status.success(), "{path}: {output:?}");
+        assert!(
+            report.contains(named),
+            "{path}: the report names the path: {report}"
+        );
+        let run_dir = report
+            .lines()
+            .find_map(|line| line.strip_prefix("run folder: "))
+            .map(|dir| Path::new(dir.trim()).to_path_buf())
+            .expect("the run folder is named");
+        let records: Vec<Value> = std::fs::read_to_string(run_dir.join("questions.jsonl"))
+            .expect("records")
+            .lines()
+            .map(|line| serde_json::from_str(line).expect("a record"))
+            .collect();
+        let graded: Vec<(&str, &str, bool)> = records
+            .iter()
+            .map(|record| {
+                (
+                    record["id"].as_str().unwrap_or(""),
+                    record["mode"].as_str().unwrap_or(""),
+                    record["correct"].as_bool().unwrap_or(false),
+                )
+            })
+            .collect();
+        assert_eq!(
+            graded,
+            [
+                ("bills", "agent", true),
+                ("customers", "agent", false),
+                ("bills", "plain", true),
+                ("customers", "plain", false),
+            ],
+            "{path}: mode by mode, graded by the rows: {records:?}"
+        );
+        let latency = records[0]["latency_ms"].as_u64().unwrap_or(0);
+        assert!(
+            latency > 0,
+            "{path}: the user's wait is recorded: {records:?}"
+        );
+    }
+    let refused = askdb(
+        home.path(),
+        &[
+            "eval",
+            "run",
+            "--set",
+            "demo",
+            "--mode",
+            "all",
+            "--through",
+            "process",
+        ],
+    );
+    assert_eq!(
+        refused.status.code(),
+        Some(2),
+        "the baseline cannot replay a reply asked in another process"
+    );
+}

@@ -220,6 +220,8 @@ pub enum ModeChoice {
     Both,
     /// Agent, baseline and plain.
     All,
+    /// Agent and plain (what `--through process` can ask: no baseline replay).
+    AgentPlain,
 }
 
 #[derive(Subcommand)]
@@ -261,6 +263,11 @@ pub enum EvalCommand {
         /// run with them to one without with `askdb eval compare`.
         #[arg(long, value_enum, default_value = "none")]
         examples: ExamplesChoice,
+        /// Where the agent is asked: in the harness (one warm agent per database), or
+        /// one `askdb ask --json` process per question, as a user or a script runs it
+        /// (the latency is then the process's wall time).
+        #[arg(long, value_enum, default_value = "harness")]
+        through: crate::eval::runner::AskPath,
         /// Resume an interrupted run folder.
         #[arg(long)]
         resume: Option<PathBuf>,

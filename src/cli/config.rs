@@ -77,8 +77,23 @@ impl Settings {
         limit: Option<usize>,
         sampling: runner::Sampling,
         examples: runner::ExampleSource,
+        ask_path: runner::AskPath,
     ) -> Result<RunSettings, CliError> {
         let modes = modes_of(mode);
+        if !ask_path.is_harness() && modes.contains(&Mode::Baseline) {
+            return Err(CliError::Settings(
+                "--through process|serve asks the agent outside the harness, so the baseline \
+                 cannot replay its first reply: use --mode agent, plain or agent-plain"
+                    .to_string(),
+            ));
+        }
+        if ask_path == runner::AskPath::Serve && !strategy.trim().is_empty() {
+            return Err(CliError::Settings(
+                "--through serve asks as `askdb serve` does, with the default strategy: leave \
+                 --strategy out"
+                    .to_string(),
+            ));
+        }
         let set = match (set, questions) {
             (_, Some(path)) => format!("file:{}", path.display()),
             (Some(set), None) => set.as_str().to_string(),
@@ -105,6 +120,7 @@ impl Settings {
             explain: false,
             max_attempts: crate::agent::MAX_ATTEMPTS,
             examples,
+            ask_path,
         })
     }
 }
@@ -123,5 +139,6 @@ pub fn modes_of(choice: ModeChoice) -> Vec<Mode> {
         ModeChoice::Plain => vec![Mode::Plain],
         ModeChoice::Both => vec![Mode::Agent, Mode::Baseline],
         ModeChoice::All => vec![Mode::Agent, Mode::Baseline, Mode::Plain],
+        ModeChoice::AgentPlain => vec![Mode::Agent, Mode::Plain],
     }
 }

@@ -628,6 +628,7 @@ async fn eval(settings: &Settings, command: EvalCommand) -> Result<Output, CliEr
             strategy,
             which,
             examples,
+            through,
             resume,
             runs_dir,
         } => {
@@ -669,6 +670,7 @@ async fn eval(settings: &Settings, command: EvalCommand) -> Result<Output, CliEr
                 which.limit,
                 which.sampling(),
                 examples,
+                through,
             )?;
             let client = ModelClient::from_config(&ProviderConfig::from_env()?)?;
             // Traces where OTEL_EXPORTER_OTLP_ENDPOINT says, each with its verdict; the

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::eval::guard_check::EquivalenceReport;
-use crate::eval::runner::{rate_text, EvalError, RunSummary};
+use crate::eval::runner::{rate_text, AskPath, EvalError, RunSummary};
 
 /// The guard-equivalence results file, relative to the repository's root.
 pub const GUARD_RESULTS: &str = "evals/results/guard_equivalence.json";
@@ -87,15 +87,53 @@ pub fn publish_run(run: &Path, repo: &Path) -> Result<PathBuf, EvalError> {
         path: dir.display().to_string(),
         error,
     })?;
-    let target = dir.join(format!("{}.summary.json", summary.set));
+    let name = published_name(&summary);
+    let target = dir.join(format!("{name}.summary.json"));
     write(&target, &summary_text)?;
     let report_path = run.join("report.md");
     if report_path.exists() {
         let report = read(&report_path)?;
-        write(&dir.join(format!("{}.report.md", summary.set)), &report)?;
+        write(&dir.join(format!("{name}.report.md")), &report)?;
     }
     update_generated_documents(repo)?;
     Ok(target)
+}
+
+/// The name a run is published under: its set, then `-report` for a sample taken after
+/// the first questions of the shuffle (a report sample beside the tuning sample the set's
+/// own name holds), then the path users take when the agent was asked on one.
+pub fn published_name(summary: &RunSummary) -> String {
+    let mut name = summary.set.clone();
+    if summary.settings.sample.is_some() && summary.settings.sample_offset > 0 {
+        name.push_str("-report");
+    }
+    match summary.settings.ask_path {
+        AskPath::Harness => {}
+        AskPath::Process => name.push_str("-ask"),
+        AskPath::Serve => name.push_str("-serve"),
+    }
+    name
+}
+
+/// Which questions a published run asked, and how, for the results table.
+fn asked_text(summary: &RunSummary, questions: u64) -> String {
+    let mut text = match (summary.settings.sample, summary.settings.sample_offset) {
+        (Some(_), 0) => format!(
+            "{questions} (tuning sample, seed {})",
+            summary.settings.seed
+        ),
+        (Some(_), offset) => format!(
+            "{questions} (report sample, seed {}, after the first {offset})",
+            summary.settings.seed
+        ),
+        (None, _) => format!("{questions} of {}", summary.items),
+    };
+    match summary.settings.ask_path {
+        AskPath::Harness => {}
+        AskPath::Process => text.push_str(", agent through `askdb ask` processes"),
+        AskPath::Serve => text.push_str(", agent through `POST /api/ask`"),
+    }
+    text
 }
 
 /// Every summary published in `dir` (`<set>.summary.json`), in name order.
@@ -168,13 +206,7 @@ pub fn results_block(summaries: &[RunSummary]) -> String {
             .map(|s| s.questions)
             .max()
             .unwrap_or(0);
-        let asked = match summary.settings.sample {
-            Some(_) => format!(
-                "{questions} (random sample, seed {})",
-                summary.settings.seed
-            ),
-            None => format!("{questions} of {}", summary.items),
-        };
+        let asked = asked_text(summary, questions);
         let seconds = |ms: Option<u64>| {
             ms.map(|ms| format!("{:.1} s", ms as f64 / 1000.0))
                 .unwrap_or_else(|| "-".into())

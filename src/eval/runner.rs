@@ -14,6 +14,7 @@
 
 mod examples;
 mod folder;
+mod process;
 mod report;
 mod sets;
 
@@ -42,6 +43,7 @@ pub(crate) use folder::warm_up;
 pub(crate) use folder::{append_record, create_folder, open_records, read_lines, read_manifest_of};
 use folder::{database_hashes, sqlite_file_hash};
 pub use folder::{read_manifest, read_records, read_warm_ups, WarmUp};
+pub use process::AskPath;
 pub use report::{rate_text, render_report, strategy_text};
 pub use sets::{load_set, seeded_sample, Sampling};
 
@@ -125,6 +127,10 @@ pub struct RunSettings {
     /// Where questions find verified examples (none in runs made before examples).
     #[serde(default, skip_serializing_if = "ExampleSource::is_none")]
     pub examples: ExampleSource,
+    /// Where the agent's questions were asked: inside the harness, or one `askdb ask`
+    /// process each (runs before this setting were asked in the harness).
+    #[serde(default, skip_serializing_if = "AskPath::is_harness")]
+    pub ask_path: AskPath,
 }
 
 /// The model a run used.
@@ -446,6 +452,20 @@ fn error_record(
     }
 }
 
+/// Who asks a question: the harness's agent, a process, or a running server.
+enum Asker<'a> {
+    Harness,
+    Process(&'a Path),
+    Serve(&'a process::ServeProcess),
+}
+
+/// Why a question gave no answer record: the agent's error in the harness, or a
+/// question's `askdb ask` process that ended without one.
+enum AskFailure {
+    Agent(AgentError),
+    Process(process::ProcessFailure),
+}
+
 /// Progress on stderr: a bar, the count, the last question's outcome.
 fn progress(done: usize, total: usize, last: &str) {
     let width = 30;
@@ -548,8 +568,28 @@ pub async fn run(
     let mut finished = done.len().min(total);
     let interrupted = tokio::signal::ctrl_c();
     tokio::pin!(interrupted);
-    'questions: for item in &items {
-        for mode in &settings.modes {
+    let askdb = match settings.ask_path {
+        AskPath::Harness => None,
+        AskPath::Process | AskPath::Serve => Some(std::env::current_exe().map_err(|error| {
+            EvalError::Data(format!("the askdb binary to ask through: {error}"))
+        })?),
+    };
+    // Off the harness's path the harness warms only the plain prompt: the agent's
+    // processes meet the model server's cache as a user's would, and a server warms its
+    // own.
+    let warmed_modes: Vec<Mode> = settings
+        .modes
+        .iter()
+        .copied()
+        .filter(|mode| settings.ask_path.harness_warms_the_agent() || *mode == Mode::Plain)
+        .collect();
+    let mut serving: Option<process::ServeProcess> = None;
+    let order = process::asking_order(&items, &settings.modes, settings.ask_path, |item| {
+        item.db.as_str()
+    });
+    'questions: for (item, mode) in order {
+        let mode = &mode;
+        {
             if done.contains(&(item.id.clone(), *mode)) {
                 continue;
             }
@@ -574,7 +614,7 @@ pub async fn run(
                     agent = agent.with_examples(pool.store());
                     leave_one_out.insert(item.db.clone(), pool);
                 }
-                warm_up(&agent, &item.db, &settings.modes, &run_dir).await?;
+                warm_up(&agent, &item.db, &warmed_modes, &run_dir).await?;
                 agents.insert(item.db.clone(), agent);
             }
             let Some(agent) = agents.get(&item.db) else {
@@ -598,13 +638,51 @@ pub async fn run(
                 pool.offer(agent.gate(), item).await?;
             }
             let replayed = *mode == Mode::Baseline && settings.shared_first_reply;
-            if several_prefixes && !replayed {
+            if let (AskPath::Serve, Mode::Agent, Some(askdb)) =
+                (settings.ask_path, *mode, askdb.as_deref())
+            {
+                if serving.as_ref().map(process::ServeProcess::db) != Some(item.db.as_str()) {
+                    // One server at a time: the previous one stops as it is dropped.
+                    drop(serving.take());
+                    let server = process::ServeProcess::start(askdb, &item.db, settings.row_cap)
+                        .await
+                        .map_err(|failure| EvalError::Data(failure.message))?;
+                    serving = Some(server);
+                }
+            }
+            let asker = match (settings.ask_path, *mode, askdb.as_deref(), serving.as_ref()) {
+                (AskPath::Process, Mode::Agent, Some(askdb), _) => Asker::Process(askdb),
+                (AskPath::Serve, Mode::Agent, _, Some(server)) => Asker::Serve(server),
+                _ => Asker::Harness,
+            };
+            if several_prefixes && !replayed && matches!(asker, Asker::Harness) {
                 agent.restore_prefix(*mode == Mode::Plain).await;
             }
             let started = Instant::now();
             let trace = telemetry.question(&item.question, mode.as_str());
+            let asked = async {
+                match asker {
+                    Asker::Process(askdb) => process::ask(
+                        askdb,
+                        &item.db,
+                        &settings.strategy,
+                        settings.row_cap,
+                        &item.question,
+                    )
+                    .await
+                    .map_err(AskFailure::Process),
+                    Asker::Serve(server) => server
+                        .ask(&item.question)
+                        .await
+                        .map_err(AskFailure::Process),
+                    Asker::Harness => agent
+                        .ask_observed(&item.question, &options, &trace)
+                        .await
+                        .map_err(AskFailure::Agent),
+                }
+            };
             let outcome = tokio::select! {
-                outcome = agent.ask_observed(&item.question, &options, &trace) => outcome,
+                outcome = asked => outcome,
                 _ = &mut interrupted => {
                     eprintln!("\ninterrupted: resume with --resume {}", run_dir.display());
                     break 'questions;
@@ -626,13 +704,16 @@ pub async fn run(
                     trace.finish(&result);
                     record
                 }
-                Err(error) => {
+                Err(failure) => {
                     // The model's own message for an outage; askdb's error as it says it.
-                    let (ended, message) = match &error {
-                        AgentError::Model(model) => {
+                    let (ended, message) = match &failure {
+                        AskFailure::Agent(AgentError::Model(model)) => {
                             (RunOutcome::InfrastructureFailure, model.to_string())
                         }
-                        other => (RunOutcome::AgentError, other.to_string()),
+                        AskFailure::Agent(other) => (RunOutcome::AgentError, other.to_string()),
+                        AskFailure::Process(failed) => {
+                            (RunOutcome::AgentError, failed.message.clone())
+                        }
                     };
                     trace.fail(&message);
                     error_record(

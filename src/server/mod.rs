@@ -605,6 +605,10 @@ async fn print_local_model_progress(state: AppState) {
 fn warm_up_in_background(state: &AppState) {
     let Ok(agent) = state.agent() else { return };
     if agent.client().provider().is_metered() {
+        eprintln!(
+            "askdb serve: {}none: a metered model is never warmed (every read is billed)",
+            warm_up::LOG_PREFIX
+        );
         return;
     }
     // Taken before the task starts, so no question slips in ahead of a restore.
@@ -615,9 +619,7 @@ fn warm_up_in_background(state: &AppState) {
     tokio::spawn(async move {
         let started = std::time::Instant::now();
         let end = state.shared.warm_up.run(&agent, restoring).await;
-        if let Some(line) = warm_up::log_line(&end, started) {
-            eprintln!("askdb serve: {line}");
-        }
+        eprintln!("askdb serve: {}", warm_up::log_line(&end, started));
     });
 }
 

@@ -133,14 +133,22 @@ impl WarmUp {
     }
 }
 
-/// The server's log line for how the warm-up ended (None: nothing to say).
-pub fn log_line(end: &WarmUpEnd, started: Instant) -> Option<String> {
+/// What every line of the server's log about the warm-up begins with, so a script or
+/// the evaluation's serve path can wait for the warm-up to end.
+pub const LOG_PREFIX: &str = "warm-up: ";
+
+/// The server's log line for how the warm-up ended, after [`LOG_PREFIX`].
+pub fn log_line(end: &WarmUpEnd, started: Instant) -> String {
+    format!("{LOG_PREFIX}{}", ended_how(end, started))
+}
+
+fn ended_how(end: &WarmUpEnd, started: Instant) -> String {
     let seconds = started.elapsed().as_secs_f64();
     match end {
-        WarmUpEnd::Restored => Some(format!(
-            "the model restored the schema it read at an earlier start ({seconds:.1} s)"
-        )),
-        WarmUpEnd::Read { saved, paused } => Some(format!(
+        WarmUpEnd::Restored => {
+            format!("the model restored the schema it read at an earlier start ({seconds:.1} s)")
+        }
+        WarmUpEnd::Read { saved, paused } => format!(
             "the model has read the schema ({seconds:.1} s{}){}",
             match *paused {
                 0 => String::new(),
@@ -152,8 +160,10 @@ pub fn log_line(end: &WarmUpEnd, started: Instant) -> Option<String> {
             } else {
                 ""
             }
-        )),
-        WarmUpEnd::NoPrefix => None,
-        WarmUpEnd::Failed(error) => Some(format!("warming the model failed: {error}")),
+        ),
+        WarmUpEnd::NoPrefix => "nothing to read ahead: each question's prompt holds the tables \
+                                it links to"
+            .to_string(),
+        WarmUpEnd::Failed(error) => format!("warming the model failed: {error}"),
     }
 }

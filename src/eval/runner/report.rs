@@ -59,6 +59,19 @@ pub fn render_report(summary: &RunSummary) -> String {
         }).unwrap_or_default(),
         summary.settings.limit.map(|n| format!(", first {n}")).unwrap_or_default(),
     );
+    match summary.settings.ask_path {
+        super::AskPath::Harness => {}
+        super::AskPath::Process => out.push_str(
+            "The agent was asked through one `askdb ask --json --no-explain` process per \
+             question (mode by mode, database by database), as a user or a script asks; its \
+             latencies are the processes' wall times, and no prompt was warmed for it.\n\n",
+        ),
+        super::AskPath::Serve => out.push_str(
+            "The agent was asked with `POST /api/ask` (no explanation) on an `askdb serve` \
+             started for each database once its warm-up ended (database by database), as a \
+             person at the page asks; its latencies are the requests' wall times.\n\n",
+        ),
+    }
     if let Some(examples) = &summary.examples {
         out.push_str(&format!(
             "Verified examples ({}): {} of {} agent questions were asked with examples; {} \

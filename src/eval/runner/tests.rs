@@ -115,6 +115,7 @@ fn both_modes(items_path: &Path, shared_first_reply: bool) -> RunSettings {
         // One candidate a round: the script's replies map one to one to calls.
         strategy: "n=1".to_string(),
         examples: ExampleSource::None,
+        ask_path: AskPath::Harness,
     }
 }
 
