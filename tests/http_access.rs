@@ -462,6 +462,23 @@ async fn the_page_signs_in_for_a_cookie_and_an_attacker_gets_nothing_from_it() {
     assert_eq!(status, StatusCode::OK);
     assert_eq!(body["rows"], json!([[120]]));
 
+    // A signed-in person confirms an example in their own name only.
+    for (verified_by, expected) in [("mallory", 400), ("ana", 201)] {
+        let (status, body, text) = send(
+            http.post(server.at("/api/examples"))
+                .header("cookie", with_cookie(&cookie))
+                .header(ORIGIN, &page)
+                .json(&json!({"question": QUESTION, "sql": COUNT, "verified_by": verified_by})),
+        )
+        .await;
+        assert_eq!(status.as_u16(), expected, "{verified_by}: {text}");
+        if expected == 400 {
+            assert_eq!(body["error"], "not_the_signed_in_user", "{text}");
+        } else {
+            assert_eq!(body["example"]["verified_by"], "ana", "{text}");
+        }
+    }
+
     // A revoked user's cookie, a made-up one, a signed-out one: the same 401.
     let response = signed_in(&ben, &page, None).await.expect("an answer");
     let (_, ben_cookie) = session_cookie(&response);
