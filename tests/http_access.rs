@@ -307,6 +307,56 @@ async fn with_users_every_request_needs_a_live_bearer_token() {
     );
 }
 
+/// A stand-in OTLP/HTTP collector on loopback: its URL, and every request body it was
+/// sent (protobuf, whose strings are written as they are).
+fn collector() -> (String, std::sync::Arc<std::sync::Mutex<Vec<u8>>>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    let url = format!("http://{}", listener.local_addr().expect("address"));
+    let received = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = std::sync::Arc::clone(&received);
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let sink = std::sync::Arc::clone(&sink);
+            std::thread::spawn(move || {
+                let Ok(mut reply) = stream.try_clone() else {
+                    return;
+                };
+                let mut reader = BufReader::new(stream);
+                loop {
+                    let mut length = 0usize;
+                    let mut line = String::new();
+                    loop {
+                        line.clear();
+                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        let header = line.trim_end().to_ascii_lowercase();
+                        if header.is_empty() {
+                            break;
+                        }
+                        if let Some(value) = header.strip_prefix("content-length:") {
+                            length = value.trim().parse().unwrap_or(0);
+                        }
+                    }
+                    let mut body = vec![0u8; length];
+                    if reader.read_exact(&mut body).is_err() {
+                        return;
+                    }
+                    if let Ok(mut all) = sink.lock() {
+                        all.extend_from_slice(&body);
+                    }
+                    let answer = "HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: 0\r\n\r\n";
+                    if reply.write_all(answer.as_bytes()).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (url, received)
+}
+
 /// The Set-Cookie header of a response, and the session cookie's value in it.
 fn session_cookie(response: &reqwest::Response) -> (String, String) {
     let header = response
@@ -339,6 +389,7 @@ async fn the_page_signs_in_for_a_cookie_and_an_attacker_gets_nothing_from_it() {
         home.path().display().to_string(),
         script.display().to_string(),
     );
+    let (traces_url, traces) = collector();
     let server = Server::start(
         &[
             "--db",
@@ -352,6 +403,7 @@ async fn the_page_signs_in_for_a_cookie_and_an_attacker_gets_nothing_from_it() {
             ("ASKDB_HOME", &home_text),
             ("ASKDB_PROVIDER", "scripted"),
             ("ASKDB_SCRIPT", &script),
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &traces_url),
         ],
     );
     let http = client();
@@ -510,7 +562,26 @@ async fn the_page_signs_in_for_a_cookie_and_an_attacker_gets_nothing_from_it() {
         assert_eq!(body, refused, "{what}: no detail tells the cases apart");
     }
 
-    // Neither a token nor a cookie reaches the server's log or the query log.
+    // Neither a token nor a cookie reaches the server's log, the traces or the query log.
+    let started = std::time::Instant::now();
+    let exported = loop {
+        let bytes = traces.lock().map(|all| all.clone()).unwrap_or_default();
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        if text.contains(QUESTION) || started.elapsed() > std::time::Duration::from_secs(15) {
+            break text;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    assert!(
+        exported.contains(QUESTION),
+        "the question's trace was exported"
+    );
+    for secret in [&ana, &ben, &cookie, &ben_cookie] {
+        assert!(
+            !exported.contains(secret.as_str()),
+            "a secret in the traces"
+        );
+    }
     let log = home.path().join("query_log.sqlite");
     let started = std::time::Instant::now();
     while !log.exists() && started.elapsed() < std::time::Duration::from_secs(10) {
