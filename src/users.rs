@@ -188,6 +188,16 @@ impl UserFile {
         self.write(&stored)
     }
 
+    /// Whether `name` is a user whose token still works: a session of a revoked (or
+    /// removed) user ends with it.
+    pub fn is_live(&self, name: &str) -> Result<bool, UsersError> {
+        Ok(self
+            .read()?
+            .users
+            .iter()
+            .any(|user| user.name == name && user.revoked.is_none()))
+    }
+
     /// The name of the user whose live token this is, or None. Every stored hash is
     /// compared, each in constant time, so the time taken says nothing of which one
     /// (nearly) matched.
@@ -255,8 +265,11 @@ mod tests {
             assert_eq!(users.authenticate(bad).expect("read"), None, "{bad}");
         }
         assert!(matches!(users.add("ana"), Err(UsersError::Exists(_))));
+        assert!(users.is_live("ana").expect("read"));
         users.revoke("ana").expect("revoked");
         assert_eq!(users.authenticate(&token).expect("read"), None);
+        assert!(!users.is_live("ana").expect("read"));
+        assert!(!users.is_live("nobody").expect("read"));
         assert!(matches!(users.revoke("ana"), Err(UsersError::Unknown(_))));
         users.revoke("ben").expect("revoked");
         // Every user revoked: the server still asks for a token.

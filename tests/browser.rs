@@ -18,6 +18,12 @@
 //!   directory): the page shows the model's download (bytes and rate) and load, and a
 //!   question typed meanwhile is answered by the real local model end to end.
 //!
+//! - Sign-in, a conversation and verified examples (tests/browser/thread.mjs): with a
+//!   user, the page signs in for an HttpOnly cookie (a wrong token refused), asks, follows
+//!   up (the thread, the earlier turn folded, "Understood as"), starts a new
+//!   conversation, saves an answer with Correct (GET /api/examples lists it), corrects one
+//!   through Wrong -> console -> Save, meets an ended conversation, and signs out.
+//!
 //! tests/browser/setup.sh installs what is missing. Under CI (CI set) a missing browser,
 //! Node.js or model is a failure; elsewhere the test prints SKIPPED on stderr and passes.
 
@@ -226,6 +232,75 @@ fn the_page_shows_the_answer_sql_chart_failed_attempt_and_null_cell() {
         screenshot.display()
     );
     eprintln!("screenshots: {}", artifacts().display());
+}
+
+// ---- Sign-in, a conversation's thread, verified examples ----
+
+#[test]
+fn the_page_signs_in_follows_up_and_saves_what_a_person_confirms() {
+    let test = "the_page_signs_in_follows_up_and_saves_what_a_person_confirms";
+    if let Err(why) = setup() {
+        return skip_or_fail(test, &why);
+    }
+    let home = tempfile::tempdir().expect("temp dir");
+    let added = Command::new(env!("CARGO_BIN_EXE_askdb"))
+        .args(["users", "--json", "add", "ana"])
+        .env("ASKDB_HOME", home.path())
+        .output()
+        .expect("askdb runs");
+    let added: serde_json::Value = serde_json::from_slice(&added.stdout).expect("JSON");
+    let token = added["token"].as_str().expect("a token").to_string();
+    let first = "How many bills were voided in 2025?";
+    let follow = "And in 2026?";
+    let alone = "How many customers are there?";
+    let lines = [
+        serde_json::json!({"question": first, "purpose": "write_sql", "reply":
+            "```sql\nSELECT COUNT(*) AS voided FROM bills WHERE status = 'VOID' AND strftime('%Y', txn_dt) = '2025'\n```"}),
+        serde_json::json!({"question": follow, "purpose": "write_sql", "reply":
+            "```sql\n-- Understood as: the number of bills voided in 2026\nSELECT COUNT(*) AS voided FROM bills WHERE status = 'VOID' AND strftime('%Y', txn_dt) = '2026'\n```"}),
+        serde_json::json!({"question": alone, "purpose": "write_sql", "reply": {"sql": "SELECT count(*) AS customers FROM customers"}}),
+        serde_json::json!({"question": alone, "purpose": "write_sql", "reply": {"sql": "SELECT count(*) AS customers FROM customers"}}),
+        serde_json::json!({"question": "*", "purpose": "check", "reply": "ok"}),
+        serde_json::json!({"question": "*", "purpose": "check", "reply": "ok"}),
+    ];
+    let script = home.path().join("script.jsonl");
+    let text: String = lines.iter().map(|line| format!("{line}\n")).collect();
+    std::fs::write(&script, text).expect("script");
+    let (home_text, script_text) = (
+        home.path().display().to_string(),
+        script.display().to_string(),
+    );
+    let server = Server::start(
+        &["--explain", "false", "--asks-per-minute", "0"],
+        &[
+            ("ASKDB_HOME", home_text.as_str()),
+            ("ASKDB_PROVIDER", "scripted"),
+            ("ASKDB_SCRIPT", script_text.as_str()),
+        ],
+    );
+    let output = Command::new("node")
+        .arg(root().join("tests/browser/thread.mjs"))
+        .current_dir(root().join("tests/browser"))
+        .env("ASKDB_URL", &server.url)
+        .env("ASKDB_TOKEN", &token)
+        .env("ASKDB_USER", "ana")
+        .env("ASKDB_ARTIFACTS", artifacts())
+        .env("CHROMIUM", chromium())
+        .output()
+        .expect("node runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    eprintln!("{stdout}");
+    assert!(
+        output.status.success(),
+        "the page check failed ({}):\n{stdout}\n{stderr}\nserver log:\n{}",
+        output.status,
+        server.log()
+    );
+    assert!(
+        !server.log().contains(&token),
+        "the token never reaches the server's log"
+    );
 }
 
 // ---- The real local model, as a new user meets it ----

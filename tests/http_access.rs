@@ -306,3 +306,333 @@ async fn with_users_every_request_needs_a_live_bearer_token() {
         "a token never reaches the log"
     );
 }
+
+/// A stand-in OTLP/HTTP collector on loopback: its URL, and every request body it was
+/// sent (protobuf, whose strings are written as they are).
+fn collector() -> (String, std::sync::Arc<std::sync::Mutex<Vec<u8>>>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    let url = format!("http://{}", listener.local_addr().expect("address"));
+    let received = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = std::sync::Arc::clone(&received);
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let sink = std::sync::Arc::clone(&sink);
+            std::thread::spawn(move || {
+                let Ok(mut reply) = stream.try_clone() else {
+                    return;
+                };
+                let mut reader = BufReader::new(stream);
+                loop {
+                    let mut length = 0usize;
+                    let mut line = String::new();
+                    loop {
+                        line.clear();
+                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        let header = line.trim_end().to_ascii_lowercase();
+                        if header.is_empty() {
+                            break;
+                        }
+                        if let Some(value) = header.strip_prefix("content-length:") {
+                            length = value.trim().parse().unwrap_or(0);
+                        }
+                    }
+                    let mut body = vec![0u8; length];
+                    if reader.read_exact(&mut body).is_err() {
+                        return;
+                    }
+                    if let Ok(mut all) = sink.lock() {
+                        all.extend_from_slice(&body);
+                    }
+                    let answer = "HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: 0\r\n\r\n";
+                    if reply.write_all(answer.as_bytes()).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (url, received)
+}
+
+/// The Set-Cookie header of a response, and the session cookie's value in it.
+fn session_cookie(response: &reqwest::Response) -> (String, String) {
+    let header = response
+        .headers()
+        .get(reqwest::header::SET_COOKIE)
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    let value = header
+        .strip_prefix("askdb_session=")
+        .and_then(|rest| rest.split(';').next())
+        .unwrap_or_default()
+        .to_string();
+    (header, value)
+}
+
+#[tokio::test]
+async fn the_page_signs_in_for_a_cookie_and_an_attacker_gets_nothing_from_it() {
+    let home = tempfile::tempdir().expect("temp dir");
+    let add = |name: &str| -> String {
+        let added = askdb_users(home.path(), &["--json", "add", name]);
+        let added: Value = serde_json::from_slice(&added.stdout).expect("JSON");
+        added["token"].as_str().expect("a token").to_string()
+    };
+    let (ana, ben) = (add("ana"), add("ben"));
+    let script = home.path().join("script.jsonl");
+    let line = json!({"question": QUESTION, "purpose": "write_sql", "reply": {"sql": COUNT}});
+    std::fs::write(&script, format!("{line}\n")).expect("script");
+    let (home_text, script) = (
+        home.path().display().to_string(),
+        script.display().to_string(),
+    );
+    let (traces_url, traces) = collector();
+    let server = Server::start(
+        &[
+            "--db",
+            "demo",
+            "--explain",
+            "false",
+            "--allowed-host",
+            "askdb.test",
+        ],
+        &[
+            ("ASKDB_HOME", &home_text),
+            ("ASKDB_PROVIDER", "scripted"),
+            ("ASKDB_SCRIPT", &script),
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &traces_url),
+        ],
+    );
+    let http = client();
+    let page = server.url.clone();
+    let sql = json!({ "sql": COUNT });
+    let (status, body, _) = send(http.get(server.at("/api/session"))).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body, json!({"sign_in": "required", "user": null}));
+
+    // A wrong token: the one sentence every refusal has.
+    let mut wrong = ana.clone();
+    wrong.pop();
+    wrong.push(if ana.ends_with('0') { '1' } else { '0' });
+    let (status, refused, text) = send(
+        http.post(server.at("/api/session"))
+            .header(ORIGIN, &page)
+            .json(&json!({"token": wrong})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{text}");
+    assert_eq!(refused["error"], "unauthorized");
+    assert!(!text.contains("ana") && !text.contains(&wrong), "{text}");
+
+    // The right one: a strict, HttpOnly cookie, not Secure over plain http.
+    let signed_in = |token: &str, origin: &str, host: Option<&str>| {
+        let mut request = http
+            .post(server.at("/api/session"))
+            .header(ORIGIN, origin)
+            .json(&json!({ "token": token }));
+        if let Some(host) = host {
+            request = request.header(HOST, host);
+        }
+        request.send()
+    };
+    let response = signed_in(&ana, &page, None).await.expect("an answer");
+    assert_eq!(response.status(), StatusCode::OK);
+    let (header, cookie) = session_cookie(&response);
+    assert!(
+        header.contains("HttpOnly") && header.contains("SameSite=Strict"),
+        "{header}"
+    );
+    assert!(!header.contains("Secure"), "{header}");
+    assert_eq!(cookie.len(), 64, "{header}");
+    assert!(!cookie.contains(&ana[6..]), "the cookie is not the token");
+    let with_cookie = |value: &str| format!("askdb_session={value}");
+    let (_, body, _) = send(
+        http.get(server.at("/api/session"))
+            .header("cookie", with_cookie(&cookie)),
+    )
+    .await;
+    assert_eq!(body["user"], "ana");
+    // Behind a TLS proxy (the page's Origin is https), the cookie is Secure.
+    let response = signed_in(&ana, "https://askdb.test", Some("askdb.test"))
+        .await
+        .expect("an answer");
+    let (header, _) = session_cookie(&response);
+    assert!(header.ends_with("; Secure"), "{header}");
+
+    // The cookie is taken where the token is: reading, and the page's own POSTs.
+    let (status, _, text) = send(
+        http.get(server.at("/api/schema"))
+            .header("cookie", with_cookie(&cookie)),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    let (status, body, text) = send(
+        http.post(server.at("/api/ask"))
+            .header("cookie", with_cookie(&cookie))
+            .header(ORIGIN, &page)
+            .json(&json!({"question": QUESTION})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    assert_eq!(body["rows"], json!([[120]]));
+    // A change on the cookie alone needs the page's Origin: none, a forged one, or the
+    // browser's word that another site sent it are refused.
+    for (what, origin, site) in [
+        ("no Origin", None, None),
+        ("a forged Origin", Some("https://attacker.example"), None),
+        (
+            "a cross-site fetch",
+            Some(page.as_str()),
+            Some("cross-site"),
+        ),
+    ] {
+        let mut request = http
+            .post(server.at("/api/sql"))
+            .header("cookie", with_cookie(&cookie))
+            .json(&sql);
+        if let Some(origin) = origin {
+            request = request.header(ORIGIN, origin);
+        }
+        if let Some(site) = site {
+            request = request.header("sec-fetch-site", site);
+        }
+        let (status, body, text) = send(request).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{what}: {text}");
+        assert_eq!(body["error"], "cross_site_request", "{what}");
+        assert!(!text.contains("customers"), "{text}");
+    }
+    let (status, body, _) = send(
+        http.post(server.at("/api/sql"))
+            .header("cookie", with_cookie(&cookie))
+            .header(ORIGIN, &page)
+            .json(&sql),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["rows"], json!([[120]]));
+
+    // A signed-in person confirms an example in their own name only.
+    for (verified_by, expected) in [("mallory", 400), ("ana", 201)] {
+        let (status, body, text) = send(
+            http.post(server.at("/api/examples"))
+                .header("cookie", with_cookie(&cookie))
+                .header(ORIGIN, &page)
+                .json(&json!({"question": QUESTION, "sql": COUNT, "verified_by": verified_by})),
+        )
+        .await;
+        assert_eq!(status.as_u16(), expected, "{verified_by}: {text}");
+        if expected == 400 {
+            assert_eq!(body["error"], "not_the_signed_in_user", "{text}");
+        } else {
+            assert_eq!(body["example"]["verified_by"], "ana", "{text}");
+        }
+    }
+
+    // A revoked user's cookie, a made-up one, a signed-out one: the same 401.
+    let response = signed_in(&ben, &page, None).await.expect("an answer");
+    let (_, ben_cookie) = session_cookie(&response);
+    assert!(askdb_users(home.path(), &["revoke", "ben"])
+        .status
+        .success());
+    let made_up = "0".repeat(64);
+    let response = http
+        .delete(server.at("/api/session"))
+        .header("cookie", with_cookie(&cookie))
+        .header(ORIGIN, &page)
+        .send()
+        .await
+        .expect("an answer");
+    assert_eq!(response.status(), StatusCode::NO_CONTENT);
+    let (header, _) = session_cookie(&response);
+    assert!(header.contains("Max-Age=0"), "{header}");
+    for (what, value) in [
+        ("a revoked user's cookie", &ben_cookie),
+        ("a made-up cookie", &made_up),
+        ("a signed-out cookie", &cookie),
+    ] {
+        let (status, body, text) = send(
+            http.get(server.at("/api/schema"))
+                .header("cookie", with_cookie(value)),
+        )
+        .await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{what}: {text}");
+        assert_eq!(body, refused, "{what}: no detail tells the cases apart");
+    }
+
+    // Neither a token nor a cookie reaches the server's log, the traces or the query log.
+    let started = std::time::Instant::now();
+    let exported = loop {
+        let bytes = traces.lock().map(|all| all.clone()).unwrap_or_default();
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        if text.contains(QUESTION) || started.elapsed() > std::time::Duration::from_secs(15) {
+            break text;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    assert!(
+        exported.contains(QUESTION),
+        "the question's trace was exported"
+    );
+    for secret in [&ana, &ben, &cookie, &ben_cookie] {
+        assert!(
+            !exported.contains(secret.as_str()),
+            "a secret in the traces"
+        );
+    }
+    let log = home.path().join("query_log.sqlite");
+    let started = std::time::Instant::now();
+    while !log.exists() && started.elapsed() < std::time::Duration::from_secs(10) {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    // The log file with its write-ahead and journal files, where recent rows may be.
+    let logged: String = ["", "-wal", "-journal"]
+        .iter()
+        .filter_map(|suffix| std::fs::read(format!("{}{suffix}", log.display())).ok())
+        .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+        .collect();
+    assert!(logged.contains("ana"), "the query log names the user");
+    for secret in [&ana, &ben, &cookie, &ben_cookie] {
+        assert!(
+            !logged.contains(secret.as_str()),
+            "a secret in the query log"
+        );
+        assert!(
+            !server.log().contains(secret.as_str()),
+            "a secret in the log"
+        );
+    }
+
+    // Brute force: after a few wrong tokens this address waits, even with a right one.
+    let mut statuses = Vec::new();
+    for _ in 0..6 {
+        let (status, _, _) = send(
+            http.post(server.at("/api/session"))
+                .header(ORIGIN, &page)
+                .json(&json!({"token": wrong})),
+        )
+        .await;
+        statuses.push(status.as_u16());
+    }
+    // One wrong token was sent above: four more 401s, then 429.
+    assert_eq!(statuses, vec![401, 401, 401, 401, 429, 429]);
+    let response = signed_in(&ana, &page, None).await.expect("an answer");
+    assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert!(response.headers().contains_key("retry-after"));
+    let text = response.text().await.unwrap_or_default();
+    assert!(text.contains("too_many_sign_ins"), "{text}");
+    let (status, _, _) = send(
+        http.post(server.at("/api/sql"))
+            .bearer_auth(&wrong)
+            .json(&sql),
+    )
+    .await;
+    assert_eq!(
+        status,
+        StatusCode::TOO_MANY_REQUESTS,
+        "guessing bearer tokens is slowed too"
+    );
+}

@@ -1,12 +1,21 @@
 // askdb's page: asks the JSON API (/api/ask/stream, /api/sql, /api/schema, /api/eval,
-// /api/health) and shows the answers, each step of the agent as it happens, and the
-// rows to take away (CSV, TSV, chart, console). Every value from the server or the user reaches
+// /api/health) and shows the answers as a conversation's thread (each follow-up sends
+// the conversation_id of the answer before it; earlier turns fold away), each step of
+// the agent as it happens, and the rows to take away (CSV, TSV, chart, console). The
+// sign-in (account.js) and the Correct / Wrong buttons (verify.js) are files of their
+// own that reach this one through window.askdbPage, as do the evaluation card
+// (evaluation.js) and the rows as CSV and TSV (rows.js). Every value from the server or the user reaches
 // the page through textContent or an attribute, never parsed as HTML, so data
 // (which may hold text planted in the database) can never become markup.
 (function () {
   "use strict";
 
   const $ = (id) => document.getElementById(id);
+
+  // What the other scripts of the page share with this one: they set page.account and
+  // page.verify before the page is ready (deferred scripts run in order).
+  const page = {};
+  window.askdbPage = page;
 
   // Builds an element: el("td", {class: "num", text: "3", title: "..."}, [children]).
   function el(tag, props, children) {
@@ -74,6 +83,7 @@
       } catch (_) {
         body = { error: "unreadable_response", detail: "the server sent something that is not JSON (HTTP " + response.status + ")" };
       }
+      if (response.status === 401 && page.account) page.account.needed();
       return { status: response.status, ok: response.ok, body, headers: response.headers };
     } catch (error) {
       return { status: 0, ok: false, body: { error: "network_error", detail: "askdb cannot be reached: " + error.message } };
@@ -156,10 +166,18 @@
       chart = null;
     }
     box.hidden = true;
-    if (!spec || spec.kind === "none" || !spec.x || !spec.y || spec.y.length === 0 || !window.Chart) return;
+    const config = chartConfig(spec, columns, rows);
+    if (!config) return;
+    box.hidden = false;
+    chart = new window.Chart($("chart"), config);
+  }
+
+  // The Chart.js configuration of a chart of the rows; null when none can be drawn.
+  function chartConfig(spec, columns, rows) {
+    if (!spec || spec.kind === "none" || !spec.x || !spec.y || spec.y.length === 0 || !window.Chart) return null;
     const xIndex = columns.indexOf(spec.x);
     const yIndexes = spec.y.map((name) => columns.indexOf(name)).filter((index) => index >= 0);
-    if (xIndex < 0 || yIndexes.length === 0) return;
+    if (xIndex < 0 || yIndexes.length === 0) return null;
     const label = (value) => (value === null || value === undefined ? "NULL" : String(value));
     let config;
     if (spec.kind === "scatter") {
@@ -192,8 +210,7 @@
     config.options.maintainAspectRatio = false;
     config.options.animation = false;
     config.options.plugins = { legend: { display: yIndexes.length > 1 || spec.kind === "scatter" } };
-    box.hidden = false;
-    chart = new window.Chart($("chart"), config);
+    return config;
   }
 
   // ---- Asking ----
@@ -261,6 +278,7 @@
       return { status: 0, ok: false, body: { error: "network_error", detail: "askdb cannot be reached: " + error.message } };
     }
     const type = response.headers.get("content-type") || "";
+    if (response.status === 401 && page.account) page.account.needed();
     if (!response.ok || !type.startsWith("text/event-stream") || !response.body) {
       let body = null;
       try {
@@ -344,12 +362,111 @@
       });
       waiting.remove();
     }
-    const response = await askStream({ question, mode: chosen }, showStep);
+    const payload = { question, mode: chosen };
+    if (conversationId) payload.conversation_id = conversationId;
+    const response = await askStream(payload, showStep);
     setBusy(false);
     if (response.ok) {
       remember(question, chosen);
-      showResult(response.body);
-    } else showError(question, response);
+      const result = response.body;
+      // The turn on show so far becomes an earlier turn of the same conversation.
+      if (shownTurn && result.conversation_id === conversationId) foldTurn(shownTurn);
+      else clearThread();
+      conversationId = result.conversation_id || null;
+      shownTurn = result;
+      showResult(result);
+      showThreadHead();
+      return;
+    }
+    if (response.status === 401) {
+      showError(question, response);
+      return;
+    }
+    if (response.status === 404 && response.body && response.body.error === "unknown_conversation") {
+      // The server's sentence says why; the next question starts a new conversation.
+      newConversation();
+      showError(question, response);
+      $("thread-notice").hidden = false;
+      $("thread-notice").textContent = "That conversation has ended, so the question was not asked. Your next question starts a new conversation: ask it in full.";
+      return;
+    }
+    // The answer on show stays in the thread above the error.
+    if (shownTurn) foldTurn(shownTurn);
+    shownTurn = null;
+    showError(question, response);
+  }
+
+  // ---- The conversation's thread: earlier turns, folded; the latest in #result ----
+
+  let conversationId = null; // sent with the next question to make it a follow-up
+  let shownTurn = null; // the result shown in #result, a turn of that conversation
+
+  function clearThread() {
+    for (const canvas of $("thread").querySelectorAll("canvas")) {
+      const drawn = window.Chart && window.Chart.getChart(canvas);
+      if (drawn) drawn.destroy();
+    }
+    clear($("thread"));
+    $("thread").hidden = true;
+    $("thread-notice").hidden = true;
+  }
+
+  function showThreadHead() {
+    const turns = shownTurn && shownTurn.turn ? shownTurn.turn : 0;
+    $("thread-head").hidden = !conversationId;
+    $("thread-label").textContent = turns > 1 ? "A conversation of " + turns + " questions; follow-ups continue it." : "Follow-up questions continue this conversation.";
+    $("turn-label").hidden = !(shownTurn && shownTurn.turn);
+    $("turn-label").textContent = shownTurn && shownTurn.turn ? "Question " + shownTurn.turn : "";
+  }
+
+  // "New conversation": forgets the thread; the next question is asked on its own.
+  function newConversation() {
+    conversationId = null;
+    shownTurn = null;
+    clearThread();
+    resetResult();
+    $("result").hidden = true;
+    $("thread-head").hidden = true;
+    $("turn-label").hidden = true;
+    $("question").focus();
+  }
+
+  // An earlier turn: its question, how it was understood, its answer, SQL, chart and
+  // rows, folded (the chart is drawn when the turn is opened).
+  function foldTurn(result) {
+    const body = el("div", { class: "turn-body" }, [
+      result.understood_as ? el("p", { class: "understood", text: "Understood as: " + result.understood_as }) : null,
+      el("p", { class: "answer", text: answerText(result) }),
+      result.sql ? el("pre", {}, [el("code", { text: result.sql })]) : null,
+    ]);
+    let canvas = null;
+    if (result.decision === "answer") {
+      const choices = chartChoices(result.chart, result.columns, result.rows);
+      const spec = result.chart && result.chart.kind !== "none" && choices.find((choice) => choice.kind === result.chart.kind);
+      if (spec) {
+        canvas = el("canvas", { role: "img", "aria-label": "Chart of turn " + result.turn });
+        body.append(el("div", { class: "chart-box" }, [canvas]));
+        canvas.dataset.spec = JSON.stringify(spec);
+      }
+      const grid = el("div", { class: "grid" });
+      body.append(grid);
+      renderGrid(grid, result.columns, result.rows, gridNote(result.row_count, result.truncated));
+    }
+    const details = el("details", { class: "turn" }, [
+      el("summary", {}, [
+        el("span", { class: "turn-label", text: "Question " + (result.turn || "") }),
+        el("span", { class: "badge " + result.decision, text: DECISION_LABELS[result.decision] || result.decision }),
+        el("span", { class: "result-question", text: result.question }),
+      ]),
+      body,
+    ]);
+    details.addEventListener("toggle", () => {
+      if (!details.open || !canvas || (window.Chart && window.Chart.getChart(canvas))) return;
+      const config = chartConfig(JSON.parse(canvas.dataset.spec), result.columns, result.rows);
+      if (config) new window.Chart(canvas, config);
+    });
+    $("thread").append(el("li", { "data-turn": result.turn }, [details]));
+    $("thread").hidden = false;
   }
 
   // ---- Recent questions (this browser only: localStorage) ----
@@ -388,6 +505,8 @@
         on: { click: () => {
           const radio = document.querySelector('input[name="mode"][value="' + (item.mode === "baseline" ? "baseline" : "agent") + '"]');
           if (radio) radio.checked = true;
+          // Asked again on its own, not as a follow-up of what is on show.
+          newConversation();
           ask(item.question);
         } },
       }));
@@ -396,7 +515,8 @@
 
   function resetResult() {
     $("result").hidden = false;
-    for (const id of ["warnings", "unverified", "clarify", "assumptions-box", "sql-box", "attempts-box", "chart-box", "result-tools"]) $(id).hidden = true;
+    for (const id of ["warnings", "unverified", "clarify", "assumptions-box", "sql-box", "attempts-box", "chart-box", "result-tools", "understood", "thread-notice"]) $(id).hidden = true;
+    if (page.verify) page.verify.hide();
     currentResult = null;
     $("answer").className = "answer";
     clear($("grid"));
@@ -410,6 +530,7 @@
 
   function showError(question, response) {
     resetResult();
+    $("turn-label").hidden = true;
     const body = response.body || {};
     const decision = $("decision");
     decision.className = "badge error";
@@ -422,25 +543,31 @@
 
   let currentResult = null;
 
+  // The answer in one sentence: the explanation, a single value, the row count, or why
+  // there is no answer (a declined question's reason: a restricted column, a write...).
+  function answerText(result) {
+    if (result.decision === "answer") {
+      const only = result.rows.length > 0 ? result.rows[0][0] : null;
+      return result.explanation || (result.row_count === 1 && result.columns.length === 1
+        ? result.columns[0] + ": " + (only === null ? "NULL" : typeof only === "number" ? formatNumber(only, isMoneyColumn(result.columns[0])) : String(only))
+        : result.row_count + (result.row_count === 1 ? " row" : " rows") + " below.");
+    }
+    if (result.decision === "clarify") return "The question can be read more than one way.";
+    return result.reason || "askdb could not answer this question.";
+  }
+
   function showResult(result) {
     resetResult();
     const decision = $("decision");
     decision.className = "badge " + result.decision;
     decision.textContent = DECISION_LABELS[result.decision] || result.decision;
     $("result-question").textContent = result.question;
-
-    let answer = "";
-    if (result.decision === "answer") {
-      const only = result.rows.length > 0 ? result.rows[0][0] : null;
-      answer = result.explanation || (result.row_count === 1 && result.columns.length === 1
-        ? result.columns[0] + ": " + (only === null ? "NULL" : typeof only === "number" ? formatNumber(only, isMoneyColumn(result.columns[0])) : String(only))
-        : result.row_count + (result.row_count === 1 ? " row" : " rows") + " below.");
-    } else if (result.decision === "clarify") {
-      answer = "The question can be read more than one way.";
-    } else {
-      answer = result.reason || "askdb could not answer this question.";
+    // A follow-up says how it was read as one standalone question.
+    if (result.understood_as) {
+      $("understood").hidden = false;
+      $("understood").textContent = "Understood as: " + result.understood_as;
     }
-    $("answer").textContent = answer;
+    $("answer").textContent = answerText(result);
 
     // Checks of the result against the question that still fail: the answer is shown,
     // but never as a plain one.
@@ -543,55 +670,17 @@
     // The trace id, to look the question up in the trace backend (Phoenix, Langfuse).
     if (result.trace_id) meta.push("trace " + result.trace_id);
     $("result-meta").textContent = meta.join(" · ");
+    if (page.verify) page.verify.show(result);
   }
 
   const CHART_LABELS = { bar: "Bar chart", line: "Line chart", scatter: "Scatter plot" };
 
   // ---- Taking the rows away: CSV, TSV ----
 
-  // A spreadsheet runs a cell that starts with = + - @ (or a tab or carriage return) as
-  // a formula; text planted in the data must not, so such text gets a leading '.
-  function spreadsheetSafe(text) {
-    return /^[=+\-@\t\r]/.test(text) ? "'" + text : text;
-  }
-
-  function plainValue(value) {
-    if (value === null || value === undefined) return "";
-    if (typeof value === "number" || typeof value === "boolean") return String(value);
-    if (typeof value === "object") return spreadsheetSafe(JSON.stringify(value));
-    return spreadsheetSafe(String(value));
-  }
-
-  // RFC 4180: fields with a comma, quote, CR or LF (or edge spaces) are quoted, quotes
-  // doubled; lines end in CRLF; NULL is an empty field.
-  function csvField(text) {
-    return /[",\r\n]|^\s|\s$/.test(text) ? '"' + text.replace(/"/g, '""') + '"' : text;
-  }
-
-  function toCsv(columns, rows) {
-    const lines = [columns.map((name) => csvField(String(name))).join(",")];
-    for (const row of rows) lines.push(row.map((value) => csvField(plainValue(value))).join(","));
-    return lines.join("\r\n") + "\r\n";
-  }
-
-  // Tab-separated for pasting into a spreadsheet: tabs and line breaks inside a value
-  // become spaces (a TSV has no quoting).
-  function toTsv(columns, rows) {
-    const field = (text) => text.replace(/[\t\r\n]+/g, " ");
-    const lines = [columns.map((name) => field(String(name))).join("\t")];
-    for (const row of rows) lines.push(row.map((value) => field(plainValue(value))).join("\t"));
-    return lines.join("\n") + "\n";
-  }
-
-  function fileName(question) {
-    const stem = String(question || "result").toLowerCase().replace(/[^a-z0-9]+/g, "-").replace(/^-+|-+$/g, "").slice(0, 60);
-    return "askdb-" + (stem || "result") + ".csv";
-  }
-
   function downloadCsv() {
     if (!currentResult) return;
-    const blob = new Blob([toCsv(currentResult.columns, currentResult.rows)], { type: "text/csv;charset=utf-8" });
-    const link = el("a", { href: URL.createObjectURL(blob), download: fileName(currentResult.question) });
+    const blob = new Blob([page.rows.toCsv(currentResult.columns, currentResult.rows)], { type: "text/csv;charset=utf-8" });
+    const link = el("a", { href: URL.createObjectURL(blob), download: page.rows.fileName(currentResult.question) });
     document.body.append(link);
     link.click();
     link.remove();
@@ -644,6 +733,7 @@
     $("console-run").disabled = false;
     clear(target);
     const body = response.body || {};
+    if (page.verify) page.verify.consoleRan(sql, response.ok && body.ok);
     if (!response.ok) {
       target.append(el("div", { class: "error-box", text: body.detail || body.error || "the request failed" }));
       return;
@@ -841,63 +931,21 @@
     }
   }
 
-  // ---- Latest evaluation ----
-
-  const percent = (value) => (typeof value === "number" ? (value * 100).toFixed(1) + "%" : "–");
-
-  function rateCell(rate) {
-    if (!rate || typeof rate !== "object") return el("td", { class: "num", text: "–" });
-    const interval = rate.wilson95 ? "95% interval " + percent(rate.wilson95.lower) + "–" + percent(rate.wilson95.upper) : null;
-    return el("td", { class: "num", title: interval }, [
-      el("span", { class: "rate", text: percent(rate.rate) }),
-      el("span", { class: "of", text: rate.successes + " of " + rate.total }),
-    ]);
-  }
-
-  async function loadEval() {
-    const response = await api("GET", "/api/eval");
-    if (!response.ok || !response.body || typeof response.body !== "object") return; // 404: stays hidden
-    const summary = response.body;
-    const body = $("eval-body");
-    clear(body);
-    const model = summary.model && typeof summary.model === "object" ? [summary.model.provider, summary.model.model].filter(Boolean).join(" ") : summary.model;
-    const about = [summary.set ? "set " + summary.set : null, model || null, summary.generated_at || null].filter(Boolean).join(" · ");
-    if (about) body.append(el("p", { class: "eval-meta", text: about }));
-    const modes = summary.modes && typeof summary.modes === "object" ? summary.modes : null;
-    // With a shared first reply the baseline replays the agent's first reply from the
-    // run's cache: its latency was not measured, and one attempt rescues nothing.
-    const replayed = (name) => name === "baseline" && summary.settings && summary.settings.shared_first_reply === true;
-    const singleAttempt = (name) => name === "baseline" || name === "plain";
-    if (modes) {
-      const rows = Object.entries(modes).map(([name, metrics]) => el("tr", {}, [
-        el("th", { scope: "row", text: name }),
-        rateCell(metrics.accuracy),
-        singleAttempt(name)
-          ? el("td", { class: "num muted", text: "–", title: "one attempt: nothing to rescue" })
-          : el("td", { class: "num", text: percent(metrics.rescue_rate) }),
-        replayed(name)
-          ? el("td", { class: "num muted", text: "replayed", title: "the baseline replays the agent's first reply from the run's cache, so its latency is not measured" })
-          : el("td", { class: "num", text: typeof metrics.latency_p50_ms === "number" ? (metrics.latency_p50_ms / 1000).toFixed(1) + " s" : "–" }),
-      ]));
-      body.append(el("table", {}, [
-        el("thead", {}, [el("tr", {}, ["mode", "accuracy", "rescued", "p50"].map((name) => el("th", { scope: "col", text: name })))]),
-        el("tbody", {}, rows),
-      ]));
-    } else {
-      // A summary of another shape: its top-level numbers, as written.
-      const numbers = Object.entries(summary).filter(([, value]) => typeof value === "number");
-      body.append(el("table", {}, [el("tbody", {}, numbers.map(([name, value]) => el("tr", {}, [el("th", { scope: "row", text: name }), el("td", { class: "num", text: numberFormat.format(value) })])))]));
-    }
-    const source = response.headers && response.headers.get("x-askdb-eval-source");
-    // The server names the file: evals/results/... for the summaries built in, or a
-    // path inside --eval-dir.
-    if (source) body.append(el("p", { class: "eval-meta", text: "from " + source }));
-    $("eval-card").hidden = false;
-  }
-
   // ---- Wiring ----
 
+  // What needs the API: called once signed in (at once when sign-in is off).
+  function loadAll() {
+    loadSchema();
+    loadHealth();
+    if (page.evaluation) page.evaluation.load();
+    if (page.verify) page.verify.load();
+    $("question").focus();
+  }
+
+  Object.assign(page, { $, el, clear, api, numberFormat, openInConsole, loadAll, newConversation });
+
   document.addEventListener("DOMContentLoaded", () => {
+    $("new-conversation").addEventListener("click", newConversation);
     $("ask-form").addEventListener("submit", (event) => {
       event.preventDefault();
       ask($("question").value);
@@ -927,7 +975,7 @@
     $("download-csv").addEventListener("click", downloadCsv);
     $("copy-tsv").addEventListener("click", async () => {
       if (!currentResult) return;
-      flash($("copy-tsv"), await copyText(toTsv(currentResult.columns, currentResult.rows)), "Copy as TSV");
+      flash($("copy-tsv"), await copyText(page.rows.toTsv(currentResult.columns, currentResult.rows)), "Copy as TSV");
     });
     $("chart-kind").addEventListener("change", () => {
       if (!currentResult) return;
@@ -943,9 +991,8 @@
       renderRecent();
     });
     renderRecent();
-    loadSchema();
-    loadHealth();
-    loadEval();
-    $("question").focus();
+    // account.js says whether the page must sign in first.
+    if (page.account) page.account.start();
+    else loadAll();
   });
 })();

@@ -2,18 +2,23 @@
 //! that rebinds its own DNS name to askdb's address is refused by its Host), the origins
 //! that may send it requests that change or spend anything (a cross-site POST is
 //! refused), and whether it may listen beyond this machine at all. Every request passes
-//! [`guard`] before any route sees it.
+//! [`guard`] before any route sees it; once users exist it also needs a live bearer token
+//! or the page's session cookie ([`super::session`], decision 0070), and a request that
+//! changes or spends anything on a cookie alone must carry the page's own Origin.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Instant;
 
-use axum::extract::{Request, State};
+use axum::extract::{ConnectInfo, Request, State};
 use axum::http::uri::Authority;
 use axum::http::{header, HeaderMap, Method};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::error::AppError;
+use super::session::Sessions;
 use crate::users::{SignIn, UserFile};
 
 /// One host name (or IP address) askdb answers for, with the one port it answers on,
@@ -86,6 +91,8 @@ pub struct Access {
     /// Listening on every interface: any IP address with the listening port is one of
     /// this machine's. A literal address cannot be rebound; only a name can.
     any_address_on: Option<u16>,
+    /// The page's sessions, and the failed sign-ins per address.
+    sessions: Arc<Sessions>,
 }
 
 impl Access {
@@ -112,6 +119,7 @@ impl Access {
             hosts,
             users: None,
             any_address_on,
+            sessions: Arc::new(Sessions::default()),
         }
     }
 
@@ -120,21 +128,31 @@ impl Access {
         Access { users, ..self }
     }
 
+    /// The same, with the sessions the page's sign-in starts (the server's own).
+    pub fn with_sessions(self, sessions: Arc<Sessions>) -> Access {
+        Access { sessions, ..self }
+    }
+
     /// The user a request signs in as: None when no user exists (sign-in is off) or the
-    /// route is public (health, the page and its files); Err(401) for a request without a
-    /// live token in its Authorization header, or with anything in its URL's query (a
-    /// token there ends up in logs and browser history).
+    /// route is public (health, the page and its files, the sign-in itself); Err(401) for
+    /// a request without a live token in its Authorization header or a live session
+    /// cookie, or with anything in its URL's query (a token there ends up in logs and
+    /// browser history); Err(429) for a token from an address that failed too often;
+    /// Err(403) for a change on a cookie alone without the page's Origin.
     fn signed_in(
         &self,
-        path: &str,
-        query: Option<&str>,
+        method: &Method,
+        uri: &axum::http::Uri,
         headers: &HeaderMap,
+        client: IpAddr,
     ) -> Result<Option<SignedIn>, AppError> {
         let Some(users) = &self.users else {
             return Ok(None);
         };
-        let public =
-            path == "/api/health" || super::assets::ASSETS.iter().any(|asset| asset.path == path);
+        let (path, query) = (uri.path(), uri.query());
+        let public = path == "/api/health"
+            || path == "/api/session"
+            || super::assets::ASSETS.iter().any(|asset| asset.path == path);
         if public {
             return Ok(None);
         }
@@ -148,8 +166,10 @@ impl Access {
             return Err(AppError::Unauthorized);
         }
         let mut values = headers.get_all(header::AUTHORIZATION).iter();
-        let (Some(value), None) = (values.next(), values.next()) else {
-            return Err(AppError::Unauthorized);
+        let value = match (values.next(), values.next()) {
+            (Some(value), None) => value,
+            (None, _) => return self.cookie_signed_in(users, method, headers),
+            (Some(_), Some(_)) => return Err(AppError::Unauthorized),
         };
         let token = value
             .to_str()
@@ -160,11 +180,38 @@ impl Access {
         let Some(token) = token else {
             return Err(AppError::Unauthorized);
         };
+        // A wrong token here is a guess like a wrong one in the sign-in form.
+        let now = Instant::now();
+        if let Err(retry_after) = self.sessions.may_try(client, now) {
+            return Err(AppError::TooManySignIns { retry_after });
+        }
         match users.authenticate(token) {
             Ok(Some(name)) => Ok(Some(SignedIn(name))),
-            Ok(None) => Err(AppError::Unauthorized),
+            Ok(None) => {
+                self.sessions.failed(client, now);
+                Err(AppError::Unauthorized)
+            }
             Err(error) => Err(AppError::Internal(error.to_string())),
         }
+    }
+
+    /// The user of the request's session cookie. A cookie goes with every request the
+    /// browser sends to askdb, so a change made on one alone must also carry an Origin
+    /// askdb answers for ([`Access::refusal`] has refused any other): a request with
+    /// neither header is a script's, and a script sends its token.
+    fn cookie_signed_in(
+        &self,
+        users: &UserFile,
+        method: &Method,
+        headers: &HeaderMap,
+    ) -> Result<Option<SignedIn>, AppError> {
+        let Some(name) = super::session::cookie_user(&self.sessions, users, headers)? else {
+            return Err(AppError::Unauthorized);
+        };
+        if !is_safe(method) && headers.get(header::ORIGIN).is_none() {
+            return Err(AppError::CrossSite);
+        }
+        Ok(Some(SignedIn(name)))
     }
 
     /// Whether `authority` (a Host header, or the host and port of an Origin with the
@@ -264,7 +311,7 @@ pub struct SignedIn(pub String);
 /// request without a live token ([`Access::signed_in`]); passes the rest on with the
 /// user it signed in as.
 pub async fn guard(
-    State(access): State<std::sync::Arc<Access>>,
+    State(access): State<Arc<Access>>,
     mut request: Request,
     next: Next,
 ) -> Response {
@@ -272,7 +319,12 @@ pub async fn guard(
         return refusal.into_response();
     }
     let uri = request.uri().clone();
-    match access.signed_in(uri.path(), uri.query(), request.headers()) {
+    let client = request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|ConnectInfo(addr)| addr.ip())
+        .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
+    match access.signed_in(request.method(), &uri, request.headers(), client) {
         Ok(Some(user)) => {
             request.extensions_mut().insert(user);
             next.run(request).await

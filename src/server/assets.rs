@@ -1,5 +1,8 @@
 //! The page and its files, compiled into the binary (no CDN, no files beside the
-//! binary, works offline): `web/index.html`, `web/app.js`, `web/style.css`, the icon, and
+//! binary, works offline): `web/index.html`, its scripts (`web/app.js`: asking, answers
+//! and the conversation's thread; `web/account.js`: sign-in; `web/verify.js`: Correct,
+//! Wrong and saving a correction; `web/evaluation.js`: the evaluation card;
+//! `web/rows.js`: CSV and TSV), `web/style.css`, the icon, and
 //! Chart.js 4 from npm with its licence (`web/vendor/`).
 
 use axum::http::{header, HeaderValue};
@@ -23,6 +26,26 @@ pub const ASSETS: &[Asset] = &[
         path: "/assets/app.js",
         content_type: "text/javascript; charset=utf-8",
         body: include_bytes!("../../web/app.js"),
+    },
+    Asset {
+        path: "/assets/rows.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_bytes!("../../web/rows.js"),
+    },
+    Asset {
+        path: "/assets/evaluation.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_bytes!("../../web/evaluation.js"),
+    },
+    Asset {
+        path: "/assets/account.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_bytes!("../../web/account.js"),
+    },
+    Asset {
+        path: "/assets/verify.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_bytes!("../../web/verify.js"),
     },
     Asset {
         path: "/assets/style.css",

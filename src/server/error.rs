@@ -44,6 +44,8 @@ pub enum AppError {
     Conflict { code: &'static str, detail: String },
     /// 429: this client asked too often.
     RateLimited { retry_after: Duration },
+    /// 429: this address failed to sign in too often in a short while.
+    TooManySignIns { retry_after: Duration },
     /// 503: every ask slot is taken.
     Busy { retry_after: Duration },
     /// 503: no model is configured; says how to configure one.
@@ -76,7 +78,9 @@ impl AppError {
             AppError::CrossSite => StatusCode::FORBIDDEN,
             AppError::Unauthorized => StatusCode::UNAUTHORIZED,
             AppError::Conflict { .. } => StatusCode::CONFLICT,
-            AppError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            AppError::RateLimited { .. } | AppError::TooManySignIns { .. } => {
+                StatusCode::TOO_MANY_REQUESTS
+            }
             AppError::Busy { .. }
             | AppError::ModelNotConfigured(_)
             | AppError::SpendCapReached
@@ -102,6 +106,7 @@ impl AppError {
             AppError::CrossSite => "cross_site_request",
             AppError::Unauthorized => "unauthorized",
             AppError::RateLimited { .. } => "rate_limited",
+            AppError::TooManySignIns { .. } => "too_many_sign_ins",
             AppError::Busy { .. } => "busy",
             AppError::ModelNotConfigured(_) => "model_not_configured",
             AppError::SpendCapReached => "spend_cap_reached",
@@ -137,13 +142,18 @@ impl AppError {
             }
             // One sentence for every failure: no token, a wrong one, a revoked one.
             AppError::Unauthorized => {
-                "send Authorization: Bearer TOKEN with a token from askdb users add".to_string()
+                "sign in, or send Authorization: Bearer TOKEN with a token from askdb users add"
+                    .to_string()
             }
             AppError::CrossSite => {
                 "a request from another site may not change or spend anything here".to_string()
             }
             AppError::RateLimited { retry_after } => format!(
                 "too many questions from this address; try again in {} s",
+                retry_after.as_secs().max(1)
+            ),
+            AppError::TooManySignIns { retry_after } => format!(
+                "too many failed sign-ins from this address; try again in {} s",
                 retry_after.as_secs().max(1)
             ),
             AppError::Busy { retry_after } => format!(
@@ -191,6 +201,7 @@ impl AppError {
     fn retry_after(&self) -> Option<Duration> {
         match self {
             AppError::RateLimited { retry_after }
+            | AppError::TooManySignIns { retry_after }
             | AppError::Busy { retry_after }
             | AppError::DatabaseBusy { retry_after } => Some(*retry_after),
             _ => None,

@@ -1,14 +1,16 @@
 //! The verified examples' routes: `GET /api/examples` lists the database's examples
 //! (each checked again against today's schema first), `POST /api/examples` is a
-//! person's confirmation (the question, the SQL and who verified it; the gate checks the
-//! SQL) and `DELETE /api/examples/{id}` removes one. Besides `askdb examples`, this POST
-//! is the only way an example is made: nothing saves one because it ran.
+//! person's confirmation (the question, the SQL and who verified it, which for a
+//! signed-in request must be the user; the gate checks the SQL) and
+//! `DELETE /api/examples/{id}` removes one. Besides `askdb examples`, this POST is the
+//! only way an example is made: nothing saves one because it ran.
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::Json;
+use axum::{Extension, Json};
 use serde::Deserialize;
 
+use super::access::SignedIn;
 use super::error::{ApiJson, AppError};
 use super::AppState;
 use crate::examples::{self, Draft, Example, ExampleError, ExampleStore, Saved};
@@ -65,9 +67,22 @@ pub async fn list(State(state): State<AppState>) -> Result<Json<Vec<Example>>, A
 /// POST /api/examples: 201 with the saved example and the ids it replaced.
 pub async fn save(
     State(state): State<AppState>,
+    user: Option<Extension<SignedIn>>,
     ApiJson(request): ApiJson<SaveExampleRequest>,
 ) -> Result<(StatusCode, Json<Saved>), AppError> {
     let store = store(&state)?;
+    // Signed in, the person confirming is the user: nobody confirms in another's name.
+    if let Some(Extension(SignedIn(name))) = &user {
+        if request.verified_by.trim() != name {
+            return Err(AppError::BadRequest {
+                code: "not_the_signed_in_user",
+                detail: format!(
+                    "verified_by must be the signed-in user ({name}): an example is confirmed \
+                     in the name of the person who confirms it"
+                ),
+            });
+        }
+    }
     let draft = Draft {
         question: request.question,
         sql: request.sql,

@@ -14,13 +14,16 @@
 //! | `GET /api/examples` | the database's verified examples, set-aside ones with the reason ([`examples`]) |
 //! | `POST /api/examples` | `{question, sql, verified_by, notes?}`: a person saves an example; its SQL must pass the gate (201) |
 //! | `DELETE /api/examples/{id}` | removes one (204) |
+//! | `GET /api/session` | `{sign_in, user}`: whether the page must sign in, and as whom ([`session`]) |
+//! | `POST /api/session` | `{token}` -> an HttpOnly, SameSite=Strict session cookie the API then takes as it takes the token |
+//! | `DELETE /api/session` | signs out (204) |
 //! | `GET /api/openapi.json` | the OpenAPI description of the above |
 //! | `GET /` and `/assets/*` | the page, its script, styles and the vendored Chart.js |
 //!
 //! Before any route, [`access`] refuses a Host the server does not answer for (421: a
 //! DNS-rebinding page) and a POST a browser sends from another site (403), and once a
-//! user exists ([`crate::users`]) a request without a live bearer token (401, health and
-//! the page aside); listening beyond loopback needs a user or `--open-to-anyone`
+//! user exists ([`crate::users`]) a request without a live bearer token or session cookie
+//! (401, health, the page and its sign-in aside); listening beyond loopback needs a user or `--open-to-anyone`
 //! (decision 0022).
 //!
 //! Like every other caller, the server reaches the database only through the
@@ -42,6 +45,7 @@ pub mod limits;
 pub mod metrics;
 pub mod monitor;
 pub mod openapi;
+pub mod session;
 pub mod steps;
 pub mod stream;
 pub mod warm_up;
@@ -113,6 +117,8 @@ struct Shared {
     warm_up: warm_up::WarmUp,
     /// The conversations questions continue.
     conversations: Arc<dyn ConversationStore>,
+    /// The page's sign-in sessions and the failed sign-ins per address.
+    sessions: Arc<session::Sessions>,
 }
 
 /// Everything the handlers share. Cheap to clone.
@@ -184,6 +190,7 @@ impl AppState {
                 warm_up: warm_up::WarmUp::default(),
                 conversations,
                 examples,
+                sessions: Arc::new(session::Sessions::default()),
             }),
         })
     }
@@ -204,6 +211,11 @@ impl AppState {
     /// Where verified examples are kept, when this server uses them.
     pub fn examples(&self) -> Option<&Arc<dyn ExampleStore>> {
         self.shared.examples.as_ref()
+    }
+
+    /// The page's sign-in sessions.
+    pub fn sessions(&self) -> &session::Sessions {
+        &self.shared.sessions
     }
 
     pub fn config(&self) -> &ServerConfig {
@@ -399,7 +411,8 @@ pub fn app(state: AppState) -> Router {
 pub fn app_on(state: AppState, listen: SocketAddr) -> Router {
     let access = Arc::new(
         access::Access::new(listen, &state.config().allowed_hosts)
-            .with_users(state.config().users.clone()),
+            .with_users(state.config().users.clone())
+            .with_sessions(Arc::clone(&state.shared.sessions)),
     );
     let body_limit = state.config().max_body_bytes;
     let mut router = Router::new()
@@ -413,6 +426,12 @@ pub fn app_on(state: AppState, listen: SocketAddr) -> Router {
         .route("/api/local-model/start", post(api::start_local_model))
         .route("/api/examples", get(examples::list).post(examples::save))
         .route("/api/examples/{id}", delete(examples::remove))
+        .route(
+            "/api/session",
+            get(session::status)
+                .post(session::sign_in)
+                .delete(session::sign_out),
+        )
         .route("/api/openapi.json", get(api::openapi))
         .route("/metrics", get(api::metrics));
     for asset in assets::ASSETS {

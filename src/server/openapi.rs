@@ -18,7 +18,7 @@ fn names(values: impl IntoIterator<Item = &'static str>) -> Value {
 }
 
 /// The API routes, as (method, path): the router and this description both list them.
-pub const API_ROUTES: [(&str, &str); 13] = [
+pub const API_ROUTES: [(&str, &str); 16] = [
     ("post", "/api/ask"),
     ("post", "/api/ask/stream"),
     ("post", "/api/sql"),
@@ -30,6 +30,9 @@ pub const API_ROUTES: [(&str, &str); 13] = [
     ("get", "/api/examples"),
     ("post", "/api/examples"),
     ("delete", "/api/examples/{id}"),
+    ("get", "/api/session"),
+    ("post", "/api/session"),
+    ("delete", "/api/session"),
     ("get", "/api/openapi.json"),
     ("get", "/metrics"),
 ];
@@ -108,7 +111,7 @@ pub fn document() -> Value {
         "info": {
             "title": "askdb",
             "version": env!("CARGO_PKG_VERSION"),
-            "description": "Plain-English questions about a SQL database, answered with the SQL that produced them. Every statement passes a parser guard and runs on a read-only connection. Errors are JSON: {\"error\": code, \"detail\": sentence}. Every route answers 421 unknown_host to a Host it does not answer for (the listening address, localhost, 127.0.0.1, [::1] and --allowed-host). Once `askdb users add` has added a user, every route but GET /api/health and the page answers 401 unauthorized without `Authorization: Bearer TOKEN` (a token in the URL is refused).",
+            "description": "Plain-English questions about a SQL database, answered with the SQL that produced them. Every statement passes a parser guard and runs on a read-only connection. Errors are JSON: {\"error\": code, \"detail\": sentence}. Every route answers 421 unknown_host to a Host it does not answer for (the listening address, localhost, 127.0.0.1, [::1] and --allowed-host). Once `askdb users add` has added a user, every route but GET /api/health and the page answers 401 unauthorized without `Authorization: Bearer TOKEN` or the session cookie POST /api/session sets (a token in the URL is refused); a request that changes anything on the cookie alone must carry the page's Origin (403 otherwise).",
             "license": {"name": "MIT"}
         },
         "paths": {
@@ -201,7 +204,7 @@ pub fn document() -> Value {
                     }}},
                     "responses": {
                         "201": {"description": "Saved: the example as stored (its SQL as the gate rendered it) and the ids it replaced.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/SavedExample"}}}},
-                        "400": error_response("The gate refused the SQL (example_refused), or a field is empty or too long (invalid_example).", "example_refused", "the guard refused the example's SQL: restricted_column: column \"phone\" of customers is restricted"),
+                        "400": error_response("The gate refused the SQL (example_refused), a field is empty or too long (invalid_example), or verified_by is not the signed-in user (not_the_signed_in_user).", "example_refused", "the guard refused the example's SQL: restricted_column: column \"phone\" of customers is restricted"),
                         "404": error_response("This server keeps no verified examples.", "examples_off", "this server keeps no verified examples"),
                         "422": error_response("A field is missing or of the wrong type (verified_by included).", "invalid_request", "missing field `verified_by`")
                     }
@@ -215,6 +218,7 @@ pub fn document() -> Value {
                     "404": error_response("No example of that id for this database (no_such_example), or no examples kept (examples_off).", "no_such_example", "no example 7 for this database")
                 }
             }},
+            "/api/session": session_paths(),
             "/api/openapi.json": {"get": {
                 "summary": "This description",
                 "responses": {"200": {"description": "OpenAPI 3.1 JSON.", "content": {"application/json": {"schema": {"type": "object"}}}}}
@@ -428,6 +432,40 @@ fn schemas() -> Value {
     all
 }
 
+/// The page's sign-in (a json! of its own, like [`example_schemas`]).
+fn session_paths() -> Value {
+    let status = json!({"description": "Whether sign-in is on and as whom this request is.", "content": {"application/json": {
+        "schema": {"$ref": "#/components/schemas/Session"},
+        "example": {"sign_in": "required", "user": "ana"}
+    }}});
+    json!({
+        "get": {
+            "summary": "Whether the page must sign in",
+            "description": "sign_in is open (no user was ever added: nothing to sign in to) or required; user is the session cookie's user, null without a live one. Public, like the page.",
+            "responses": {"200": status}
+        },
+        "post": {
+            "summary": "Sign in: a token for a session cookie",
+            "description": "Exchanges a token from `askdb users add` for the askdb_session cookie: HttpOnly, SameSite=Strict, Path=/, 12 hours, Secure when the page was served over https (its Origin). The API then takes the cookie where it takes the token; a revoked user's sessions end with the token. Failed sign-ins (and wrong bearer tokens) are limited per client address.",
+            "requestBody": {"required": true, "content": {"application/json": {
+                "schema": {"type": "object", "required": ["token"], "additionalProperties": false, "properties": {"token": {"type": "string"}}},
+                "example": {"token": "askdb_0123..."}
+            }}},
+            "responses": {
+                "200": {"description": "Signed in; Set-Cookie carries the session.", "content": {"application/json": {"schema": {"type": "object", "properties": {"user": {"type": "string"}}}}}},
+                "401": error_response("The token is not a live user's (wrong, revoked: one sentence for every case).", "unauthorized", "sign in, or send Authorization: Bearer TOKEN with a token from askdb users add"),
+                "404": error_response("No user exists, so sign-in is off.", "sign_in_off", "askdb has no users, so there is nothing to sign in to"),
+                "429": with_retry_after(error_response("Too many failed sign-ins from this address in a minute.", "too_many_sign_ins", "too many failed sign-ins from this address; try again in 42 s"))
+            }
+        },
+        "delete": {
+            "summary": "Sign out",
+            "description": "Ends the cookie's session and clears the cookie.",
+            "responses": {"204": {"description": "Signed out."}}
+        }
+    })
+}
+
 /// The verified examples' bodies (a json! of their own: one macro call holding every
 /// schema passes the macro's recursion limit).
 fn example_schemas() -> Value {
@@ -456,6 +494,13 @@ fn example_schemas() -> Value {
                 "tables": {"type": "array", "items": {"type": "string"}},
                 "notes": {"type": "string"},
                 "set_aside": {"type": "string", "description": "Why it is no longer used; absent while it is."}
+            }
+        },
+        "Session": {
+            "type": "object",
+            "properties": {
+                "sign_in": {"type": "string", "enum": ["open", "required"]},
+                "user": {"type": ["string", "null"]}
             }
         },
         "SavedExample": {

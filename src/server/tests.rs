@@ -546,11 +546,24 @@ async fn the_page_and_its_assets_are_embedded_with_a_strict_policy() {
         !page.contains("http://") && !page.contains("https://"),
         "no CDN"
     );
-    let script = String::from_utf8_lossy(assets::ASSETS[1].body);
-    assert!(
-        !script.contains("innerHTML"),
-        "data enters the page as text only"
-    );
+    let scripts: Vec<_> = assets::ASSETS
+        .iter()
+        .filter(|asset| asset.path.ends_with(".js") && !asset.path.contains("/vendor/"))
+        .collect();
+    assert!(scripts.len() >= 3, "app.js, account.js, verify.js");
+    for script in scripts {
+        let text = String::from_utf8_lossy(script.body);
+        assert!(
+            !text.contains("innerHTML") && !text.contains("localStorage.setItem(\"askdb.token"),
+            "{}: data enters the page as text only, and no token is stored",
+            script.path
+        );
+        assert!(
+            page.contains(&format!("src=\"{}\"", script.path)),
+            "{} is loaded by the page",
+            script.path
+        );
+    }
 }
 
 #[tokio::test]
@@ -839,4 +852,19 @@ async fn a_person_saves_an_example_through_the_api_and_an_answer_never_saves_one
     let (status, body) = call(state, delete()).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert_eq!(body["error"], "no_such_example");
+}
+
+#[tokio::test]
+async fn without_users_the_page_needs_no_sign_in() {
+    let fixture = fixture(None, ServerConfig::default()).await;
+    let (status, body) = call(&fixture.state, get("/api/session")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body, serde_json::json!({"sign_in": "open", "user": null}));
+    let (status, body) = call(
+        &fixture.state,
+        post_json("/api/session", r#"{"token": "askdb_guess"}"#),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    assert_eq!(body["error"], "sign_in_off");
 }

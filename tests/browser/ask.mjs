@@ -238,7 +238,9 @@ try {
     check((await page.locator("#console-result tbody tr").count()) === 6, "the SQL re-runs in the console");
 
     // The rows as CSV: quoting, NULL, formula-looking text, and money shown in the
-    // notes' currency on the page but written plain in the file.
+    // notes' currency on the page but written plain in the file. Each unrelated question
+    // starts a new conversation, as a person would (thread.mjs drives follow-ups).
+    await page.click("#new-conversation");
     await page.fill("#question", CSV_QUESTION);
     await page.press("#question", "Enter");
     await page.waitForFunction((text) => document.getElementById("result-question").textContent === text
@@ -258,6 +260,7 @@ try {
 
     // A wrong-period answer: the rule checks fail, the one repair fails them again, and
     // the answer is shown with a visible warning that names each failed check.
+    await page.click("#new-conversation");
     await page.fill("#question", WRONG_PERIOD_QUESTION);
     await page.press("#question", "Enter");
     await page.waitForFunction((text) => document.getElementById("result-question").textContent === text
@@ -324,6 +327,7 @@ try {
 
     // A vague word: askdb asks back with options; clicking one asks the clarified
     // question (what the agent then does with it is the agent's business).
+    await page.click("#new-conversation");
     await page.fill("#question", "Who are our best customers?");
     await page.click("#ask-button");
     await page.waitForSelector("#clarify:not([hidden]) #clarify-options button", { timeout: 10000 });
