@@ -306,3 +306,100 @@ async fn with_users_every_request_needs_a_live_bearer_token() {
         "a token never reaches the log"
     );
 }
+
+/// Adds a user through the CLI and returns its token.
+fn add_user(home: &std::path::Path, name: &str) -> String {
+    let added = askdb_users(home, &["--json", "add", name]);
+    assert!(
+        added.status.success(),
+        "{}",
+        String::from_utf8_lossy(&added.stderr)
+    );
+    let added: Value = serde_json::from_slice(&added.stdout).expect("JSON");
+    added["token"].as_str().expect("a token").to_string()
+}
+
+#[tokio::test]
+async fn a_conversation_is_its_users_and_another_user_gets_the_unknown_ids_404() {
+    let home = tempfile::tempdir().expect("temp dir");
+    let ana = add_user(home.path(), "ana");
+    let ben = add_user(home.path(), "ben");
+    let follow = "And how many bills?";
+    let script = home.path().join("script.jsonl");
+    let lines = [
+        json!({"question": QUESTION, "purpose": "write_sql", "reply": {"sql": COUNT}}),
+        json!({"question": follow, "purpose": "write_sql", "reply": {"sql": "SELECT count(*) AS bills FROM bills"}}),
+        json!({"question": "*", "purpose": "check", "reply": "ok"}),
+    ];
+    let text: String = lines.iter().map(|line| format!("{line}\n")).collect();
+    std::fs::write(&script, text).expect("script");
+    let (home_text, script) = (
+        home.path().display().to_string(),
+        script.display().to_string(),
+    );
+    let server = Server::start(
+        &["--db", "demo", "--explain", "false"],
+        &[
+            ("ASKDB_HOME", &home_text),
+            ("ASKDB_PROVIDER", "scripted"),
+            ("ASKDB_SCRIPT", &script),
+        ],
+    );
+    let http = client();
+    let (status, body, text) = send(
+        http.post(server.at("/api/ask"))
+            .bearer_auth(&ana)
+            .json(&json!({"question": QUESTION})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    let id = body["conversation_id"].as_str().expect("an id").to_string();
+
+    // Ben names ana's conversation, through the API and the stream: the 404 of an id
+    // that never existed, word for word but the id, and no model call spent.
+    let unknown = "0123456789abcdef0123456789abcdef";
+    for path in ["/api/ask", "/api/ask/stream"] {
+        let (status, body, text) = send(
+            http.post(server.at(path))
+                .bearer_auth(&ben)
+                .json(&json!({"question": follow, "conversation_id": id})),
+        )
+        .await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{path}: {text}");
+        let (unknown_status, _, unknown_text) = send(
+            http.post(server.at(path))
+                .bearer_auth(&ben)
+                .json(&json!({"question": follow, "conversation_id": unknown})),
+        )
+        .await;
+        assert_eq!(unknown_status, StatusCode::NOT_FOUND);
+        assert_eq!(
+            text.replace(&id, "ID"),
+            unknown_text.replace(unknown, "ID"),
+            "{path}"
+        );
+        assert_eq!(body["error"], "unknown_conversation", "{text}");
+        assert!(
+            !text.contains("ana") && !text.contains("customers"),
+            "{text}"
+        );
+    }
+    // Ana continues her own: the follow-up carries the first turn.
+    let (status, body, text) = send(
+        http.post(server.at("/api/ask/stream"))
+            .bearer_auth(&ana)
+            .json(&json!({"question": follow, "conversation_id": id})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    assert_eq!(body, Value::Null, "a stream, not JSON");
+    let result = text
+        .split("event: result\ndata: ")
+        .nth(1)
+        .and_then(|rest| rest.lines().next())
+        .unwrap_or_else(|| panic!("no result event: {text}"));
+    let result: Value = serde_json::from_str(result).expect("the result's JSON");
+    assert_eq!(result["conversation_id"], id.as_str(), "{result}");
+    assert_eq!(result["turn"], 2, "{result}");
+    assert_eq!(result["rows"], json!([[1400]]), "{result}");
+}

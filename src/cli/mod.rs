@@ -196,7 +196,7 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
                         "new" => None,
                         id => Some(ConversationId::parse(id)?),
                     };
-                    Some(TurnLease::begin(&store, id.as_ref())?)
+                    Some(TurnLease::begin(&store, id.as_ref(), None)?)
                 }
             };
             let agent = open_agent(&settings, strategy).await?;

@@ -2,7 +2,7 @@
 //!
 //! | route | does |
 //! |---|---|
-//! | `POST /api/ask` | `{question, mode, explain?, conversation_id?}` -> the agent's full result ([`crate::agent::AgentResult`]) with its `conversation_id` and `turn`; a known `conversation_id` makes the question a follow-up (404 when unknown or expired, 409 while it answers another) |
+//! | `POST /api/ask` | `{question, mode, explain?, conversation_id?}` -> the agent's full result ([`crate::agent::AgentResult`]) with its `conversation_id` and `turn`; a known `conversation_id` makes the question a follow-up (404 when unknown, expired or another user's, 409 while it answers another) |
 //! | `POST /api/ask/stream` | the same body (a `conversation_id` too) -> server-sent events: a `step` per agent step as it happens, then `result` (the same JSON as `POST /api/ask`) or `error` ([`stream`]) |
 //! | `POST /api/sql` | `{sql}` -> the gate's `run_query` result (rows or a structured error) |
 //! | `GET /api/schema` | tables with descriptions, row counts and columns |
