@@ -207,6 +207,21 @@ impl UserFile {
     }
 }
 
+impl UserFile {
+    /// Whether `name` is a user whose token is not revoked: what a trusted proxy's user
+    /// header must name (decision 0072). A name outside the allow-list is no user.
+    pub fn is_live(&self, name: &str) -> Result<bool, UsersError> {
+        if check_name(name).is_err() {
+            return Ok(false);
+        }
+        Ok(self
+            .read()?
+            .users
+            .iter()
+            .any(|user| user.name == name && user.revoked.is_none()))
+    }
+}
+
 /// A name by allow-list: it is printed in logs and the query log as it is.
 fn check_name(name: &str) -> Result<(), UsersError> {
     let fine = !name.is_empty()
@@ -255,7 +270,12 @@ mod tests {
             assert_eq!(users.authenticate(bad).expect("read"), None, "{bad}");
         }
         assert!(matches!(users.add("ana"), Err(UsersError::Exists(_))));
+        assert!(users.is_live("ana").expect("read"));
+        for not_users in ["carla", "", "ana ", "ANA", "ana\n"] {
+            assert!(!users.is_live(not_users).expect("read"), "{not_users:?}");
+        }
         users.revoke("ana").expect("revoked");
+        assert!(!users.is_live("ana").expect("read"), "revoked");
         assert_eq!(users.authenticate(&token).expect("read"), None);
         assert!(matches!(users.revoke("ana"), Err(UsersError::Unknown(_))));
         users.revoke("ben").expect("revoked");

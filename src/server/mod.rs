@@ -21,7 +21,8 @@
 //! DNS-rebinding page) and a POST a browser sends from another site (403), and once a
 //! user exists ([`crate::users`]) a request without a live bearer token (401, health and
 //! the page aside); listening beyond loopback needs a user or `--open-to-anyone`
-//! (decision 0022).
+//! (decision 0022). Behind an authenticating reverse proxy (`--trusted-proxy`), the user
+//! its header names signs in instead, from its addresses alone (decision 0072).
 //!
 //! Like every other caller, the server reaches the database only through the
 //! [`Gate`] and the model only through [`ModelClient::call`] (inside the agent). Bad input
@@ -399,7 +400,8 @@ pub fn app(state: AppState) -> Router {
 pub fn app_on(state: AppState, listen: SocketAddr) -> Router {
     let access = Arc::new(
         access::Access::new(listen, &state.config().allowed_hosts)
-            .with_users(state.config().users.clone()),
+            .with_users(state.config().users.clone())
+            .with_proxy(state.config().proxy.clone()),
     );
     let body_limit = state.config().max_body_bytes;
     let mut router = Router::new()

@@ -243,7 +243,7 @@ fn schemas() -> Value {
             "type": "object",
             "required": ["error", "detail"],
             "properties": {
-                "error": {"type": "string", "description": "A stable code: empty_question, question_too_long, unknown_mode, empty_sql, malformed_json, invalid_request, unsupported_media_type, payload_too_large, not_found, method_not_allowed, unknown_host, cross_site_request, unauthorized, no_evaluation, unknown_conversation, conversation_busy, examples_off, invalid_example, example_refused, no_such_example, rate_limited, busy, model_not_configured, spend_cap_reached, model_unavailable, ask_timeout, internal_error."},
+                "error": {"type": "string", "description": "A stable code: empty_question, question_too_long, unknown_mode, empty_sql, malformed_json, invalid_request, unsupported_media_type, payload_too_large, not_found, method_not_allowed, unknown_host, cross_site_request, unauthorized, forbidden, no_evaluation, unknown_conversation, conversation_busy, examples_off, invalid_example, example_refused, no_such_example, rate_limited, busy, model_not_configured, spend_cap_reached, model_unavailable, ask_timeout, internal_error."},
                 "detail": {"type": "string", "description": "What went wrong and what to do, in a sentence."}
             }
         },
