@@ -421,7 +421,7 @@ pub enum LogCommand {
     /// What to watch in the query log: error types by frequency, give-up and refusal
     /// rates, mean attempts per success by day, runs of zero-row answers.
     #[command(
-        after_help = "Example:\n  askdb log stats --from postgres://postgres@127.0.0.1:5432/shop"
+        after_help = "Examples:\n  askdb log stats --from postgres://postgres@127.0.0.1:5432/shop\n  askdb log stats --user ana"
     )]
     Stats {
         /// A URL that may read the log: a PostgreSQL URL (the administrator's; the log
@@ -429,6 +429,10 @@ pub enum LogCommand {
         /// for SQLite databases and the demo.
         #[arg(long, env = "ASKDB_LOG_READ_URL", hide_env_values = true)]
         from: Option<String>,
+        /// Only the questions this user asked (signed in to `askdb serve` by token or
+        /// by a trusted proxy).
+        #[arg(long)]
+        user: Option<String>,
     },
 }
 

@@ -156,8 +156,8 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
             schema(&settings.open_gate().await?, command, notes.as_deref()).await
         }
         Command::Log {
-            command: LogCommand::Stats { from },
-        } => log_stats(&settings, from).await,
+            command: LogCommand::Stats { from, user },
+        } => log_stats(&settings, from, user).await,
         Command::Sql { command } => sql(&settings.open_gate().await?, command).await,
         Command::Demo {
             command: DemoCommand::Build { out },
@@ -402,12 +402,23 @@ fn query_log_setting(
     }
 }
 
-async fn log_stats(settings: &Settings, from: Option<String>) -> Result<Output, CliError> {
+async fn log_stats(
+    settings: &Settings,
+    from: Option<String>,
+    user: Option<String>,
+) -> Result<Output, CliError> {
     use crate::querylog::stats;
     let postgres = matches!(settings.url, crate::database::DatabaseUrl::Postgres(_));
     let source = log_source(postgres, from, "--from")?;
-    let rows = stats::read(&source).await?;
-    let figures = stats::compute(&rows);
+    let user = user.map(|name| name.trim().to_string());
+    if user.as_deref() == Some("") {
+        return Err(CliError::Settings(
+            "--user needs a name (askdb users list shows them)".to_string(),
+        ));
+    }
+    let rows = stats::read(&source, user.as_deref()).await?;
+    let mut figures = stats::compute(&rows);
+    figures.user = user;
     let text = stats::render(&figures);
     Output::new(&figures, text, Exit::Success)
 }
