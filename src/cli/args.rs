@@ -102,6 +102,28 @@ pub enum Command {
         #[arg(long, value_name = "ID|new")]
         conversation: Option<String>,
     },
+    /// An interactive session: each line a question, each question a follow-up of the
+    /// ones before it (line editing and history; /new, /sql, /help, /quit).
+    #[command(
+        after_help = "Each answer goes to stdout and its steps to stderr, as for `askdb ask`; the history is kept in askdb's data directory.\n\nExamples:\n  askdb chat\n  askdb --db postgres://askdb_ro@127.0.0.1/shop chat --no-explain\n  askdb chat --conversation 0123456789abcdef0123456789abcdef"
+    )]
+    Chat {
+        /// One attempt, no repair, no diagnostic (for comparison).
+        #[arg(long)]
+        baseline: bool,
+        /// Skip the model-written explanation (one call fewer).
+        #[arg(long)]
+        no_explain: bool,
+        /// How the agent asks: key=value pairs over the defaults (see `agent::strategy`).
+        #[arg(long, env = "ASKDB_STRATEGY", default_value = "")]
+        strategy: String,
+        /// Do not write each step on stderr as it happens.
+        #[arg(long, short = 'q')]
+        quiet: bool,
+        /// Continue a conversation an earlier `askdb ask --conversation` or chat printed.
+        #[arg(long, value_name = "ID")]
+        conversation: Option<String>,
+    },
     /// Show what askdb would do with a question, before any model call.
     #[command(after_help = "Example:\n  askdb plan \"Top 5 customers by revenue\"")]
     Plan { question: String },

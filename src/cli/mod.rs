@@ -6,6 +6,7 @@
 //! process exit code.
 
 pub mod args;
+pub mod chat;
 pub mod config;
 mod examples;
 mod reports;
@@ -122,6 +123,8 @@ pub enum CliError {
     Examples(#[from] crate::examples::ExampleError),
     #[error(transparent)]
     Users(#[from] crate::users::UsersError),
+    #[error("the terminal failed: {0}")]
+    Terminal(String),
     #[error("{0}")]
     Settings(String),
     #[error("cannot read {path}: {error}")]
@@ -239,6 +242,37 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
                     Output::new(&report, text, exit)
                 }
             }
+        }
+        Command::Chat {
+            baseline,
+            no_explain,
+            strategy,
+            quiet,
+            conversation,
+        } => {
+            let strategy = config::parse_strategy(&strategy)?;
+            let conversation = conversation
+                .as_deref()
+                .map(ConversationId::parse)
+                .transpose()?;
+            let store: std::sync::Arc<dyn ConversationStore> = std::sync::Arc::new(
+                FileStore::in_data_dir(crate::conversation::Limits::default()),
+            );
+            let agent = open_agent(&settings, strategy).await?;
+            let options = AskOptions {
+                mode: if baseline {
+                    Mode::Baseline
+                } else {
+                    Mode::Agent
+                },
+                explain: !no_explain,
+                ..AskOptions::default()
+            };
+            let observer: &dyn Observer = if quiet { &NoObserver } else { &StepsOnStderr };
+            chat::Session::new(&agent, store, options, observer, conversation)
+                .run()
+                .await?;
+            Ok(Output::done(Exit::Success))
         }
         Command::Plan { question } => {
             // Planning needs no model: build the index over the gate and select.
