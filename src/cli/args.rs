@@ -143,7 +143,7 @@ pub enum Command {
     /// or `--local-model` starts one on this machine; without one, the page offers the
     /// local model and everything but questions works).
     #[command(
-        after_help = "Examples:\n  askdb serve --local-model          answer with a local model, no key (first start downloads 1.1 GB)\n  askdb serve --addr 127.0.0.1:8080"
+        after_help = "Examples:\n  askdb serve --local-model          answer with a local model, no key (first start downloads 1.1 GB)\n  askdb serve --addr 127.0.0.1:8080\n  askdb serve --addr 0.0.0.0:8080 --trusted-proxy 10.0.0.5 --allowed-host askdb.example.com\n                                     behind oauth2-proxy at 10.0.0.5: its X-Forwarded-User signs in users `askdb users add` made"
     )]
     Serve(crate::server::ServeArgs),
     /// The query log `askdb serve` writes (one row per answered question).
