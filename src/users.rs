@@ -188,16 +188,6 @@ impl UserFile {
         self.write(&stored)
     }
 
-    /// Whether `name` is a user whose token still works: a session of a revoked (or
-    /// removed) user ends with it.
-    pub fn is_live(&self, name: &str) -> Result<bool, UsersError> {
-        Ok(self
-            .read()?
-            .users
-            .iter()
-            .any(|user| user.name == name && user.revoked.is_none()))
-    }
-
     /// The name of the user whose live token this is, or None. Every stored hash is
     /// compared, each in constant time, so the time taken says nothing of which one
     /// (nearly) matched.
@@ -214,6 +204,22 @@ impl UserFile {
             }
         }
         Ok(found)
+    }
+}
+
+impl UserFile {
+    /// Whether `name` is a user whose token is not revoked: what a trusted proxy's user
+    /// header must name (decision 0072), and a session of a revoked (or removed) user
+    /// ends with it. A name outside the allow-list is no user.
+    pub fn is_live(&self, name: &str) -> Result<bool, UsersError> {
+        if check_name(name).is_err() {
+            return Ok(false);
+        }
+        Ok(self
+            .read()?
+            .users
+            .iter()
+            .any(|user| user.name == name && user.revoked.is_none()))
     }
 }
 
@@ -266,7 +272,11 @@ mod tests {
         }
         assert!(matches!(users.add("ana"), Err(UsersError::Exists(_))));
         assert!(users.is_live("ana").expect("read"));
+        for not_users in ["carla", "", "ana ", "ANA", "ana\n"] {
+            assert!(!users.is_live(not_users).expect("read"), "{not_users:?}");
+        }
         users.revoke("ana").expect("revoked");
+        assert!(!users.is_live("ana").expect("read"), "revoked");
         assert_eq!(users.authenticate(&token).expect("read"), None);
         assert!(!users.is_live("ana").expect("read"));
         assert!(!users.is_live("nobody").expect("read"));

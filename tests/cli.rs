@@ -759,3 +759,180 @@ fn eval_runs_ask_the_agent_through_the_paths_users_take() {
         "the baseline cannot replay a reply asked in another process"
     );
 }
+
+/// `askdb chat` in a pseudo-terminal: util-linux's `script` runs it on one and copies
+/// what it writes (stdout and stderr alike, as a terminal shows them) to a pipe read
+/// here, and what is written to its stdin to the terminal, as typing would.
+struct Terminal {
+    child: std::process::Child,
+    keys: std::process::ChildStdin,
+    screen: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+impl Terminal {
+    fn start(home: &Path, script: &Path, args: &str) -> Terminal {
+        use std::io::Read;
+        use std::process::Stdio;
+        let binary = env!("CARGO_BIN_EXE_askdb");
+        let command = format!("stty cols 120 rows 40; exec '{binary}' chat {args}");
+        let mut child = Command::new("script")
+            .args(["--quiet", "--return", "--command", &command, "/dev/null"])
+            .env("ASKDB_HOME", home)
+            .env("ASKDB_PROVIDER", "scripted")
+            .env("ASKDB_SCRIPT", script)
+            .env("TERM", "xterm")
+            .env_remove("ASKDB_DATABASE_URL")
+            .env_remove("ASKDB_NOTES")
+            .env_remove("ASKDB_STRATEGY")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("script runs (util-linux)");
+        let keys = child.stdin.take().expect("stdin");
+        let mut output = child.stdout.take().expect("stdout");
+        let screen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let sink = std::sync::Arc::clone(&screen);
+        std::thread::spawn(move || {
+            let mut buffer = [0u8; 4096];
+            while let Ok(read) = output.read(&mut buffer) {
+                if read == 0 {
+                    break;
+                }
+                if let Ok(mut text) = sink.lock() {
+                    text.push_str(&String::from_utf8_lossy(&buffer[..read]));
+                }
+            }
+        });
+        Terminal {
+            child,
+            keys,
+            screen,
+        }
+    }
+
+    fn screen(&self) -> String {
+        self.screen
+            .lock()
+            .map(|text| text.clone())
+            .unwrap_or_default()
+    }
+
+    /// Waits until `needle` is on the screen after byte `from`; returns where it ends.
+    fn wait_for(&self, needle: &str, from: usize) -> usize {
+        let started = std::time::Instant::now();
+        loop {
+            let screen = self.screen();
+            if let Some(at) = screen.get(from..).and_then(|rest| rest.find(needle)) {
+                return from + at + needle.len();
+            }
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(60),
+                "{needle:?} never came after byte {from}; the screen:\n{screen}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
+    /// Waits for the prompt after `from`, then types `line` and Enter; returns where the
+    /// screen ended before the line's answer.
+    fn ask(&mut self, line: &str, from: usize) -> usize {
+        use std::io::Write;
+        let at = self.wait_for("askdb> ", from);
+        self.keys
+            .write_all(format!("{line}\r").as_bytes())
+            .and_then(|()| self.keys.flush())
+            .expect("typed");
+        at
+    }
+
+    fn exit_code(&mut self) -> Option<i32> {
+        let started = std::time::Instant::now();
+        while started.elapsed() < std::time::Duration::from_secs(30) {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status.code();
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        None
+    }
+}
+
+#[test]
+fn chat_asks_follow_ups_in_a_terminal_shows_sql_starts_over_and_quits() {
+    let home = tempfile::tempdir().expect("temp dir");
+    let script = home.path().join("script.jsonl");
+    let first = "How many bills were voided in 2025?";
+    let first_sql = "SELECT COUNT(*) AS voided FROM bills WHERE status = 'VOID' AND strftime('%Y', txn_dt) = '2025'";
+    let follow = "And in 2026?";
+    let broken = "Which bills will be voided next year?";
+    std::fs::write(
+        &script,
+        [
+            serde_json::json!({"question": first, "purpose": "write_sql", "reply": format!("```sql\n{first_sql}\n```")}),
+            // Answered only when the follow-up's prompt carries the first turn.
+            serde_json::json!({"question": follow, "purpose": "write_sql", "prompt_contains": first, "reply": "```sql\n-- Understood as: the number of bills voided in 2026\nSELECT COUNT(*) AS voided FROM bills WHERE status = 'VOID' AND strftime('%Y', txn_dt) = '2026'\n```"}),
+            serde_json::json!({"question": broken, "purpose": "write_sql", "error": {"kind": "authentication", "message": "the key was refused"}}),
+            serde_json::json!({"question": first, "purpose": "write_sql", "reply": format!("```sql\n{first_sql}\n```")}),
+        ]
+        .map(|line| line.to_string())
+        .join("\n"),
+    )
+    .expect("writes the script");
+    let mut terminal = Terminal::start(home.path(), &script, "--no-explain");
+
+    let at = terminal.ask(first, 0);
+    let at = terminal.wait_for("turn 1", at);
+    let screen = terminal.screen();
+    let id = screen[..at]
+        .rsplit("conversation ")
+        .next()
+        .and_then(|rest| rest.split(',').next())
+        .expect("the conversation's id")
+        .to_string();
+    assert_eq!(id.len(), 32, "{screen}");
+
+    let at = terminal.ask(follow, at);
+    let at = terminal.wait_for("Understood as: the number of bills voided in 2026", at);
+    let at = terminal.wait_for(&format!("conversation {id}, turn 2"), at);
+
+    let at = terminal.ask("/sql", at);
+    let at = terminal.wait_for("strftime('%Y', txn_dt) = '2026'", at);
+
+    // A model that fails: said, and the session goes on.
+    let at = terminal.ask(broken, at);
+    let at = terminal.wait_for("the key was refused", at);
+
+    let at = terminal.ask("/new", at);
+    let at = terminal.wait_for("starts a new conversation", at);
+    let at = terminal.ask(first, at);
+    let at = terminal.wait_for("turn 1", at);
+    let screen = terminal.screen();
+    assert!(
+        !screen[..at].ends_with(&format!("{id}, turn 1")),
+        "a new conversation: {screen}"
+    );
+
+    terminal.ask("/quit", at);
+    assert_eq!(terminal.exit_code(), Some(0), "{}", terminal.screen());
+    let history = std::fs::read_to_string(home.path().join("chat_history")).expect("history");
+    for line in [first, follow, "/sql", broken, "/new", "/quit"] {
+        assert!(history.contains(line), "{line} in {history}");
+    }
+
+    // Ctrl-D at the prompt ends a session too.
+    let mut terminal = Terminal::start(home.path(), &script, "--no-explain");
+    let at = terminal.wait_for("askdb> ", 0);
+    {
+        use std::io::Write;
+        terminal.keys.write_all(b"\x04").expect("Ctrl-D");
+        terminal.keys.flush().expect("sent");
+    }
+    assert_eq!(
+        terminal.exit_code(),
+        Some(0),
+        "{}",
+        &terminal.screen()[at..]
+    );
+}

@@ -636,3 +636,252 @@ async fn the_page_signs_in_for_a_cookie_and_an_attacker_gets_nothing_from_it() {
         "guessing bearer tokens is slowed too"
     );
 }
+
+/// Adds a user through the CLI and returns its token.
+fn add_user(home: &std::path::Path, name: &str) -> String {
+    let added = askdb_users(home, &["--json", "add", name]);
+    assert!(
+        added.status.success(),
+        "{}",
+        String::from_utf8_lossy(&added.stderr)
+    );
+    let added: Value = serde_json::from_slice(&added.stdout).expect("JSON");
+    added["token"].as_str().expect("a token").to_string()
+}
+
+#[tokio::test]
+async fn a_conversation_is_its_users_and_another_user_gets_the_unknown_ids_404() {
+    let home = tempfile::tempdir().expect("temp dir");
+    let ana = add_user(home.path(), "ana");
+    let ben = add_user(home.path(), "ben");
+    let follow = "And how many bills?";
+    let script = home.path().join("script.jsonl");
+    let lines = [
+        json!({"question": QUESTION, "purpose": "write_sql", "reply": {"sql": COUNT}}),
+        json!({"question": follow, "purpose": "write_sql", "reply": {"sql": "SELECT count(*) AS bills FROM bills"}}),
+        json!({"question": "*", "purpose": "check", "reply": "ok"}),
+    ];
+    let text: String = lines.iter().map(|line| format!("{line}\n")).collect();
+    std::fs::write(&script, text).expect("script");
+    let (home_text, script) = (
+        home.path().display().to_string(),
+        script.display().to_string(),
+    );
+    let server = Server::start(
+        &["--db", "demo", "--explain", "false"],
+        &[
+            ("ASKDB_HOME", &home_text),
+            ("ASKDB_PROVIDER", "scripted"),
+            ("ASKDB_SCRIPT", &script),
+        ],
+    );
+    let http = client();
+    let (status, body, text) = send(
+        http.post(server.at("/api/ask"))
+            .bearer_auth(&ana)
+            .json(&json!({"question": QUESTION})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    let id = body["conversation_id"].as_str().expect("an id").to_string();
+
+    // Ben names ana's conversation, through the API and the stream: the 404 of an id
+    // that never existed, word for word but the id, and no model call spent.
+    let unknown = "0123456789abcdef0123456789abcdef";
+    for path in ["/api/ask", "/api/ask/stream"] {
+        let (status, body, text) = send(
+            http.post(server.at(path))
+                .bearer_auth(&ben)
+                .json(&json!({"question": follow, "conversation_id": id})),
+        )
+        .await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{path}: {text}");
+        let (unknown_status, _, unknown_text) = send(
+            http.post(server.at(path))
+                .bearer_auth(&ben)
+                .json(&json!({"question": follow, "conversation_id": unknown})),
+        )
+        .await;
+        assert_eq!(unknown_status, StatusCode::NOT_FOUND);
+        assert_eq!(
+            text.replace(&id, "ID"),
+            unknown_text.replace(unknown, "ID"),
+            "{path}"
+        );
+        assert_eq!(body["error"], "unknown_conversation", "{text}");
+        assert!(
+            !text.contains("ana") && !text.contains("customers"),
+            "{text}"
+        );
+    }
+    // Ana continues her own: the follow-up carries the first turn.
+    let (status, body, text) = send(
+        http.post(server.at("/api/ask/stream"))
+            .bearer_auth(&ana)
+            .json(&json!({"question": follow, "conversation_id": id})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    assert_eq!(body, Value::Null, "a stream, not JSON");
+    let result = text
+        .split("event: result\ndata: ")
+        .nth(1)
+        .and_then(|rest| rest.lines().next())
+        .unwrap_or_else(|| panic!("no result event: {text}"));
+    let result: Value = serde_json::from_str(result).expect("the result's JSON");
+    assert_eq!(result["conversation_id"], id.as_str(), "{result}");
+    assert_eq!(result["turn"], 2, "{result}");
+    assert_eq!(result["rows"], json!([[1400]]), "{result}");
+}
+
+/// The query log's user names once it has `rows` rows (the log is written in the
+/// background), oldest first.
+async fn logged_users(home: &std::path::Path, rows: usize, server: &Server) -> Vec<Option<String>> {
+    let log = home.join("query_log.sqlite");
+    let started = std::time::Instant::now();
+    loop {
+        let read = rusqlite::Connection::open(&log)
+            .ok()
+            .and_then(|connection| {
+                connection
+                    .prepare("SELECT user_name FROM askdb_query_log ORDER BY id")
+                    .and_then(|mut statement| {
+                        statement
+                            .query_map([], |row| row.get::<_, Option<String>>(0))?
+                            .collect::<rusqlite::Result<Vec<_>>>()
+                    })
+                    .ok()
+            });
+        match read {
+            Some(users) if users.len() >= rows => return users,
+            _ if started.elapsed() > std::time::Duration::from_secs(10) => {
+                panic!("no {rows} query-log rows: {}", server.log())
+            }
+            _ => tokio::time::sleep(std::time::Duration::from_millis(50)).await,
+        }
+    }
+}
+
+/// A client whose connections come from `from` (any address of 127.0.0.0/8 is this
+/// machine's loopback).
+fn client_from(from: &str) -> reqwest::Client {
+    askdb::llm::install_tls_provider();
+    reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(60))
+        .local_address(Some(from.parse().expect("an address")))
+        .build()
+        .expect("client")
+}
+
+#[tokio::test]
+async fn the_proxy_user_header_is_believed_from_the_trusted_proxy_alone() {
+    let home = tempfile::tempdir().expect("temp dir");
+    let token = add_user(home.path(), "ana");
+    let script = home.path().join("script.jsonl");
+    let lines = [
+        json!({"question": QUESTION, "purpose": "write_sql", "reply": {"sql": COUNT}}),
+        json!({"question": "*", "purpose": "check", "reply": "ok"}),
+    ];
+    let text: String = lines.iter().map(|line| format!("{line}\n")).collect();
+    std::fs::write(&script, text).expect("script");
+    let (home_text, script) = (
+        home.path().display().to_string(),
+        script.display().to_string(),
+    );
+    let env = [
+        ("ASKDB_HOME", home_text.as_str()),
+        ("ASKDB_PROVIDER", "scripted"),
+        ("ASKDB_SCRIPT", script.as_str()),
+    ];
+    let server = Server::start(
+        &[
+            "--db",
+            "demo",
+            "--explain",
+            "false",
+            "--trusted-proxy",
+            "127.0.0.2",
+        ],
+        &env,
+    );
+    let ask = json!({"question": QUESTION});
+    let sql = json!({ "sql": COUNT });
+    let proxy = client_from("127.0.0.2");
+    let attacker = client_from("127.0.0.1");
+
+    // The attacker names a user: refused, with or without a token of its own, on every
+    // route, saying nothing of why.
+    for (path, body) in [("/api/ask", &ask), ("/api/sql", &sql)] {
+        for with_token in [false, true] {
+            let mut request = attacker
+                .post(server.at(path))
+                .header("X-Forwarded-User", "ana")
+                .json(body);
+            if with_token {
+                request = request.bearer_auth(&token);
+            }
+            let (status, body, text) = send(request).await;
+            assert_eq!(status, StatusCode::FORBIDDEN, "{path}: {text}");
+            assert_eq!(body["error"], "forbidden", "{text}");
+            for leak in ["ana", "proxy", "127.0.0.2", "X-Forwarded-User", "header"] {
+                assert!(!text.contains(leak), "{leak} in {text}");
+            }
+        }
+    }
+    let (status, _, text) = send(
+        attacker
+            .get(server.at("/api/schema"))
+            .header("x-forwarded-user", "ana"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{text}");
+
+    // The proxy: a user askdb knows signs in; one it does not, or none, does not.
+    let (status, body, text) = send(
+        proxy
+            .post(server.at("/api/ask"))
+            .header("X-Forwarded-User", "ana")
+            .json(&ask),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    assert_eq!(body["rows"], json!([[120]]));
+    for request in [
+        proxy
+            .post(server.at("/api/sql"))
+            .header("X-Forwarded-User", "mallory")
+            .json(&sql),
+        proxy.post(server.at("/api/sql")).json(&sql),
+    ] {
+        let (status, body, text) = send(request).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{text}");
+        assert_eq!(body["error"], "unauthorized");
+    }
+    // A token still works through the proxy, and from anywhere.
+    let (status, _, text) = send(
+        proxy
+            .post(server.at("/api/sql"))
+            .bearer_auth(&token)
+            .json(&sql),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    // The query log records the user the proxy named.
+    assert_eq!(
+        logged_users(home.path(), 1, &server).await,
+        vec![Some("ana".to_string())]
+    );
+
+    // Trusting a proxy with no users to name is refused at start.
+    let empty = tempfile::tempdir().expect("temp dir");
+    let refused = Command::new(env!("CARGO_BIN_EXE_askdb"))
+        .args(["serve", "--db", "demo", "--addr", "127.0.0.1:0"])
+        .args(["--trusted-proxy", "127.0.0.2"])
+        .env("ASKDB_HOME", empty.path())
+        .env_remove("ASKDB_TRUSTED_PROXIES")
+        .output()
+        .expect("askdb runs");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("askdb users add"), "{stderr}");
+}

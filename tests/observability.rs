@@ -741,3 +741,124 @@ async fn metrics_pass_promtool_and_move_by_the_right_amounts_and_sqlite_asks_are
         ),
     }
 }
+
+/// A logged question of `user` with `decision`.
+fn user_record(question: &str, user: Option<&str>, decision: &str) -> askdb::querylog::LogRecord {
+    askdb::querylog::LogRecord {
+        question: question.to_string(),
+        asked_at: std::time::SystemTime::now(),
+        sql: Some(COUNT_SQL.to_string()),
+        attempts: 1,
+        error_types: Vec::new(),
+        decision: decision.to_string(),
+        row_count: 1,
+        latency_ms: 5,
+        input_tokens: 10,
+        output_tokens: 2,
+        cost_usd: 0.0,
+        model: Some("scripted".to_string()),
+        trace_id: None,
+        mode: "agent".to_string(),
+        conversation_id: None,
+        turn: None,
+        examples: Vec::new(),
+        rerun_example: None,
+        user: user.map(str::to_string),
+    }
+}
+
+/// Writes ana's three questions (one declined), ben's one and one without a user into
+/// `target`, then checks what `askdb log stats --user` reads from `from`.
+async fn stats_by_user(target: askdb::querylog::LogTarget, from: &str) {
+    let log = askdb::querylog::QueryLog::start(target);
+    let records = [
+        user_record("q1", Some("ana"), "answer"),
+        user_record("q2", Some("ben"), "answer"),
+        user_record("q3", Some("ana"), "decline"),
+        user_record("q4", None, "answer"),
+        user_record("q5", Some("ana"), "answer"),
+    ];
+    for record in records {
+        log.record(record);
+    }
+    let written = eventually(Duration::from_secs(15), || async {
+        log.counters().written() + log.counters().failed() >= 5
+    })
+    .await;
+    assert!(
+        written && log.counters().failed() == 0,
+        "{:?}",
+        log.counters().last_error()
+    );
+    let home = tempfile::tempdir().expect("home");
+    for (user, questions, declined) in [("ana", 3, 1), ("ben", 1, 0), ("carla", 0, 0)] {
+        let (code, stdout, stderr) = askdb(
+            home.path(),
+            &["--json", "log", "stats", "--from", from, "--user", user],
+        );
+        assert_eq!(code, 0, "{stdout}{stderr}");
+        let stats: Value = serde_json::from_str(&stdout).expect("JSON stats");
+        assert_eq!(stats["user"], user, "{stats}");
+        assert_eq!(stats["questions"], questions, "{user}: {stats}");
+        assert_eq!(
+            stats["decisions"]["decline"].as_u64().unwrap_or(0),
+            declined,
+            "{stats}"
+        );
+    }
+    let (code, stdout, _) = askdb(home.path(), &["--json", "log", "stats", "--from", from]);
+    assert_eq!(code, 0);
+    let everyone: Value = serde_json::from_str(&stdout).expect("JSON stats");
+    assert_eq!(everyone["questions"], 5, "{everyone}");
+    assert!(everyone.get("user").is_none(), "{everyone}");
+    let (code, text, _) = askdb(
+        home.path(),
+        &["log", "stats", "--from", from, "--user", "ana"],
+    );
+    assert_eq!(code, 0);
+    assert!(text.contains("questions asked by ana: 3"), "{text}");
+    // A name is a bound parameter: quotes are a name no one has, not SQL.
+    let (code, stdout, stderr) = askdb(
+        home.path(),
+        &[
+            "--json",
+            "log",
+            "stats",
+            "--from",
+            from,
+            "--user",
+            "ana' OR '1'='1",
+        ],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let none: Value = serde_json::from_str(&stdout).expect("JSON stats");
+    assert_eq!(none["questions"], 0, "{none}");
+}
+
+#[tokio::test]
+async fn log_stats_by_user_on_a_sqlite_log() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("query_log.sqlite");
+    stats_by_user(
+        askdb::querylog::LogTarget::Sqlite {
+            path: path.clone(),
+            database: "demo".to_string(),
+        },
+        &path.display().to_string(),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn postgres_log_stats_by_user() {
+    let test = "postgres_log_stats_by_user";
+    let Some(scratch) = Scratch::new(test, "qlogu") else {
+        return;
+    };
+    let report = askdb::admin::setup(&options(&scratch))
+        .await
+        .unwrap_or_else(|error| panic!("db setup: {error}"));
+    let log_url = report.log.connection_url().to_string();
+    let admin_url = askdb::admin::url_with_database(&scratch.admin_url, &scratch.database);
+    stats_by_user(askdb::querylog::LogTarget::Postgres(log_url), &admin_url).await;
+}

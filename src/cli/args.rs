@@ -102,6 +102,28 @@ pub enum Command {
         #[arg(long, value_name = "ID|new")]
         conversation: Option<String>,
     },
+    /// An interactive session: each line a question, each question a follow-up of the
+    /// ones before it (line editing and history; /new, /sql, /help, /quit).
+    #[command(
+        after_help = "Each answer goes to stdout and its steps to stderr, as for `askdb ask`; the history is kept in askdb's data directory.\n\nExamples:\n  askdb chat\n  askdb --db postgres://askdb_ro@127.0.0.1/shop chat --no-explain\n  askdb chat --conversation 0123456789abcdef0123456789abcdef"
+    )]
+    Chat {
+        /// One attempt, no repair, no diagnostic (for comparison).
+        #[arg(long)]
+        baseline: bool,
+        /// Skip the model-written explanation (one call fewer).
+        #[arg(long)]
+        no_explain: bool,
+        /// How the agent asks: key=value pairs over the defaults (see `agent::strategy`).
+        #[arg(long, env = "ASKDB_STRATEGY", default_value = "")]
+        strategy: String,
+        /// Do not write each step on stderr as it happens.
+        #[arg(long, short = 'q')]
+        quiet: bool,
+        /// Continue a conversation an earlier `askdb ask --conversation` or chat printed.
+        #[arg(long, value_name = "ID")]
+        conversation: Option<String>,
+    },
     /// Show what askdb would do with a question, before any model call.
     #[command(after_help = "Example:\n  askdb plan \"Top 5 customers by revenue\"")]
     Plan { question: String },
@@ -121,7 +143,7 @@ pub enum Command {
     /// or `--local-model` starts one on this machine; without one, the page offers the
     /// local model and everything but questions works).
     #[command(
-        after_help = "Examples:\n  askdb serve --local-model          answer with a local model, no key (first start downloads 1.1 GB)\n  askdb serve --addr 127.0.0.1:8080"
+        after_help = "Examples:\n  askdb serve --local-model          answer with a local model, no key (first start downloads 1.1 GB)\n  askdb serve --addr 127.0.0.1:8080\n  askdb serve --addr 0.0.0.0:8080 --trusted-proxy 10.0.0.5 --allowed-host askdb.example.com\n                                     behind oauth2-proxy at 10.0.0.5: its X-Forwarded-User signs in users `askdb users add` made"
     )]
     Serve(crate::server::ServeArgs),
     /// The query log `askdb serve` writes (one row per answered question).
@@ -428,7 +450,7 @@ pub enum LogCommand {
     /// What to watch in the query log: error types by frequency, give-up and refusal
     /// rates, mean attempts per success by day, runs of zero-row answers.
     #[command(
-        after_help = "Example:\n  askdb log stats --from postgres://postgres@127.0.0.1:5432/shop"
+        after_help = "Examples:\n  askdb log stats --from postgres://postgres@127.0.0.1:5432/shop\n  askdb log stats --user ana"
     )]
     Stats {
         /// A URL that may read the log: a PostgreSQL URL (the administrator's; the log
@@ -436,6 +458,10 @@ pub enum LogCommand {
         /// for SQLite databases and the demo.
         #[arg(long, env = "ASKDB_LOG_READ_URL", hide_env_values = true)]
         from: Option<String>,
+        /// Only the questions this user asked (signed in to `askdb serve` by token or
+        /// by a trusted proxy).
+        #[arg(long)]
+        user: Option<String>,
     },
 }
 

@@ -6,6 +6,7 @@
 //! process exit code.
 
 pub mod args;
+pub mod chat;
 pub mod config;
 mod examples;
 mod reports;
@@ -122,6 +123,8 @@ pub enum CliError {
     Examples(#[from] crate::examples::ExampleError),
     #[error(transparent)]
     Users(#[from] crate::users::UsersError),
+    #[error("the terminal failed: {0}")]
+    Terminal(String),
     #[error("{0}")]
     Settings(String),
     #[error("cannot read {path}: {error}")]
@@ -156,8 +159,8 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
             schema(&settings.open_gate().await?, command, notes.as_deref()).await
         }
         Command::Log {
-            command: LogCommand::Stats { from },
-        } => log_stats(&settings, from).await,
+            command: LogCommand::Stats { from, user },
+        } => log_stats(&settings, from, user).await,
         Command::Sql { command } => sql(&settings.open_gate().await?, command).await,
         Command::Demo {
             command: DemoCommand::Build { out },
@@ -196,7 +199,7 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
                         "new" => None,
                         id => Some(ConversationId::parse(id)?),
                     };
-                    Some(TurnLease::begin(&store, id.as_ref())?)
+                    Some(TurnLease::begin(&store, id.as_ref(), None)?)
                 }
             };
             let agent = open_agent(&settings, strategy).await?;
@@ -239,6 +242,37 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
                     Output::new(&report, text, exit)
                 }
             }
+        }
+        Command::Chat {
+            baseline,
+            no_explain,
+            strategy,
+            quiet,
+            conversation,
+        } => {
+            let strategy = config::parse_strategy(&strategy)?;
+            let conversation = conversation
+                .as_deref()
+                .map(ConversationId::parse)
+                .transpose()?;
+            let store: std::sync::Arc<dyn ConversationStore> = std::sync::Arc::new(
+                FileStore::in_data_dir(crate::conversation::Limits::default()),
+            );
+            let agent = open_agent(&settings, strategy).await?;
+            let options = AskOptions {
+                mode: if baseline {
+                    Mode::Baseline
+                } else {
+                    Mode::Agent
+                },
+                explain: !no_explain,
+                ..AskOptions::default()
+            };
+            let observer: &dyn Observer = if quiet { &NoObserver } else { &StepsOnStderr };
+            chat::Session::new(&agent, store, options, observer, conversation)
+                .run()
+                .await?;
+            Ok(Output::done(Exit::Success))
         }
         Command::Plan { question } => {
             // Planning needs no model: build the index over the gate and select.
@@ -402,12 +436,23 @@ fn query_log_setting(
     }
 }
 
-async fn log_stats(settings: &Settings, from: Option<String>) -> Result<Output, CliError> {
+async fn log_stats(
+    settings: &Settings,
+    from: Option<String>,
+    user: Option<String>,
+) -> Result<Output, CliError> {
     use crate::querylog::stats;
     let postgres = matches!(settings.url, crate::database::DatabaseUrl::Postgres(_));
     let source = log_source(postgres, from, "--from")?;
-    let rows = stats::read(&source).await?;
-    let figures = stats::compute(&rows);
+    let user = user.map(|name| name.trim().to_string());
+    if user.as_deref() == Some("") {
+        return Err(CliError::Settings(
+            "--user needs a name (askdb users list shows them)".to_string(),
+        ));
+    }
+    let rows = stats::read(&source, user.as_deref()).await?;
+    let mut figures = stats::compute(&rows);
+    figures.user = user;
     let text = stats::render(&figures);
     Output::new(&figures, text, Exit::Success)
 }

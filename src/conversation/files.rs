@@ -13,13 +13,17 @@ use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
-use super::{Begun, ConversationError, ConversationId, ConversationStore, Limits};
+use super::{Begun, ConversationError, ConversationId, ConversationStore, Limits, Owner};
 use crate::agent::conversation::{Context, Turn};
 
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct Saved {
     next_number: u32,
     turns: Vec<Turn>,
+    /// The user who began it (absent in files written before owners were kept: those
+    /// were all the command line's, which has none).
+    #[serde(default)]
+    owner: Option<String>,
 }
 
 /// The store of one directory.
@@ -113,7 +117,7 @@ impl FileStore {
         let _ = std::fs::remove_file(self.file(id));
     }
 
-    fn begin_new(&self) -> Result<Begun, ConversationError> {
+    fn begin_new(&self, owner: Owner<'_>) -> Result<Begun, ConversationError> {
         let mut idle = Vec::new();
         for (id, age) in self.held() {
             if self.lock(&id).exists() {
@@ -143,6 +147,7 @@ impl FileStore {
             &Saved {
                 next_number: 1,
                 turns: Vec::new(),
+                owner: owner.map(str::to_string),
             },
         )?;
         if !self.take_lock(&id)? {
@@ -157,14 +162,23 @@ impl FileStore {
 }
 
 impl ConversationStore for FileStore {
-    fn begin(&self, id: Option<&ConversationId>) -> Result<Begun, ConversationError> {
+    fn begin(
+        &self,
+        id: Option<&ConversationId>,
+        owner: Owner<'_>,
+    ) -> Result<Begun, ConversationError> {
         std::fs::create_dir_all(&self.dir).map_err(|error| storage(&self.dir, error))?;
         let Some(id) = id else {
-            return self.begin_new();
+            return self.begin_new(owner);
         };
         let path = self.file(id);
         let not_found = || ConversationError::NotFound { id: id.to_string() };
         if !path.exists() {
+            return Err(not_found());
+        }
+        // Another owner's conversation is unknown to this one, busy or not. The owner
+        // never changes, so reading it before the lock is safe.
+        if self.read(id)?.owner.as_deref() != owner {
             return Err(not_found());
         }
         if !self.take_lock(id)? {
@@ -240,10 +254,13 @@ mod tests {
     fn a_conversation_outlives_its_store_and_keeps_its_capped_turns() {
         let dir = tempfile::tempdir().expect("temp dir");
         let first = store(dir.path(), Duration::from_secs(600), 10);
-        let begun = first.begin(None).expect("new");
+        let begun = first.begin(None, None).expect("new");
         let id = begun.id.clone();
         assert!(
-            matches!(first.begin(Some(&id)), Err(ConversationError::Busy { .. })),
+            matches!(
+                first.begin(Some(&id), None),
+                Err(ConversationError::Busy { .. })
+            ),
             "one question at a time, across processes too"
         );
         first.end(&id, Some(turn(1)));
@@ -251,45 +268,71 @@ mod tests {
         // Another process, the same directory.
         let second = store(dir.path(), Duration::from_secs(600), 10);
         for number in 2..=3 {
-            let begun = second.begin(Some(&id)).expect("continues");
+            let begun = second.begin(Some(&id), None).expect("continues");
             assert_eq!(begun.number, number);
             second.end(&id, Some(turn(number)));
         }
-        let begun = second.begin(Some(&id)).expect("continues");
+        let begun = second.begin(Some(&id), None).expect("continues");
         let kept: Vec<u32> = begun.context.turns.iter().map(|turn| turn.number).collect();
         assert_eq!(kept, vec![2, 3]);
         // A failed question leaves the conversation as it was.
         second.end(&id, None);
-        assert_eq!(second.begin(Some(&id)).expect("free").number, 4);
+        assert_eq!(second.begin(Some(&id), None).expect("free").number, 4);
     }
 
     #[test]
     fn unknown_and_expired_conversations_are_not_found_and_the_cap_holds() {
         let dir = tempfile::tempdir().expect("temp dir");
         let expiring = store(dir.path(), Duration::from_millis(50), 2);
-        let begun = expiring.begin(None).expect("new");
+        let begun = expiring.begin(None, None).expect("new");
         expiring.end(&begun.id, Some(turn(1)));
         std::thread::sleep(Duration::from_millis(80));
         assert!(matches!(
-            expiring.begin(Some(&begun.id)),
+            expiring.begin(Some(&begun.id), None),
             Err(ConversationError::NotFound { .. })
         ));
         assert!(matches!(
-            expiring.begin(Some(&ConversationId::fresh())),
+            expiring.begin(Some(&ConversationId::fresh()), None),
             Err(ConversationError::NotFound { .. })
         ));
         let capped = store(dir.path(), Duration::from_secs(600), 2);
         let mut ids = Vec::new();
         for _ in 0..3 {
-            let begun = capped.begin(None).expect("new");
+            let begun = capped.begin(None, None).expect("new");
             capped.end(&begun.id, Some(turn(1)));
             ids.push(begun.id);
             std::thread::sleep(Duration::from_millis(20));
         }
         assert_eq!(capped.len(), 2);
         assert!(matches!(
-            capped.begin(Some(&ids[0])),
+            capped.begin(Some(&ids[0]), None),
             Err(ConversationError::NotFound { .. })
         ));
+    }
+
+    #[test]
+    fn another_users_conversation_is_not_found_across_processes() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let first = store(dir.path(), Duration::from_secs(600), 10);
+        let begun = first.begin(None, Some("ana")).expect("ana's");
+        let id = begun.id.clone();
+        // Still answering: ben is not told it is busy.
+        assert!(matches!(
+            first.begin(Some(&id), Some("ben")),
+            Err(ConversationError::NotFound { .. })
+        ));
+        first.end(&id, Some(turn(1)));
+        let second = store(dir.path(), Duration::from_secs(600), 10);
+        for other in [Some("ben"), None] {
+            assert_eq!(
+                second.begin(Some(&id), other),
+                Err(ConversationError::NotFound { id: id.to_string() }),
+                "{other:?}"
+            );
+        }
+        assert_eq!(
+            second.begin(Some(&id), Some("ana")).expect("ana's").number,
+            2
+        );
     }
 }

@@ -1,14 +1,14 @@
 //! Conversations in this process's memory, bounded three ways: a conversation idle
 //! longer than the time to live is gone; past the cap on conversations a new one
 //! replaces the one idle longest (never one answering a question); each keeps only the
-//! turns its prompt can carry. Each turn is bounded in size ([`Turn::from_result`]), so
+//! turns its prompt can carry. Each remembers its owner ([`super::Owner`]). Each turn is bounded in size ([`Turn::from_result`]), so
 //! memory stays flat however many questions arrive.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 use std::time::Instant;
 
-use super::{Begun, ConversationError, ConversationId, ConversationStore, Limits};
+use super::{Begun, ConversationError, ConversationId, ConversationStore, Limits, Owner};
 use crate::agent::conversation::{Context, Turn};
 
 struct Held {
@@ -18,6 +18,8 @@ struct Held {
     last_used: Instant,
     /// A question on it is being answered.
     answering: bool,
+    /// The user who began it.
+    owner: Option<String>,
 }
 
 /// The in-memory store.
@@ -46,6 +48,7 @@ impl InMemoryStore {
     pub fn begin_at(
         &self,
         id: Option<&ConversationId>,
+        owner: Owner<'_>,
         now: Instant,
     ) -> Result<Begun, ConversationError> {
         let mut held = self.held();
@@ -57,6 +60,11 @@ impl InMemoryStore {
             let Some(entry) = held.get_mut(id) else {
                 return Err(ConversationError::NotFound { id: id.to_string() });
             };
+            // Another user's conversation does not exist for this one: checked before
+            // anything that could tell it apart from an unknown id (expiry, busy).
+            if entry.owner.as_deref() != owner {
+                return Err(ConversationError::NotFound { id: id.to_string() });
+            }
             if expired(entry) {
                 held.remove(id);
                 return Err(ConversationError::NotFound { id: id.to_string() });
@@ -97,6 +105,7 @@ impl InMemoryStore {
                 next_number: 1,
                 last_used: now,
                 answering: true,
+                owner: owner.map(str::to_string),
             },
         );
         Ok(Begun {
@@ -132,8 +141,12 @@ impl InMemoryStore {
 }
 
 impl ConversationStore for InMemoryStore {
-    fn begin(&self, id: Option<&ConversationId>) -> Result<Begun, ConversationError> {
-        self.begin_at(id, Instant::now())
+    fn begin(
+        &self,
+        id: Option<&ConversationId>,
+        owner: Owner<'_>,
+    ) -> Result<Begun, ConversationError> {
+        self.begin_at(id, owner, Instant::now())
     }
 
     fn end(&self, id: &ConversationId, turn: Option<Turn>) {

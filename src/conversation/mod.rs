@@ -11,6 +11,11 @@
 //! refused ([`ConversationError::Busy`]), never interleaved. The lease records the turn
 //! when the answer is in ([`TurnLease::finish`]); dropped without it (an error, a
 //! timeout, a client gone) it leaves the conversation as it was.
+//!
+//! A conversation belongs to the user who began it (`askdb serve`'s signed-in user; None
+//! when no users exist). Continuing it as anyone else is refused exactly as an unknown
+//! id is ([`ConversationError::NotFound`]), before the busy check, so another user learns
+//! neither that it exists nor that it is answering.
 
 pub mod files;
 pub mod memory;
@@ -140,11 +145,20 @@ pub struct Begun {
     pub context: Context,
 }
 
+/// Who a conversation belongs to: the signed-in user who began it, or None when the
+/// server signs no one in (and for the command line).
+pub type Owner<'a> = Option<&'a str>;
+
 /// Where conversations live between questions.
 pub trait ConversationStore: Send + Sync {
-    /// Begins a turn: of a new conversation (`id` None) or of `id`, refused when that is
-    /// unknown or expired, or is answering a question.
-    fn begin(&self, id: Option<&ConversationId>) -> Result<Begun, ConversationError>;
+    /// Begins a turn: of a new conversation (`id` None) that `owner` then owns, or of
+    /// `id`, refused when that is unknown, expired or another owner's (all three
+    /// [`ConversationError::NotFound`]), or is answering a question.
+    fn begin(
+        &self,
+        id: Option<&ConversationId>,
+        owner: Owner<'_>,
+    ) -> Result<Begun, ConversationError>;
 
     /// Ends the turn `begin` gave: records it (`Some`) or leaves the conversation as it
     /// was (`None`). Either way the conversation takes questions again.
@@ -166,12 +180,13 @@ pub struct TurnLease {
 }
 
 impl TurnLease {
-    /// Begins a turn in `store` ([`ConversationStore::begin`]).
+    /// Begins a turn in `store` as `owner` ([`ConversationStore::begin`]).
     pub fn begin(
         store: &Arc<dyn ConversationStore>,
         id: Option<&ConversationId>,
+        owner: Owner<'_>,
     ) -> Result<TurnLease, ConversationError> {
-        let begun = store.begin(id)?;
+        let begun = store.begin(id, owner)?;
         Ok(TurnLease {
             store: Arc::clone(store),
             begun,

@@ -23,7 +23,9 @@
 //!   `alternatives` (more replies, returned as the other candidates of a request for
 //!   several, as many as it asks for), `confidence` (the first reply's
 //!   `{"mean_logprob", "min_logprob", "tokens"}`, as a server giving log-probabilities
-//!   reports it).
+//!   reports it), `prompt_contains` (a text the request's messages must hold: when they
+//!   do not, the call fails with a `script` error naming it, so a test can tell what the
+//!   prompt carried, such as a follow-up's earlier turns).
 //! - Blank lines and lines starting with `#` are ignored.
 //!
 //! Replies for the same (question, purpose) are used in file order, each once; asking
@@ -76,6 +78,9 @@ struct ScriptLine {
     /// would report it.
     #[serde(default)]
     confidence: Option<super::Confidence>,
+    /// A text the prompt must hold for this reply to be given.
+    #[serde(default)]
+    prompt_contains: Option<String>,
 }
 
 /// A failure the script asks for.
@@ -154,6 +159,7 @@ enum ScriptedOutcome {
 struct ScriptedReply {
     outcome: ScriptedOutcome,
     delay: Option<Duration>,
+    prompt_contains: Option<String>,
 }
 
 type ScriptKey = (String, Purpose);
@@ -219,6 +225,7 @@ impl ScriptedProvider {
                 .push_back(ScriptedReply {
                     outcome,
                     delay: parsed.delay_ms.map(Duration::from_millis),
+                    prompt_contains: parsed.prompt_contains,
                 });
         }
         Ok(ScriptedProvider {
@@ -260,6 +267,20 @@ impl ScriptedProvider {
         if let Some(delay) = reply.delay {
             tokio::time::sleep(delay).await;
         }
+        let prompt: String = request
+            .messages
+            .iter()
+            .map(|message| message.content.as_str())
+            .collect();
+        if let Some(wanted) = &reply.prompt_contains {
+            if !prompt.contains(wanted.as_str()) {
+                return Err(LlmError::Script(format!(
+                    "the {} prompt for {:?} does not contain {wanted:?}",
+                    request.purpose.as_str(),
+                    request.question
+                )));
+            }
+        }
         match reply.outcome {
             ScriptedOutcome::Failure(error) => Err(error.to_error()),
             ScriptedOutcome::Reply {
@@ -270,11 +291,6 @@ impl ScriptedProvider {
                 alternatives,
                 confidence,
             } => {
-                let prompt: String = request
-                    .messages
-                    .iter()
-                    .map(|message| message.content.as_str())
-                    .collect();
                 Ok(Completion {
                     input_tokens: input_tokens.unwrap_or_else(|| estimate_tokens(&prompt)),
                     output_tokens: output_tokens.unwrap_or_else(|| estimate_tokens(&text)),
@@ -384,6 +400,32 @@ mod tests {
             .await
             .expect("wildcard");
         assert_eq!(check.text, "ok");
+    }
+
+    #[tokio::test]
+    async fn a_reply_can_require_what_the_prompt_holds() {
+        let script = r#"
+{"question": "And in 2024?", "purpose": "write_sql", "reply": "SELECT 1", "prompt_contains": "voided in 2025"}
+{"question": "And in 2024?", "purpose": "write_sql", "reply": "SELECT 2", "prompt_contains": "voided in 2025"}
+"#;
+        let provider = ScriptedProvider::parse(script, "scripted").expect("parses");
+        let carried = ModelRequest::new(
+            Purpose::WriteSql,
+            "And in 2024?",
+            vec![Message::user(
+                "Earlier: bills voided in 2025?\nNow: And in 2024?",
+            )],
+        );
+        let reply = provider
+            .complete(&carried, CallPermit::for_tests())
+            .await
+            .expect("the prompt holds it");
+        assert_eq!(reply.text, "SELECT 1");
+        let error = ask(&provider, "And in 2024?", Purpose::WriteSql)
+            .await
+            .expect_err("the prompt lacks it");
+        assert_eq!(error.kind(), "script");
+        assert!(error.to_string().contains("voided in 2025"), "{error}");
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! `askdb log stats`: what to watch in the query log, computed from its rows: error
 //! types by frequency, give-up and refusal rates, mean attempts per success by day, and
 //! runs of zero-row answers (an answer with no rows, several times in a row, is the
-//! commonest sign that the data or the schema moved under the notes).
+//! commonest sign that the data or the schema moved under the notes). `--user NAME`
+//! computes them over one signed-in user's questions ([`read`]'s filter).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -57,6 +58,9 @@ pub struct ZeroRowRun {
 /// What `askdb log stats` prints.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LogStats {
+    /// The one user whose questions these are (`--user`); None: everyone's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
     pub questions: u64,
     pub decisions: BTreeMap<String, u64>,
     /// Given up / questions.
@@ -155,6 +159,7 @@ pub fn compute(rows: &[LogRow]) -> LogStats {
         rate(count(CLARIFY), questions),
     );
     LogStats {
+        user: None,
         questions,
         give_up_rate,
         refusal_rate,
@@ -177,7 +182,14 @@ pub fn compute(rows: &[LogRow]) -> LogStats {
 /// The figures as text.
 pub fn render(stats: &LogStats) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "questions: {}", stats.questions);
+    match &stats.user {
+        Some(user) => {
+            let _ = writeln!(out, "questions asked by {user}: {}", stats.questions);
+        }
+        None => {
+            let _ = writeln!(out, "questions: {}", stats.questions);
+        }
+    }
     let decisions: Vec<String> = stats
         .decisions
         .iter()
@@ -236,20 +248,30 @@ fn split_error_types(text: Option<String>) -> Vec<String> {
     .unwrap_or_default()
 }
 
-/// Every row of the log, oldest first.
-pub async fn read(source: &LogSource) -> Result<Vec<LogRow>, LogError> {
+/// Every row of the log, oldest first; only `user`'s questions when one is named (the
+/// name is a bound parameter, never SQL text).
+pub async fn read(source: &LogSource, user: Option<&str>) -> Result<Vec<LogRow>, LogError> {
     match source {
         LogSource::Postgres(url) => {
             let client = connect_postgres(url).await?;
+            let only_user = if user.is_some() {
+                "WHERE user_name = $1 "
+            } else {
+                ""
+            };
             let sql = format!(
                 "SELECT to_char(asked_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS'), \
                  coalesce(decision, ''), attempts::bigint, coalesce(error_types, error_type), \
-                 row_count FROM {QUERY_LOG_TABLE} ORDER BY asked_at, id"
+                 row_count FROM {QUERY_LOG_TABLE} {only_user}ORDER BY asked_at, id"
             );
             let fail =
                 |error: tokio_postgres::Error| LogError::Read(crate::text::error_chain(&error));
             let mut rows = Vec::new();
-            for row in client.query(sql.as_str(), &[]).await.map_err(fail)? {
+            let found = match user {
+                Some(user) => client.query(sql.as_str(), &[&user]).await,
+                None => client.query(sql.as_str(), &[]).await,
+            };
+            for row in found.map_err(fail)? {
                 rows.push(LogRow {
                     asked_at: row.try_get(0).map_err(fail)?,
                     decision: row.try_get(1).map_err(fail)?,
@@ -262,25 +284,35 @@ pub async fn read(source: &LogSource) -> Result<Vec<LogRow>, LogError> {
         }
         LogSource::Sqlite(path) => {
             let path = path.clone();
-            tokio::task::spawn_blocking(move || read_sqlite(&path))
+            let user = user.map(str::to_string);
+            tokio::task::spawn_blocking(move || read_sqlite(&path, user.as_deref()))
                 .await
                 .map_err(|error| LogError::Read(error.to_string()))?
         }
     }
 }
 
-fn read_sqlite(path: &std::path::Path) -> Result<Vec<LogRow>, LogError> {
+fn read_sqlite(path: &std::path::Path, user: Option<&str>) -> Result<Vec<LogRow>, LogError> {
     let fail = |error: rusqlite::Error| LogError::Read(format!("{}: {error}", path.display()));
     let connection =
         rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
             .map_err(fail)?;
+    let only_user = if user.is_some() {
+        "WHERE user_name = ?1 "
+    } else {
+        ""
+    };
     let sql = format!(
         "SELECT asked_at, coalesce(decision, ''), attempts, coalesce(error_types, error_type), \
-         row_count FROM {QUERY_LOG_TABLE} ORDER BY asked_at, id"
+         row_count FROM {QUERY_LOG_TABLE} {only_user}ORDER BY asked_at, id"
     );
     let mut statement = connection.prepare(&sql).map_err(fail)?;
+    let parameters: Vec<&dyn rusqlite::ToSql> = match &user {
+        Some(user) => vec![user as &dyn rusqlite::ToSql],
+        None => Vec::new(),
+    };
     let rows = statement
-        .query_map([], |row| {
+        .query_map(parameters.as_slice(), |row| {
             Ok(LogRow {
                 asked_at: row.get(0)?,
                 decision: row.get(1)?,

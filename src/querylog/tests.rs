@@ -98,7 +98,9 @@ async fn the_sqlite_log_is_written_in_the_background_probed_without_a_row_and_re
     }
     assert_eq!(log.counters().written(), 3);
     assert_eq!(log.counters().failed(), 0);
-    let rows = stats::read(&LogSource::Sqlite(path)).await.expect("read");
+    let rows = stats::read(&LogSource::Sqlite(path.clone()), None)
+        .await
+        .expect("read");
     assert_eq!(rows.len(), 3, "the probe left no row");
     let stats = compute(&rows);
     assert_eq!(stats.zero_row_runs[0].answers, 2);

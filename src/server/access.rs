@@ -1,10 +1,12 @@
 //! Who may reach `askdb serve` (decision 0022): the host names it answers for (a page
 //! that rebinds its own DNS name to askdb's address is refused by its Host), the origins
 //! that may send it requests that change or spend anything (a cross-site POST is
-//! refused), and whether it may listen beyond this machine at all. Every request passes
-//! [`guard`] before any route sees it; once users exist it also needs a live bearer token
-//! or the page's session cookie ([`super::session`], decision 0070), and a request that
-//! changes or spends anything on a cookie alone must carry the page's own Origin.
+//! refused), whether it may listen beyond this machine at all, and who a request signs
+//! in as: a bearer token's user, the page's session cookie ([`super::session`], decision
+//! 0070; a request that changes or spends anything on a cookie alone must carry the
+//! page's own Origin), or the user an authenticating reverse proxy names in its header,
+//! believed only from the proxy addresses configured ([`ProxySignIn`], decision 0072).
+//! Every request passes [`guard`] before any route sees it.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::str::FromStr;
@@ -13,7 +15,7 @@ use std::time::Instant;
 
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::uri::Authority;
-use axum::http::{header, HeaderMap, Method};
+use axum::http::{header, HeaderMap, HeaderName, Method};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
@@ -82,12 +84,126 @@ fn split_authority(text: &str) -> Option<(String, Option<u16>)> {
     Some((host, authority.port_u16()))
 }
 
+/// An address (or a network of them) an authenticating reverse proxy sends from:
+/// `IP` or `IP/PREFIX`, IPv4 or IPv6.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TrustedProxy {
+    network: IpAddr,
+    prefix: u8,
+}
+
+impl FromStr for TrustedProxy {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<TrustedProxy, String> {
+        let text = text.trim();
+        let refuse = || {
+            format!(
+                "--trusted-proxy {text:?} is not an IP address or network (10.0.0.5, \
+                 10.0.0.0/24, ::1, fd00::/8)"
+            )
+        };
+        let (address, prefix) = match text.split_once('/') {
+            Some((address, prefix)) => (address, Some(prefix)),
+            None => (text, None),
+        };
+        let network: IpAddr = address.parse().map_err(|_| refuse())?;
+        let network = network.to_canonical();
+        let bits = if network.is_ipv4() { 32 } else { 128 };
+        let prefix = match prefix {
+            None => bits,
+            Some(prefix) => prefix
+                .parse::<u8>()
+                .ok()
+                .filter(|prefix| *prefix <= bits)
+                .ok_or_else(refuse)?,
+        };
+        if prefix == 0 {
+            return Err(format!(
+                "--trusted-proxy {text} trusts every address, so anyone could name any user; \
+                 give the proxy's own address"
+            ));
+        }
+        Ok(TrustedProxy { network, prefix })
+    }
+}
+
+impl std::fmt::Display for TrustedProxy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.network, self.prefix)
+    }
+}
+
+impl TrustedProxy {
+    /// Whether `peer` is this address or in this network (an IPv4 address written as
+    /// IPv6, `::ffff:10.0.0.5`, is the IPv4 address).
+    pub fn contains(&self, peer: IpAddr) -> bool {
+        // The bits that differ, shifted past the ones the prefix leaves free.
+        let differ_within = |differ: u128, bits: u8| differ >> (bits - self.prefix) == 0;
+        match (self.network, peer.to_canonical()) {
+            (IpAddr::V4(network), IpAddr::V4(peer)) => {
+                differ_within(u128::from(u32::from(network) ^ u32::from(peer)), 32)
+            }
+            (IpAddr::V6(network), IpAddr::V6(peer)) => {
+                differ_within(u128::from(network) ^ u128::from(peer), 128)
+            }
+            _ => false,
+        }
+    }
+}
+
+/// The user header of an authenticating reverse proxy, by default oauth2-proxy's.
+pub const DEFAULT_PROXY_USER_HEADER: &str = "x-forwarded-user";
+
+/// Headers askdb reads for itself, which cannot also name the proxy's user.
+const HEADERS_NOT_FOR_USERS: [HeaderName; 5] = [
+    header::AUTHORIZATION,
+    header::HOST,
+    header::ORIGIN,
+    header::COOKIE,
+    header::CONTENT_TYPE,
+];
+
+/// Sign-in by an authenticating reverse proxy (decision 0072): a request from one of
+/// `proxies` that carries `header` signs in as the user it names, who must be a live
+/// user of the users file; the header from any other address refuses the request.
+#[derive(Debug, Clone)]
+pub struct ProxySignIn {
+    proxies: Vec<TrustedProxy>,
+    header: HeaderName,
+}
+
+impl ProxySignIn {
+    /// The sign-in, or a message naming the bad flag. None when no proxy is trusted.
+    pub fn new(proxies: Vec<TrustedProxy>, header: &str) -> Result<Option<ProxySignIn>, String> {
+        let header = HeaderName::from_str(header.trim())
+            .map_err(|_| format!("--proxy-user-header {header:?} is not an HTTP header name"))?;
+        if HEADERS_NOT_FOR_USERS.contains(&header) {
+            return Err(format!(
+                "--proxy-user-header {header} is a header askdb reads for itself; give the \
+                 one the proxy writes the user in (X-Forwarded-User, X-Auth-Request-User)"
+            ));
+        }
+        Ok((!proxies.is_empty()).then_some(ProxySignIn { proxies, header }))
+    }
+
+    pub fn header(&self) -> &HeaderName {
+        &self.header
+    }
+
+    fn trusts(&self, peer: IpAddr) -> bool {
+        self.proxies.iter().any(|proxy| proxy.contains(peer))
+    }
+}
+
 /// Where the server listens and the names it answers for: built once per listener.
 #[derive(Debug, Clone)]
 pub struct Access {
     hosts: Vec<AllowedHost>,
     /// The users file, when the server signs users in ([`crate::users`]).
     users: Option<UserFile>,
+    /// The reverse proxy that may name the user, when one is trusted.
+    proxy: Option<ProxySignIn>,
     /// Listening on every interface: any IP address with the listening port is one of
     /// this machine's. A literal address cannot be rebound; only a name can.
     any_address_on: Option<u16>,
@@ -118,6 +234,7 @@ impl Access {
         Access {
             hosts,
             users: None,
+            proxy: None,
             any_address_on,
             sessions: Arc::new(Sessions::default()),
         }
@@ -131,6 +248,44 @@ impl Access {
     /// The same, with the sessions the page's sign-in starts (the server's own).
     pub fn with_sessions(self, sessions: Arc<Sessions>) -> Access {
         Access { sessions, ..self }
+    }
+
+    /// The same, believing the user `proxy` names in requests from its addresses.
+    pub fn with_proxy(self, proxy: Option<ProxySignIn>) -> Access {
+        Access { proxy, ..self }
+    }
+
+    /// The user a trusted proxy names: None when no proxy is trusted or the request
+    /// carries no user header; 403 for the header from any other address (a client
+    /// naming itself whoever it likes), whatever else the request carries; 401 for a
+    /// proxy naming no live user, or naming one twice.
+    fn proxy_user(
+        &self,
+        peer: Option<IpAddr>,
+        headers: &HeaderMap,
+    ) -> Result<Option<SignedIn>, AppError> {
+        let Some(proxy) = &self.proxy else {
+            return Ok(None);
+        };
+        let mut values = headers.get_all(&proxy.header).iter();
+        let Some(value) = values.next() else {
+            return Ok(None);
+        };
+        if !peer.is_some_and(|peer| proxy.trusts(peer)) {
+            return Err(AppError::UntrustedProxyHeader);
+        }
+        if values.next().is_some() {
+            return Err(AppError::Unauthorized);
+        }
+        let (Ok(name), Some(users)) = (value.to_str(), &self.users) else {
+            return Err(AppError::Unauthorized);
+        };
+        let name = name.trim();
+        match users.is_live(name) {
+            Ok(true) => Ok(Some(SignedIn(name.to_string()))),
+            Ok(false) => Err(AppError::Unauthorized),
+            Err(error) => Err(AppError::Internal(error.to_string())),
+        }
     }
 
     /// The user a request signs in as: None when no user exists (sign-in is off) or the
@@ -307,9 +462,10 @@ pub fn is_loopback_only(addr: SocketAddr) -> bool {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SignedIn(pub String);
 
-/// The middleware: refuses what [`Access::refusal`] refuses and, when users exist, a
-/// request without a live token ([`Access::signed_in`]); passes the rest on with the
-/// user it signed in as.
+/// The middleware: refuses what [`Access::refusal`] refuses, a user header not from a
+/// trusted proxy ([`Access::proxy_user`]) and, when users exist, a request that neither
+/// a trusted proxy nor a live token signs in ([`Access::signed_in`]); passes the rest on
+/// with the user it signed in as.
 pub async fn guard(
     State(access): State<Arc<Access>>,
     mut request: Request,
@@ -317,6 +473,18 @@ pub async fn guard(
 ) -> Response {
     if let Some(refusal) = access.refusal(request.method(), request.headers()) {
         return refusal.into_response();
+    }
+    let peer = request
+        .extensions()
+        .get::<ConnectInfo<std::net::SocketAddr>>()
+        .map(|ConnectInfo(addr)| addr.ip());
+    match access.proxy_user(peer, request.headers()) {
+        Ok(Some(user)) => {
+            request.extensions_mut().insert(user);
+            return next.run(request).await;
+        }
+        Ok(None) => {}
+        Err(refusal) => return refusal.into_response(),
     }
     let uri = request.uri().clone();
     let client = request
@@ -515,5 +683,106 @@ mod tests {
         assert_eq!(host.to_string(), "askdb.example:8443");
         assert!(is_loopback_only("[::1]:1".parse().expect("addr")));
         assert!(!is_loopback_only("0.0.0.0:1".parse().expect("addr")));
+    }
+
+    #[test]
+    fn a_trusted_proxy_is_an_address_or_a_network_never_everyone() {
+        let one: TrustedProxy = "10.0.0.5".parse().expect("address");
+        assert!(one.contains("10.0.0.5".parse().expect("ip")));
+        assert!(one.contains("::ffff:10.0.0.5".parse().expect("mapped")));
+        assert!(!one.contains("10.0.0.6".parse().expect("ip")));
+        let net: TrustedProxy = "10.0.0.0/24".parse().expect("network");
+        assert!(net.contains("10.0.0.255".parse().expect("ip")));
+        assert!(!net.contains("10.0.1.0".parse().expect("ip")));
+        assert!(!net.contains("::1".parse().expect("ip")));
+        let v6: TrustedProxy = "fd00::/8".parse().expect("v6 network");
+        assert!(v6.contains("fd12::7".parse().expect("ip")));
+        assert!(!v6.contains("fe80::1".parse().expect("ip")));
+        assert!(!v6.contains("10.0.0.5".parse().expect("ip")));
+        let host: TrustedProxy = "::1".parse().expect("v6 address");
+        assert!(host.contains("::1".parse().expect("ip")));
+        assert_eq!(host.to_string(), "::1/128");
+        for bad in [
+            "",
+            "proxy.example",
+            "10.0.0.0/33",
+            "10.0.0.0/x",
+            "10.0.0.0/",
+            "::/129",
+        ] {
+            assert!(bad.parse::<TrustedProxy>().is_err(), "{bad}");
+        }
+        for everyone in ["0.0.0.0/0", "::/0"] {
+            let error = everyone.parse::<TrustedProxy>().expect_err(everyone);
+            assert!(error.contains("every address"), "{error}");
+        }
+        assert!(ProxySignIn::new(vec![one], "Authorization").is_err());
+        assert!(ProxySignIn::new(vec![one], "not a header").is_err());
+        assert!(ProxySignIn::new(Vec::new(), DEFAULT_PROXY_USER_HEADER)
+            .expect("fine")
+            .is_none());
+    }
+
+    #[test]
+    fn the_proxy_user_header_names_a_live_user_only_from_a_trusted_proxy() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let users = UserFile::at(dir.path().join("users.json"));
+        let token = users.add("ana").expect("ana");
+        users.add("ben").expect("ben");
+        users.revoke("ben").expect("revoked");
+        let proxy = ProxySignIn::new(
+            vec!["192.0.2.10".parse().expect("proxy")],
+            "X-Auth-Request-User",
+        )
+        .expect("valid");
+        let access = Access::new("127.0.0.1:8080".parse().expect("addr"), &[])
+            .with_users(Some(users))
+            .with_proxy(proxy);
+        let bearer = format!("Bearer {token}");
+        let bearer = bearer.as_str();
+        let proxy_ip: IpAddr = "192.0.2.10".parse().expect("ip");
+        let other: IpAddr = "192.0.2.11".parse().expect("ip");
+        let named = |peer: Option<IpAddr>, pairs: &[(&str, &str)]| {
+            access
+                .proxy_user(peer, &headers(pairs))
+                .map_err(|error| error.code())
+        };
+        assert_eq!(
+            named(Some(proxy_ip), &[("x-auth-request-user", "ana")]),
+            Ok(Some(SignedIn("ana".to_string())))
+        );
+        // Without the header the proxy signs no one in: the token decides, as for anyone.
+        assert_eq!(named(Some(proxy_ip), &[]), Ok(None));
+        assert_eq!(named(Some(other), &[("authorization", bearer)]), Ok(None));
+        // The header from anyone else: refused, with a valid token or none, and from a
+        // request with no peer address at all.
+        for peer in [Some(other), None, Some("127.0.0.1".parse().expect("ip"))] {
+            assert_eq!(
+                named(peer, &[("x-auth-request-user", "ana")]),
+                Err("forbidden"),
+                "{peer:?}"
+            );
+            assert_eq!(
+                named(
+                    peer,
+                    &[("x-auth-request-user", "ana"), ("authorization", bearer)]
+                ),
+                Err("forbidden")
+            );
+        }
+        // From the proxy: no live user, or two names, is not signed in.
+        for bad in [
+            vec![("x-auth-request-user", "carla")],
+            vec![("x-auth-request-user", "ben")],
+            vec![("x-auth-request-user", "")],
+            vec![
+                ("x-auth-request-user", "ana"),
+                ("x-auth-request-user", "ana"),
+            ],
+        ] {
+            assert_eq!(named(Some(proxy_ip), &bad), Err("unauthorized"), "{bad:?}");
+        }
+        // Another header name than the configured one means nothing.
+        assert_eq!(named(Some(other), &[("x-forwarded-user", "ana")]), Ok(None));
     }
 }

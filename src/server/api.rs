@@ -111,17 +111,18 @@ pub fn prepare_ask(
             })?,
     };
     state.agent()?;
-    // The conversation is part of the input: an unknown one or one still answering is
-    // refused before a slot or a token is spent. Its lease goes back if either is not
-    // free.
+    let user = user.map(|Extension(SignedIn(name))| name);
+    // The conversation is part of the input: an unknown one, another user's (the same
+    // 404) or one still answering is refused before a slot or a token is spent. Its
+    // lease goes back if either is not free.
     let id = request
         .conversation_id
         .as_deref()
         .map(ConversationId::parse)
         .transpose()
         .map_err(from_conversation)?;
-    let lease =
-        TurnLease::begin(&state.shared.conversations, id.as_ref()).map_err(from_conversation)?;
+    let lease = TurnLease::begin(&state.shared.conversations, id.as_ref(), user.as_deref())
+        .map_err(from_conversation)?;
     // The slot first: a client told "busy" has not spent a token of its rate. A
     // rate-limited request gives the slot back at once when it returns.
     let Some(slot) = state.shared.slots.try_take() else {
@@ -142,7 +143,7 @@ pub fn prepare_ask(
             ..AskOptions::default()
         },
         client,
-        user: user.map(|Extension(SignedIn(name))| name),
+        user,
         lease: Some(lease),
         _slot: slot,
     })

@@ -38,6 +38,20 @@ pub struct ServeArgs {
         value_delimiter = ','
     )]
     pub allowed_hosts: Vec<super::access::AllowedHost>,
+    /// An authenticating reverse proxy's address or network (10.0.0.5, 10.0.0.0/24),
+    /// repeatable or comma-separated: a request from it that names a user in
+    /// --proxy-user-header signs in as that user, who must exist (`askdb users add
+    /// NAME`). The header from any other address is refused (403).
+    #[arg(
+        long = "trusted-proxy",
+        env = "ASKDB_TRUSTED_PROXIES",
+        value_delimiter = ','
+    )]
+    pub trusted_proxies: Vec<super::access::TrustedProxy>,
+    /// The header a trusted proxy names the signed-in user in (oauth2-proxy's
+    /// X-Forwarded-User; X-Auth-Request-User with its --set-xauthrequest).
+    #[arg(long, env = "ASKDB_PROXY_USER_HEADER", default_value = super::access::DEFAULT_PROXY_USER_HEADER)]
+    pub proxy_user_header: String,
     /// Questions one client (IP address) may ask per minute; 0 switches the limit off.
     #[arg(long, env = "ASKDB_ASKS_PER_MINUTE", default_value_t = DEFAULT_ASKS_PER_MINUTE)]
     pub asks_per_minute: u32,
@@ -108,6 +122,8 @@ pub struct ServerConfig {
     /// The users file; once it holds a user, every route but health and the page needs
     /// a token. None: no sign-in (the in-process tests).
     pub users: Option<crate::users::UserFile>,
+    /// The reverse proxy whose user header is believed, when one is trusted.
+    pub proxy: Option<super::access::ProxySignIn>,
     /// 0: no per-client limit.
     pub asks_per_minute: u32,
     pub max_concurrent_asks: usize,
@@ -141,6 +157,7 @@ impl Default for ServerConfig {
             addr: SocketAddr::from(([127, 0, 0, 1], 8080)),
             allowed_hosts: Vec::new(),
             users: None,
+            proxy: None,
             asks_per_minute: DEFAULT_ASKS_PER_MINUTE,
             max_concurrent_asks: DEFAULT_MAX_CONCURRENT_ASKS,
             ask_timeout: Duration::from_secs(DEFAULT_ASK_TIMEOUT_SECS),
@@ -180,6 +197,16 @@ impl ServeArgs {
                 port = self.addr.port(),
             ));
         }
+        let proxy =
+            super::access::ProxySignIn::new(self.trusted_proxies.clone(), &self.proxy_user_header)?;
+        if proxy.is_some() && !signs_in {
+            return Err(
+                "--trusted-proxy: the proxy names users askdb must know, and there are none \
+                 yet; add each with `askdb users add NAME` (the token it prints is not needed \
+                 behind the proxy)"
+                    .to_string(),
+            );
+        }
         if self.max_concurrent_asks == 0 {
             return Err(
                 "--max-concurrent-asks must be at least 1 (ASKDB_MAX_CONCURRENT_ASKS)".to_string(),
@@ -207,6 +234,7 @@ impl ServeArgs {
             addr: self.addr,
             allowed_hosts: self.allowed_hosts,
             users: Some(users),
+            proxy,
             asks_per_minute: self.asks_per_minute,
             max_concurrent_asks: self.max_concurrent_asks,
             ask_timeout: Duration::from_secs(self.ask_timeout_secs),

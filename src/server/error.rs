@@ -40,6 +40,9 @@ pub enum AppError {
     Unauthorized,
     /// 403: a browser sent a request that changes or spends something from another site.
     CrossSite,
+    /// 403: a request named its user in the proxy's user header without coming from a
+    /// trusted proxy (decision 0072). Says nothing of why.
+    UntrustedProxyHeader,
     /// 409: the request conflicts with one under way (a conversation still answering).
     Conflict { code: &'static str, detail: String },
     /// 429: this client asked too often.
@@ -75,7 +78,7 @@ impl AppError {
             AppError::NotFound { .. } => StatusCode::NOT_FOUND,
             AppError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             AppError::MisdirectedHost => StatusCode::MISDIRECTED_REQUEST,
-            AppError::CrossSite => StatusCode::FORBIDDEN,
+            AppError::CrossSite | AppError::UntrustedProxyHeader => StatusCode::FORBIDDEN,
             AppError::Unauthorized => StatusCode::UNAUTHORIZED,
             AppError::Conflict { .. } => StatusCode::CONFLICT,
             AppError::RateLimited { .. } | AppError::TooManySignIns { .. } => {
@@ -104,6 +107,7 @@ impl AppError {
             AppError::MethodNotAllowed => "method_not_allowed",
             AppError::MisdirectedHost => "unknown_host",
             AppError::CrossSite => "cross_site_request",
+            AppError::UntrustedProxyHeader => "forbidden",
             AppError::Unauthorized => "unauthorized",
             AppError::RateLimited { .. } => "rate_limited",
             AppError::TooManySignIns { .. } => "too_many_sign_ins",
@@ -148,6 +152,8 @@ impl AppError {
             AppError::CrossSite => {
                 "a request from another site may not change or spend anything here".to_string()
             }
+            // Neither the header, its value nor the proxies trusted.
+            AppError::UntrustedProxyHeader => "askdb does not accept this request".to_string(),
             AppError::RateLimited { retry_after } => format!(
                 "too many questions from this address; try again in {} s",
                 retry_after.as_secs().max(1)

@@ -2,7 +2,7 @@
 //!
 //! | route | does |
 //! |---|---|
-//! | `POST /api/ask` | `{question, mode, explain?, conversation_id?}` -> the agent's full result ([`crate::agent::AgentResult`]) with its `conversation_id` and `turn`; a known `conversation_id` makes the question a follow-up (404 when unknown or expired, 409 while it answers another) |
+//! | `POST /api/ask` | `{question, mode, explain?, conversation_id?}` -> the agent's full result ([`crate::agent::AgentResult`]) with its `conversation_id` and `turn`; a known `conversation_id` makes the question a follow-up (404 when unknown, expired or another user's, 409 while it answers another) |
 //! | `POST /api/ask/stream` | the same body (a `conversation_id` too) -> server-sent events: a `step` per agent step as it happens, then `result` (the same JSON as `POST /api/ask`) or `error` ([`stream`]) |
 //! | `POST /api/sql` | `{sql}` -> the gate's `run_query` result (rows or a structured error) |
 //! | `GET /api/schema` | tables with descriptions, row counts and columns |
@@ -23,8 +23,10 @@
 //! Before any route, [`access`] refuses a Host the server does not answer for (421: a
 //! DNS-rebinding page) and a POST a browser sends from another site (403), and once a
 //! user exists ([`crate::users`]) a request without a live bearer token or session cookie
-//! (401, health, the page and its sign-in aside); listening beyond loopback needs a user or `--open-to-anyone`
-//! (decision 0022).
+//! (401, health, the page and its sign-in aside); listening beyond loopback needs a user
+//! or `--open-to-anyone` (decision 0022). Behind an authenticating reverse proxy
+//! (`--trusted-proxy`), the user its header names signs in instead, from its addresses
+//! alone (decision 0072).
 //!
 //! Like every other caller, the server reaches the database only through the
 //! [`Gate`] and the model only through [`ModelClient::call`] (inside the agent). Bad input
@@ -412,7 +414,8 @@ pub fn app_on(state: AppState, listen: SocketAddr) -> Router {
     let access = Arc::new(
         access::Access::new(listen, &state.config().allowed_hosts)
             .with_users(state.config().users.clone())
-            .with_sessions(Arc::clone(&state.shared.sessions)),
+            .with_sessions(Arc::clone(&state.shared.sessions))
+            .with_proxy(state.config().proxy.clone()),
     );
     let body_limit = state.config().max_body_bytes;
     let mut router = Router::new()

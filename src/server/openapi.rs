@@ -74,7 +74,7 @@ pub fn document() -> Value {
             "description": format!("The agent's full result: the decision ({}), the SQL that ran, the rows, every failed attempt with its error type, assumptions, the chart, tokens, cost and latency; the conversation_id to send with a follow-up, the turn, and for a follow-up how it was understood as one standalone question.", Decision::ALL.map(Decision::as_str).join(", ")),
             "content": {"application/json": {"schema": {"$ref": "#/components/schemas/AgentResult"}}}
         },
-        "404": error_response("The conversation_id names no conversation askdb holds: it expired (30 minutes without a question), was replaced by newer ones, or never existed. Ask without it to start a new one.", "unknown_conversation", "no conversation 0123456789abcdef0123456789abcdef: it expired after a while without a question, or never existed; ask without its id to start a new one"),
+        "404": error_response("The conversation_id names no conversation askdb holds for this user: it expired (30 minutes without a question), was replaced by newer ones, never existed, or is another user's (told apart from none of these). Ask without it to start a new one.", "unknown_conversation", "no conversation 0123456789abcdef0123456789abcdef: it expired after a while without a question, or never existed; ask without its id to start a new one"),
         "409": error_response("The conversation is still answering its previous question: questions on one conversation are answered one at a time, never interleaved.", "conversation_busy", "conversation 0123456789abcdef0123456789abcdef is still answering its previous question; ask again once it has answered"),
         "429": with_retry_after(error_response("This client asked too often (per-address token bucket).", "rate_limited", "too many questions from this address; try again in 3 s")),
         "502": error_response("The model could not be asked (timeout, quota, authentication...).", "model_unavailable", "the model could not be asked (timeout); try again later"),
@@ -247,7 +247,7 @@ fn schemas() -> Value {
             "type": "object",
             "required": ["error", "detail"],
             "properties": {
-                "error": {"type": "string", "description": "A stable code: empty_question, question_too_long, unknown_mode, empty_sql, malformed_json, invalid_request, unsupported_media_type, payload_too_large, not_found, method_not_allowed, unknown_host, cross_site_request, unauthorized, no_evaluation, unknown_conversation, conversation_busy, examples_off, invalid_example, example_refused, no_such_example, rate_limited, busy, model_not_configured, spend_cap_reached, model_unavailable, ask_timeout, internal_error."},
+                "error": {"type": "string", "description": "A stable code: empty_question, question_too_long, unknown_mode, empty_sql, malformed_json, invalid_request, unsupported_media_type, payload_too_large, not_found, method_not_allowed, unknown_host, cross_site_request, unauthorized, forbidden, no_evaluation, unknown_conversation, conversation_busy, examples_off, invalid_example, example_refused, no_such_example, rate_limited, busy, model_not_configured, spend_cap_reached, model_unavailable, ask_timeout, internal_error."},
                 "detail": {"type": "string", "description": "What went wrong and what to do, in a sentence."}
             }
         },
