@@ -230,6 +230,13 @@ async fn verdict(conn: &mut Conn, sql: &str, policy: &GuardPolicy) -> Result<(),
         })?;
     let mut resolution = Resolution::default();
     collect_tables(&plan, &mut resolution);
+    // The plan names a table by its alias when it has one (`FROM bills b` is `b`), and
+    // an alias is no table: only names that are tables of the policy, visible or
+    // hidden, are judged. A hidden table behind an alias is the parser check's to refuse
+    // (decision 0033).
+    resolution
+        .relations
+        .retain(|(_, name)| policy.is_visible(name) || policy.is_hidden(name));
     resolution::verdict(&resolution, policy, "").map_err(ExecFailure::refused)
 }
 
