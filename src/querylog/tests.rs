@@ -306,6 +306,17 @@ async fn the_mysql_log_is_written_as_the_log_user_probed_without_a_row_and_refus
         Some(format_utc(SystemTime::now())[..10].to_string())
     );
     let _ = admin.disconnect().await;
+    // `askdb log stats` and `examples list --unused-days` read it with a URL that may.
+    let source = LogSource::Mysql(format!("{}{}", setup.admin, setup.database));
+    let read = stats::read(&source).await.expect("log stats reads");
+    assert_eq!(read.len(), 2, "{read:?}");
+    assert_eq!(read[0].error_types, ["unknown_column"]);
+    assert_eq!(compute(&read).questions, 2);
+    let since = format_utc(SystemTime::now() - Duration::from_secs(86_400));
+    let used = usage::examples_used_since(&source, &since)
+        .await
+        .expect("examples read");
+    assert_eq!(used.into_iter().collect::<Vec<_>>(), [3, 7]);
 
     // The read-only user may not write the log: refused by the server, counted.
     let wrong = QueryLog::start(LogTarget::Mysql(
