@@ -1,5 +1,6 @@
 //! `askdb db setup`: prepares a PostgreSQL database for askdb in one idempotent
-//! command, then proves the result. It owns:
+//! command, then proves the result (MySQL and MariaDB: `admin/mysql.rs`, the same
+//! promise in that engine's terms). It owns:
 //!
 //! - the database (created when missing) and the demo tables, dropped and recreated
 //!   with the rows of the same deterministic generator as the SQLite demo, in one
@@ -23,6 +24,8 @@
 
 mod dump;
 mod load;
+mod mysql;
+mod mysql_proof;
 mod proof;
 
 use std::fmt;
@@ -35,6 +38,7 @@ use tokio_postgres::{Client, Config, NoTls};
 use crate::text::redact_password;
 pub use dump::{drop_database, load_dump_into_database, url_reachable, url_with_database};
 use load::load_demo;
+pub use mysql::remove_mysql_setup;
 pub use proof::prove_roles;
 
 /// The database the CLI sets up unless told otherwise.
@@ -68,7 +72,7 @@ const MAX_IDENTIFIER_BYTES: usize = 63;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SetupError {
-    #[error("the admin URL {url} is not a PostgreSQL URL: {reason}")]
+    #[error("the admin URL {url} is not usable: {reason}")]
     BadAdminUrl { url: String, reason: String },
     #[error("{what} {name:?} is not a usable name: {reason}")]
     BadName {
@@ -264,6 +268,9 @@ pub async fn setup(options: &SetupOptions) -> Result<SetupReport, SetupError> {
             reason: "the read-only role and the log role must be different roles".to_string(),
         });
     }
+    if mysql::is_mysql_url(&options.admin_url) {
+        return mysql::setup(options).await;
+    }
     let admin_config = parse_admin_url(&options.admin_url)?;
     if admin_config
         .get_user()
@@ -347,7 +354,8 @@ fn parse_admin_url(url: &str) -> Result<Config, SetupError> {
     if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
         return Err(SetupError::BadAdminUrl {
             url: shown,
-            reason: "it must start with postgres:// or postgresql://".to_string(),
+            reason: "it must start with postgres://, postgresql://, mysql:// or mariadb://"
+                .to_string(),
         });
     }
     let mut config = Config::from_str(url).map_err(|error| SetupError::BadAdminUrl {

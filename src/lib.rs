@@ -70,5 +70,8 @@ pub mod words;
 #[path = "../tests/support/ci.rs"]
 mod ci;
 #[cfg(test)]
+#[path = "../tests/support/mysql_setup.rs"]
+mod mysql_setup;
+#[cfg(test)]
 #[path = "../tests/support/scratch.rs"]
 mod scratch;

@@ -1,7 +1,9 @@
-//! The golden sets on both engines: every demo and Chinook gold query gives the same
+//! The golden sets across engines: every demo and Chinook gold query gives the same
 //! result on SQLite and on PostgreSQL (compared by the evaluation's own comparator), and
-//! Chinook's PostgreSQL script loads and is usable through the gate. Each run loads its
-//! own uniquely named scratch databases on 127.0.0.1:5432 and drops them afterwards.
+//! Chinook's PostgreSQL script loads and is usable through the gate; every demo gold
+//! query gives the same result on MariaDB as on SQLite, through the gate as the
+//! `askdb_ro` user `askdb db setup` made. Each run loads its own uniquely named scratch
+//! databases (and, on MariaDB, users) on 127.0.0.1 and drops them afterwards.
 
 #[path = "support/ci.rs"]
 mod ci;
@@ -50,19 +52,22 @@ async fn rows(gate: &Gate, sql: &str) -> Result<ResultSet, String> {
     }
 }
 
-async fn compare_golden(items: &[GoldenItem], sqlite: &Gate, postgres: &Gate) -> Vec<String> {
+/// Each gold query on SQLite and on `other` (PostgreSQL or MySQL), compared; the
+/// problems found.
+async fn compare_golden(items: &[GoldenItem], sqlite: &Gate, other: &Gate) -> Vec<String> {
     let mut problems = Vec::new();
     for item in items {
         let Some(gold) = &item.gold_sql else { continue };
         let lite_sql = gold.for_dialect(SqlDialect::Sqlite);
-        let pg_sql = gold.for_dialect(SqlDialect::Postgres);
-        let (lite, pg) = match (rows(sqlite, lite_sql).await, rows(postgres, pg_sql).await) {
+        let pg_sql = gold.for_dialect(other.dialect());
+        let (lite, pg) = match (rows(sqlite, lite_sql).await, rows(other, pg_sql).await) {
             (Ok(lite), Ok(pg)) => (lite, pg),
             (lite, pg) => {
                 problems.push(format!(
-                    "{}: sqlite {:?} / postgres {:?}",
+                    "{}: sqlite {:?} / {} {:?}",
                     item.id,
                     lite.err(),
+                    other.dialect().as_str(),
                     pg.err()
                 ));
                 continue;
@@ -189,5 +194,95 @@ fn golden_sets_give_the_same_results_on_sqlite_and_postgresql() {
             panic!("{error}");
         }
         assert!(problems.is_empty(), "{}", problems.join("\n"));
+    });
+}
+
+fn mysql_admin_url() -> String {
+    std::env::var("ASKDB_TEST_MYSQL_URL")
+        .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/".to_string())
+}
+
+/// The demo set on MariaDB: loaded by `askdb db setup` (the same generator as the SQLite
+/// file), every gold query run through the gate as `askdb_ro` (the parser check, the
+/// server's plan and the column grants all on), each result compared with SQLite's by
+/// the evaluation's comparator. SQLite's equal PostgreSQL's (the test above), so the
+/// three engines agree.
+///
+/// What the engines legitimately differ on is normalised by the comparator, not here:
+/// a DECIMAL comes back as its exact text (PostgreSQL's NUMERIC too) where SQLite gives a
+/// REAL, and numbers are compared by value; a BOOLEAN is TINYINT(1), read back as 0/1 as
+/// SQLite's is, and compared with PostgreSQL's true/false by value. Text compares as
+/// on the other two because setup makes the database's collation binary.
+#[test]
+fn demo_golden_set_gives_the_same_results_on_mariadb_through_the_gate() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let admin = mysql_admin_url();
+        let tag = unique("g");
+        let database = format!("askdb_golden_{tag}");
+        let users = [format!("askdb_ro_{tag}"), format!("askdb_log_{tag}")];
+        let options = askdb::admin::SetupOptions {
+            admin_url: admin.clone(),
+            database: database.clone(),
+            read_only_role: askdb::admin::RoleSpec::new(&users[0]),
+            log_role: askdb::admin::RoleSpec::new(&users[1]),
+        };
+        let report = match askdb::admin::setup(&options).await {
+            Ok(report) => report,
+            Err(askdb::admin::SetupError::Connect { message, .. }) => {
+                ci::skip_or_fail(
+                    "golden MariaDB test",
+                    &format!("MariaDB is not reachable: {message}"),
+                );
+                return;
+            }
+            Err(error) => {
+                let names: Vec<&str> = users.iter().map(String::as_str).collect();
+                let _ = askdb::admin::remove_mysql_setup(&admin, &database, &names).await;
+                panic!("db setup on MariaDB failed: {error}");
+            }
+        };
+        let outcome = async {
+            let options = || GateOptions {
+                row_cap: 100_000,
+                ..GateOptions::default()
+            };
+            let dir = tempfile::tempdir().map_err(|error| error.to_string())?;
+            let demo_file = dir.path().join("demo.sqlite");
+            demo::write_sqlite(&demo_file).map_err(|error| error.to_string())?;
+            let sqlite = askdb::database::open_gate(
+                &askdb::database::DatabaseUrl::Sqlite(demo_file),
+                options(),
+            )
+            .await
+            .map_err(|error| format!("sqlite: {error}"))?;
+            let url: askdb::database::DatabaseUrl = report
+                .read_only
+                .connection_url()
+                .parse()
+                .map_err(|error| format!("{error}"))?;
+            let mariadb = askdb::database::open_gate(&url, options())
+                .await
+                .map_err(|error| format!("mariadb: {error}"))?;
+            assert_eq!(mariadb.dialect(), SqlDialect::Mysql);
+            let items = golden::builtin("demo").map_err(|error| error.to_string())?;
+            let answerable = items.iter().filter(|item| item.gold_sql.is_some()).count();
+            assert!(answerable >= 30, "{answerable} gold queries");
+            let found = compare_golden(&items, &sqlite, &mariadb).await;
+            eprintln!(
+                "demo on MariaDB: {answerable} gold queries compared, {} differ",
+                found.len()
+            );
+            Ok::<Vec<String>, String>(found)
+        }
+        .await;
+        let names: Vec<&str> = users.iter().map(String::as_str).collect();
+        let dropped = askdb::admin::remove_mysql_setup(&admin, &database, &names).await;
+        let problems = outcome.unwrap_or_else(|error| panic!("{error}"));
+        assert!(problems.is_empty(), "{}", problems.join("\n"));
+        dropped.unwrap_or_else(|error| panic!("the scratch database stays: {error}"));
     });
 }

@@ -565,13 +565,14 @@ pub enum DemoCommand {
 #[derive(Subcommand)]
 pub enum DbCommand {
     /// Create (or refresh) the demo database, the query log and the askdb_ro and askdb_log
-    /// roles, then prove both roles. Idempotent. Passwords come from ASKDB_RO_PASSWORD and
+    /// roles (users on MySQL and MariaDB), then prove both roles. Idempotent. Passwords come from ASKDB_RO_PASSWORD and
     /// ASKDB_LOG_PASSWORD, or are generated and printed once.
     #[command(
         after_help = "Example:\n  askdb db setup --admin-url postgres://postgres@127.0.0.1:5432/postgres --database askdb_demo"
     )]
     Setup {
         /// A superuser URL (any database), e.g. postgres://postgres@127.0.0.1:5432/postgres
+        /// or mysql://root@127.0.0.1:3306/
         #[arg(long, env = "ASKDB_ADMIN_URL", hide_env_values = true)]
         admin_url: String,
         /// The database to create or refresh.

@@ -320,7 +320,10 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
             Ok(Output::done(Exit::Success))
         }
         Command::Examples { command } => {
-            let postgres = matches!(settings.url, crate::database::DatabaseUrl::Postgres(_));
+            let postgres = matches!(
+                settings.url,
+                crate::database::DatabaseUrl::Postgres(_) | crate::database::DatabaseUrl::Mysql(_)
+            );
             examples::run(&settings.open_gate().await?, postgres, command).await
         }
         Command::Model {
@@ -411,8 +414,9 @@ async fn open_agent(settings: &Settings, strategy: Strategy) -> Result<Agent, Cl
         .with_examples(examples))
 }
 
-/// Where `askdb serve` logs questions: PostgreSQL databases over the log role's URL
-/// (none given: off, with the reason), SQLite databases into askdb's data directory.
+/// Where `askdb serve` logs questions: PostgreSQL, MySQL and MariaDB databases over the
+/// log role's URL (none given: off, with the reason), SQLite databases into askdb's data
+/// directory.
 fn query_log_setting(
     settings: &Settings,
     gate: &Gate,
@@ -424,11 +428,12 @@ fn query_log_setting(
     if !on {
         return QueryLogSetting::Off("the query log is switched off (--query-log false)".into());
     }
+    use crate::database::DatabaseUrl;
     match (&settings.url, log_url.filter(|url| !url.trim().is_empty())) {
-        (crate::database::DatabaseUrl::Postgres(_), Some(url)) => {
-            QueryLogSetting::On(LogTarget::Postgres(url))
+        (DatabaseUrl::Postgres(_) | DatabaseUrl::Mysql(_), Some(url)) => {
+            QueryLogSetting::On(LogTarget::for_url(url))
         }
-        (crate::database::DatabaseUrl::Postgres(_), None) => QueryLogSetting::Off(format!(
+        (DatabaseUrl::Postgres(_) | DatabaseUrl::Mysql(_), None) => QueryLogSetting::Off(format!(
             "no log role URL: set {LOG_DATABASE_URL_ENV} (the askdb_log URL `askdb db setup` \
              prints) to log questions"
         )),
@@ -442,7 +447,10 @@ async fn log_stats(
     user: Option<String>,
 ) -> Result<Output, CliError> {
     use crate::querylog::stats;
-    let postgres = matches!(settings.url, crate::database::DatabaseUrl::Postgres(_));
+    let postgres = matches!(
+        settings.url,
+        crate::database::DatabaseUrl::Postgres(_) | crate::database::DatabaseUrl::Mysql(_)
+    );
     let source = log_source(postgres, from, "--from")?;
     let user = user.map(|name| name.trim().to_string());
     if user.as_deref() == Some("") {
@@ -470,11 +478,14 @@ fn log_source(
         Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
             Ok(LogSource::Postgres(url))
         }
+        Some(url) if url.starts_with("mysql://") || url.starts_with("mariadb://") => {
+            Ok(LogSource::Mysql(url))
+        }
         Some(path) => Ok(LogSource::Sqlite(
             path.strip_prefix("sqlite:").unwrap_or(&path).into(),
         )),
         None if postgres => Err(CliError::Settings(format!(
-            "the PostgreSQL query log can only be read with {flag} URL (a role that may SELECT \
+            "a PostgreSQL or MySQL query log can only be read with {flag} URL (a role that may SELECT \
              askdb_query_log, such as the administrator; askdb_log may only insert)"
         ))),
         None => Ok(LogSource::Sqlite(

@@ -1,6 +1,7 @@
-//! SQL text for the demo tables in either dialect, as pure functions: CREATE TABLE,
+//! SQL text for the demo tables in each dialect, as pure functions: CREATE TABLE,
 //! parameterised and literal INSERTs, and the PostgreSQL sequence reset that explicit
-//! serial ids need. Loaders (SQLite here, PostgreSQL elsewhere) only execute this text.
+//! serial ids need. Loaders (SQLite here, PostgreSQL and MySQL in `admin`) only execute
+//! this text.
 
 use super::tables::{ColumnDef, ColumnType, TableDef};
 use super::value::DemoValue;
@@ -11,17 +12,28 @@ use super::DemoTable;
 pub enum DdlDialect {
     Sqlite,
     Postgres,
+    /// MySQL and MariaDB (InnoDB).
+    Mysql,
 }
 
 /// `CREATE TABLE name (...)` without a trailing semicolon. Keys and foreign keys are
-/// declared inline, the same in both dialects.
+/// declared inline on SQLite and PostgreSQL. MySQL parses an inline `REFERENCES` and
+/// ignores it, so its foreign keys are table constraints after the columns (the schema
+/// cards' join paths come from them).
 pub fn create_table_sql(def: &TableDef, dialect: DdlDialect) -> String {
-    let columns: Vec<String> = def
+    let mut lines: Vec<String> = def
         .columns
         .iter()
         .map(|c| format!("    {}", column_sql(c, dialect)))
         .collect();
-    format!("CREATE TABLE {} (\n{}\n)", def.name, columns.join(",\n"))
+    if dialect == DdlDialect::Mysql {
+        lines.extend(def.columns.iter().filter_map(|c| {
+            c.references.map(|(table, target)| {
+                format!("    FOREIGN KEY ({}) REFERENCES {table}({target})", c.name)
+            })
+        }));
+    }
+    format!("CREATE TABLE {} (\n{}\n)", def.name, lines.join(",\n"))
 }
 
 fn column_sql(column: &ColumnDef, dialect: DdlDialect) -> String {
@@ -39,7 +51,9 @@ fn column_sql(column: &ColumnDef, dialect: DdlDialect) -> String {
         parts.push("UNIQUE".to_string());
     }
     if let Some((table, target)) = column.references {
-        parts.push(format!("REFERENCES {table}({target})"));
+        if dialect != DdlDialect::Mysql {
+            parts.push(format!("REFERENCES {table}({target})"));
+        }
     }
     parts.join(" ")
 }
@@ -61,6 +75,18 @@ pub fn type_sql(ty: ColumnType, dialect: DdlDialect) -> String {
             ColumnType::Date => "date".to_string(),
             ColumnType::Timestamp => "timestamp".to_string(),
         },
+        // DATETIME, not TIMESTAMP: MySQL's TIMESTAMP converts through the session's
+        // time zone and ends in 2038. BOOLEAN is TINYINT(1), read back as 0/1.
+        DdlDialect::Mysql => match ty {
+            ColumnType::Serial => "INT AUTO_INCREMENT".to_string(),
+            ColumnType::Int => "INT".to_string(),
+            ColumnType::Varchar(n) => format!("VARCHAR({n})"),
+            ColumnType::Text => "TEXT".to_string(),
+            ColumnType::Numeric(p, s) => format!("DECIMAL({p},{s})"),
+            ColumnType::Bool => "BOOLEAN".to_string(),
+            ColumnType::Date => "DATE".to_string(),
+            ColumnType::Timestamp => "DATETIME".to_string(),
+        },
         DdlDialect::Sqlite => match ty {
             ColumnType::Serial | ColumnType::Int | ColumnType::Bool => "INTEGER".to_string(),
             ColumnType::Varchar(_) | ColumnType::Text | ColumnType::Date => "TEXT".to_string(),
@@ -70,13 +96,14 @@ pub fn type_sql(ty: ColumnType, dialect: DdlDialect) -> String {
     }
 }
 
-/// `INSERT INTO name (cols) VALUES (?1, ...)` for SQLite or `($1, ...)` for
-/// PostgreSQL, one placeholder per column in definition order.
+/// `INSERT INTO name (cols) VALUES (?1, ...)` for SQLite, `($1, ...)` for
+/// PostgreSQL or `(?, ...)` for MySQL, one placeholder per column in definition order.
 pub fn insert_sql(def: &TableDef, dialect: DdlDialect) -> String {
     let placeholders: Vec<String> = (1..=def.columns.len())
         .map(|i| match dialect {
             DdlDialect::Sqlite => format!("?{i}"),
             DdlDialect::Postgres => format!("${i}"),
+            DdlDialect::Mysql => "?".to_string(),
         })
         .collect();
     format!(
@@ -119,8 +146,9 @@ pub fn insert_values_sql(
 
 /// After rows with explicit serial ids are loaded, PostgreSQL's sequence still starts
 /// at 1 and the next default insert would collide; this moves it past the largest id.
-/// None for SQLite (INTEGER PRIMARY KEY follows max(rowid) by itself) and for tables
-/// without a serial column.
+/// None for SQLite (INTEGER PRIMARY KEY follows max(rowid) by itself), MySQL
+/// (AUTO_INCREMENT moves past the largest id inserted) and for tables without a serial
+/// column.
 pub fn sequence_reset_sql(def: &TableDef, dialect: DdlDialect) -> Option<String> {
     if dialect != DdlDialect::Postgres {
         return None;
@@ -217,6 +245,26 @@ mod tests {
             "CREATE TABLE store_settings (\n    setting_key TEXT NOT NULL PRIMARY KEY,\n    \
              setting_value TEXT\n)"
         );
+    }
+
+    #[test]
+    fn mysql_ddl_puts_foreign_keys_in_table_constraints() {
+        assert_eq!(
+            create_table_sql(&def("bills"), DdlDialect::Mysql),
+            "CREATE TABLE bills (\n    bill_id INT AUTO_INCREMENT PRIMARY KEY,\n    \
+             bill_no VARCHAR(20) NOT NULL UNIQUE,\n    \
+             cust_id INT,\n    \
+             emp_id INT NOT NULL,\n    \
+             txn_dt DATETIME NOT NULL,\n    total_amt DECIMAL(12,2) NOT NULL,\n    \
+             status VARCHAR(12) NOT NULL,\n    \
+             FOREIGN KEY (cust_id) REFERENCES customers(cust_id),\n    \
+             FOREIGN KEY (emp_id) REFERENCES employees(emp_id)\n)"
+        );
+        assert_eq!(
+            insert_sql(&def("categories"), DdlDialect::Mysql),
+            "INSERT INTO categories (cat_id, cat_name) VALUES (?, ?)"
+        );
+        assert!(sequence_reset_sql(&def("categories"), DdlDialect::Mysql).is_none());
     }
 
     #[test]

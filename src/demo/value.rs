@@ -76,12 +76,14 @@ impl DemoValue {
             (DemoValue::Int(v), _) => v.to_string(),
             (DemoValue::Decimal { .. }, _) => self.to_string(),
             (DemoValue::Text(s), _) => quote(s),
-            (DemoValue::Bool(b), DdlDialect::Postgres) => {
+            (DemoValue::Bool(b), DdlDialect::Postgres | DdlDialect::Mysql) => {
                 if *b { "TRUE" } else { "FALSE" }.to_string()
             }
             (DemoValue::Bool(b), DdlDialect::Sqlite) => if *b { "1" } else { "0" }.to_string(),
-            (DemoValue::Date(s), DdlDialect::Postgres) => format!("DATE {}", quote(s)),
-            (DemoValue::Timestamp(s), DdlDialect::Postgres) => {
+            (DemoValue::Date(s), DdlDialect::Postgres | DdlDialect::Mysql) => {
+                format!("DATE {}", quote(s))
+            }
+            (DemoValue::Timestamp(s), DdlDialect::Postgres | DdlDialect::Mysql) => {
                 format!("TIMESTAMP {}", quote(s))
             }
             (DemoValue::Date(s) | DemoValue::Timestamp(s), DdlDialect::Sqlite) => quote(s),
@@ -89,8 +91,9 @@ impl DemoValue {
     }
 }
 
-/// A standard SQL string literal (quotes doubled); both dialects read backslashes
-/// literally.
+/// A standard SQL string literal (quotes doubled); SQLite and PostgreSQL read
+/// backslashes literally, and MySQL does in the session the loader pins
+/// (NO_BACKSLASH_ESCAPES).
 fn quote(text: &str) -> String {
     format!("'{}'", text.replace('\'', "''"))
 }

@@ -907,6 +907,8 @@ fn restricted_map(notes: &SchemaNotes) -> BTreeMap<String, BTreeSet<String>> {
 }
 
 #[cfg(test)]
+mod mysql_role_tests;
+#[cfg(test)]
 mod mysql_tests;
 #[cfg(test)]
 mod postgres_tests;

@@ -1,8 +1,9 @@
 //! The query log: one row per question answered through `POST /api/ask` (evaluation
-//! runs never write it), kept for monitoring. On PostgreSQL it is written over a
-//! connection of its own as the insert-only `askdb_log` role (`ASKDB_LOG_DATABASE_URL`),
-//! never by the gate's read-only connection; for SQLite databases (the demo included,
-//! whose file stays read-only) into a log database in askdb's data directory.
+//! runs never write it), kept for monitoring. On PostgreSQL, MySQL and MariaDB it is
+//! written over a connection of its own as the insert-only `askdb_log` role or user
+//! (`ASKDB_LOG_DATABASE_URL`; MySQL's writer in `mysql.rs`), never by the gate's
+//! read-only connection; for SQLite databases (the demo included, whose file stays
+//! read-only) into a log database in askdb's data directory.
 //!
 //! Writing happens off the request path: [`QueryLog::record`] puts the row on a bounded
 //! channel and returns at once; a background task inserts it. A row that cannot be
@@ -11,6 +12,7 @@
 //! this is administration outside the gate: it writes only its own table, with the
 //! extended protocol and bound parameters, and never runs model or user SQL.
 
+mod mysql;
 pub mod stats;
 pub mod usage;
 
@@ -24,8 +26,10 @@ use tokio::sync::mpsc;
 
 use crate::gate::QUERY_LOG_TABLE;
 use crate::text::redact_password;
+pub use mysql::mysql_create_sql;
 
-/// The environment variable naming the log role's URL (PostgreSQL databases).
+/// The environment variable naming the log role's URL (PostgreSQL, MySQL and MariaDB
+/// databases).
 pub const LOG_DATABASE_URL_ENV: &str = "ASKDB_LOG_DATABASE_URL";
 
 /// The SQLite log's file name in askdb's data directory.
@@ -115,6 +119,8 @@ pub enum LogError {
 pub enum LogTarget {
     /// The log role's URL.
     Postgres(String),
+    /// The log user's `mysql://` (or `mariadb://`) URL.
+    Mysql(String),
     /// askdb's own SQLite log file; `database` names the database the questions were about.
     Sqlite { path: PathBuf, database: String },
 }
@@ -134,10 +140,20 @@ impl LogTarget {
         }
     }
 
+    /// The log target a log user's URL names: MySQL for `mysql://` and `mariadb://`,
+    /// else PostgreSQL.
+    pub fn for_url(url: String) -> LogTarget {
+        if url.starts_with("mysql://") || url.starts_with("mariadb://") {
+            LogTarget::Mysql(url)
+        } else {
+            LogTarget::Postgres(url)
+        }
+    }
+
     /// The target without any password, for messages and health.
     pub fn describe(&self) -> String {
         match self {
-            LogTarget::Postgres(url) => redact_password(url),
+            LogTarget::Postgres(url) | LogTarget::Mysql(url) => redact_password(url),
             LogTarget::Sqlite { path, .. } => format!("sqlite:{}", path.display()),
         }
     }
@@ -453,6 +469,10 @@ enum Writer {
         url: String,
         client: Option<tokio_postgres::Client>,
     },
+    Mysql {
+        url: String,
+        conn: Option<mysql_async::Conn>,
+    },
     Sqlite {
         path: PathBuf,
         database: String,
@@ -464,6 +484,7 @@ impl Writer {
     fn new(target: LogTarget) -> Writer {
         match target {
             LogTarget::Postgres(url) => Writer::Postgres { url, client: None },
+            LogTarget::Mysql(url) => Writer::Mysql { url, conn: None },
             LogTarget::Sqlite { path, database } => Writer::Sqlite {
                 path,
                 database,
@@ -488,6 +509,27 @@ impl Writer {
                     };
                 if outcome.is_ok() {
                     *client = Some(connected);
+                }
+                outcome
+            }
+            Writer::Mysql { url, conn } => {
+                let mut connected = match conn.take() {
+                    Some(open) => open,
+                    None => mysql::connect(url).await?,
+                };
+                let outcome = match tokio::time::timeout(
+                    WRITE_TIMEOUT,
+                    mysql::insert(&mut connected, record),
+                )
+                .await
+                {
+                    Ok(outcome) => outcome,
+                    Err(_) => Err(LogError::Timeout),
+                };
+                // A connection whose write failed is dropped, and the next row opens a
+                // fresh one (the server may have gone or the grant changed).
+                if outcome.is_ok() {
+                    *conn = Some(connected);
                 }
                 outcome
             }
@@ -560,6 +602,7 @@ async fn probe(target: &LogTarget) -> Result<(), LogError> {
                 .await
                 .map_err(|error| LogError::Write(crate::text::error_chain(&error)))
         }
+        LogTarget::Mysql(url) => mysql::probe(url, &record).await,
         LogTarget::Sqlite { path, database } => {
             let path = path.clone();
             let database = database.clone();

@@ -13,11 +13,13 @@ use serde::Serialize;
 use super::{connect_postgres, LogError};
 use crate::gate::QUERY_LOG_TABLE;
 
-/// Where `askdb log stats` reads: a PostgreSQL URL that may read the log (not the log
-/// role, which may only insert), or askdb's SQLite log file.
+/// Where `askdb log stats` reads: a PostgreSQL or MySQL URL that may read the log (not
+/// the log role, which may only insert), or askdb's SQLite log file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LogSource {
     Postgres(String),
+    /// A `mysql://` or `mariadb://` URL.
+    Mysql(String),
     Sqlite(PathBuf),
 }
 
@@ -237,7 +239,7 @@ pub fn render(stats: &LogStats) -> String {
     out
 }
 
-fn split_error_types(text: Option<String>) -> Vec<String> {
+pub(super) fn split_error_types(text: Option<String>) -> Vec<String> {
     text.map(|text| {
         text.split(',')
             .map(str::trim)
@@ -282,6 +284,7 @@ pub async fn read(source: &LogSource, user: Option<&str>) -> Result<Vec<LogRow>,
             }
             Ok(rows)
         }
+        LogSource::Mysql(url) => super::mysql::read_rows(url).await,
         LogSource::Sqlite(path) => {
             let path = path.clone();
             let user = user.map(str::to_string);

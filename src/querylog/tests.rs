@@ -213,3 +213,124 @@ async fn an_older_sqlite_log_gains_the_later_columns_and_keeps_its_rows() {
         ]
     );
 }
+
+/// The log on MariaDB, for real: `askdb db setup` makes the table and the insert-only
+/// `askdb_log` user; rows queued are written in the background as that user with every
+/// column, the probe leaves none, and the read-only user's URL as a log is refused by
+/// the server and counted, never raised.
+#[tokio::test]
+async fn the_mysql_log_is_written_as_the_log_user_probed_without_a_row_and_refused_to_others() {
+    use mysql_async::prelude::Queryable;
+    let test = "the_mysql_log_is_written_as_the_log_user";
+    let Some(setup) = crate::mysql_setup::MysqlSetup::new(test).await else {
+        return;
+    };
+    let report = crate::admin::setup(&setup.options(None))
+        .await
+        .unwrap_or_else(|error| panic!("db setup failed: {error}"));
+    let target = LogTarget::for_url(report.log.connection_url().replacen(
+        "mysql://",
+        "mariadb://",
+        1,
+    ));
+    assert!(matches!(target, LogTarget::Mysql(_)), "{target:?}");
+    assert!(!target.describe().contains(report.log.password.expose()));
+    let log = QueryLog::start(target);
+    log.probe().await.expect("the probe inserts and rolls back");
+    log.record(LogRecord {
+        conversation_id: Some("c0ffee".to_string()),
+        turn: Some(2),
+        user: Some("ana".to_string()),
+        examples: vec![3, 7],
+        rerun_example: Some(3),
+        question: "What's \\ the 'total'?".to_string(),
+        ..record("unused", 4)
+    });
+    log.record(record("second", 0));
+    let started = std::time::Instant::now();
+    while log.counters().written() + log.counters().failed() < 2
+        && started.elapsed() < Duration::from_secs(10)
+    {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        log.counters().written(),
+        2,
+        "{:?}",
+        log.counters().last_error()
+    );
+    let mut admin = setup.admin().await;
+    type Logged = (
+        String,
+        Option<String>,
+        String,
+        Option<String>,
+        Option<String>,
+        Option<u32>,
+        Option<String>,
+        Option<String>,
+        Option<i64>,
+        Option<i64>,
+    );
+    let rows: Vec<Logged> = admin
+        .query(format!(
+            "SELECT question, `sql`, decision, error_types, conversation_id, turn, user_name, \
+             examples, rerun_example, row_count FROM {QUERY_LOG_TABLE} \
+             WHERE decision <> 'proof' ORDER BY id"
+        ))
+        .await
+        .expect("the log reads as root");
+    assert_eq!(rows.len(), 2, "the probe left a row: {rows:?}");
+    assert_eq!(
+        rows[0],
+        (
+            "What's \\ the 'total'?".to_string(),
+            Some("SELECT 1".to_string()),
+            "answer".to_string(),
+            Some("unknown_column".to_string()),
+            Some("c0ffee".to_string()),
+            Some(2),
+            Some("ana".to_string()),
+            Some("3,7".to_string()),
+            Some(3),
+            Some(4),
+        )
+    );
+    assert_eq!(rows[1].0, "second");
+    let asked: Option<String> = admin
+        .query_first(format!(
+            "SELECT CAST(MAX(asked_at) AS CHAR) FROM {QUERY_LOG_TABLE} WHERE decision <> 'proof'"
+        ))
+        .await
+        .expect("asked_at");
+    assert_eq!(
+        asked.map(|at| at[..10].to_string()),
+        Some(format_utc(SystemTime::now())[..10].to_string())
+    );
+    let _ = admin.disconnect().await;
+    // `askdb log stats` and `examples list --unused-days` read it with a URL that may.
+    let source = LogSource::Mysql(format!("{}{}", setup.admin, setup.database));
+    let read = stats::read(&source).await.expect("log stats reads");
+    assert_eq!(read.len(), 2, "{read:?}");
+    assert_eq!(read[0].error_types, ["unknown_column"]);
+    assert_eq!(compute(&read).questions, 2);
+    let since = format_utc(SystemTime::now() - Duration::from_secs(86_400));
+    let used = usage::examples_used_since(&source, &since)
+        .await
+        .expect("examples read");
+    assert_eq!(used.into_iter().collect::<Vec<_>>(), [3, 7]);
+
+    // The read-only user may not write the log: refused by the server, counted.
+    let wrong = QueryLog::start(LogTarget::Mysql(
+        report.read_only.connection_url().to_string(),
+    ));
+    wrong.record(record("not allowed", 1));
+    let started = std::time::Instant::now();
+    while wrong.counters().failed() < 1 && started.elapsed() < Duration::from_secs(10) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(wrong.counters().failed(), 1);
+    let error = wrong.counters().last_error().unwrap_or_default();
+    assert!(error.contains("INSERT command denied"), "{error}");
+    assert!(wrong.probe().await.is_err());
+}

@@ -39,6 +39,13 @@ pub async fn examples_used_since(
             }
             Ok(used)
         }
+        LogSource::Mysql(url) => {
+            let mut used = BTreeSet::new();
+            for text in super::mysql::examples_since(url, since).await? {
+                used.extend(ids(&text));
+            }
+            Ok(used)
+        }
         LogSource::Sqlite(path) => {
             let path = path.clone();
             let since = since.to_string();

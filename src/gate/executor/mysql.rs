@@ -9,7 +9,8 @@
 //! takes exactly one statement. A client deadline (the limit plus a second) kills the
 //! query from a connection of its own (`KILL QUERY`) should the server's limit not fire,
 //! and the interrupted connection is closed, never reused. Rows stop at the cap plus one
-//! and before the row whose values would pass the byte cap. No LOCAL INFILE handler is
+//! and before the row whose values would pass the byte cap, its size read from the wire's
+//! values before any is turned into JSON. No LOCAL INFILE handler is
 //! installed, so the client refuses the server's request to read a local file.
 //!
 //! The database check: inside the same READ ONLY transaction the server compiles the
@@ -23,7 +24,7 @@ use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Opts, Pool, Row, Value};
 use serde_json::Value as JsonValue;
 
-use super::{value_bytes, ExecFailure, ExecLimits, RawRows, Stage};
+use super::{ExecFailure, ExecLimits, RawRows, Stage};
 use crate::gate::guard::resolution::{self, Resolution};
 use crate::gate::guard::{GuardPolicy, MYSQL_SQL_MODE};
 use crate::gate::taxonomy::{from_mysql, ErrorType};
@@ -230,6 +231,13 @@ async fn verdict(conn: &mut Conn, sql: &str, policy: &GuardPolicy) -> Result<(),
         })?;
     let mut resolution = Resolution::default();
     collect_tables(&plan, &mut resolution);
+    // The plan names a table by its alias when it has one (`FROM bills b` is `b`), and
+    // an alias is no table: only names that are tables of the policy, visible or
+    // hidden, are judged. A hidden table behind an alias is the parser check's to refuse
+    // (decision 0033).
+    resolution
+        .relations
+        .retain(|(_, name)| policy.is_visible(name) || policy.is_hidden(name));
     resolution::verdict(&resolution, policy, "").map_err(ExecFailure::refused)
 }
 
@@ -389,14 +397,17 @@ async fn read_rows(conn: &mut Conn, sql: &str, limits: ExecLimits) -> Result<Raw
             truncated = true;
             break;
         }
-        let values = decode_row(row);
-        let size: u64 = values.iter().map(value_bytes).sum();
+        // The row's size is read from the values as they came off the wire, so a row
+        // past the cap is never turned into JSON.
+        let size: u64 = (0..row.len())
+            .map(|index| row.as_ref(index).map_or(8, raw_bytes))
+            .sum();
         if bytes + size > limits.byte_cap {
             truncated = true;
             break;
         }
         bytes += size;
-        rows.push(values);
+        rows.push(decode_row(row));
     }
     result.drop_result().await.map_err(failure_from)?;
     Ok(RawRows {
@@ -404,6 +415,38 @@ async fn read_rows(conn: &mut Conn, sql: &str, limits: ExecLimits) -> Result<Raw
         rows,
         truncated,
     })
+}
+
+/// What a value will cost against the byte cap once decoded (`value_bytes` of
+/// `decode_value`), computed without decoding it: text its length (bytes that are not
+/// UTF-8 at most three times theirs, each possibly a replacement character), dates and
+/// times the length of their ISO text, anything else eight.
+fn raw_bytes(value: &Value) -> u64 {
+    match value {
+        Value::Bytes(bytes) => {
+            let length = bytes.len() as u64;
+            if std::str::from_utf8(bytes).is_ok() {
+                length
+            } else {
+                length * 3
+            }
+        }
+        Value::Date(_, _, _, hour, minute, second, micros) => {
+            if *hour == 0 && *minute == 0 && *second == 0 && *micros == 0 {
+                10
+            } else if *micros == 0 {
+                19
+            } else {
+                26
+            }
+        }
+        Value::Time(negative, days, hours, _, _, micros) => {
+            let hours = u64::from(*days) * 24 + u64::from(*hours);
+            let digits = hours.checked_ilog10().map_or(1, |log| u64::from(log) + 1);
+            u64::from(*negative) + digits.max(2) + 6 + if *micros == 0 { 0 } else { 7 }
+        }
+        Value::NULL | Value::Int(_) | Value::UInt(_) | Value::Float(_) | Value::Double(_) => 8,
+    }
 }
 
 /// A row's values as JSON: integers and floats as numbers; DECIMAL, as PostgreSQL's
@@ -450,5 +493,39 @@ fn decode_value(value: Value) -> JsonValue {
                 "{sign}{hours:02}:{minutes:02}:{seconds:02}{fraction}"
             ))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::value_bytes;
+    use super::*;
+
+    #[test]
+    fn a_values_size_is_known_before_it_is_decoded() {
+        for value in [
+            Value::NULL,
+            Value::Int(-7),
+            Value::UInt(7),
+            Value::Double(1.5),
+            Value::Bytes(b"12.50".to_vec()),
+            Value::Bytes("\u{20b9} 100".as_bytes().to_vec()),
+            Value::Bytes(Vec::new()),
+            Value::Date(2025, 1, 31, 0, 0, 0, 0),
+            Value::Date(2025, 1, 31, 10, 5, 0, 0),
+            Value::Date(2025, 1, 31, 10, 5, 0, 120),
+            Value::Time(false, 0, 3, 4, 5, 0),
+            Value::Time(true, 34, 23, 59, 59, 1),
+            Value::Time(false, 0, 0, 0, 0, 0),
+        ] {
+            assert_eq!(
+                raw_bytes(&value),
+                value_bytes(&decode_value(value.clone())),
+                "{value:?}"
+            );
+        }
+        // Bytes that are not UTF-8 never cost less than their decoded text.
+        let invalid = Value::Bytes(vec![0xff, 0xfe, b'a']);
+        assert!(raw_bytes(&invalid) >= value_bytes(&decode_value(invalid.clone())));
     }
 }
