@@ -24,6 +24,7 @@
 mod dump;
 mod load;
 mod proof;
+mod rls;
 
 use std::fmt;
 use std::io::Read;
@@ -36,6 +37,7 @@ use crate::text::redact_password;
 pub use dump::{drop_database, load_dump_into_database, url_reachable, url_with_database};
 use load::load_demo;
 pub use proof::prove_roles;
+pub use rls::{UserCity, USER_CITY_FUNCTION};
 
 /// The database the CLI sets up unless told otherwise.
 pub const DEFAULT_DATABASE: &str = "askdb_demo";
@@ -180,6 +182,9 @@ pub struct SetupOptions {
     pub database: String,
     pub read_only_role: RoleSpec,
     pub log_role: RoleSpec,
+    /// The example row-level security to create (`--example-rls USER=CITY`, decision
+    /// 0077): each user sees only its city's suppliers. Empty: none.
+    pub example_rls: Vec<UserCity>,
 }
 
 impl SetupOptions {
@@ -190,6 +195,7 @@ impl SetupOptions {
             database: database.into(),
             read_only_role: RoleSpec::new(DEFAULT_READ_ONLY_ROLE),
             log_role: RoleSpec::new(DEFAULT_LOG_ROLE),
+            example_rls: Vec::new(),
         }
     }
 }
@@ -305,9 +311,15 @@ pub async fn setup(options: &SetupOptions) -> Result<SetupReport, SetupError> {
         &format!("ANALYZE {}", names.join(", ")),
     )
     .await?;
+    if !options.example_rls.is_empty() {
+        rls::apply(&mut client, &read_only.role, &options.example_rls).await?;
+    }
     drop(client);
 
-    let proofs = prove_roles(&read_only, &log).await?;
+    let mut proofs = prove_roles(&read_only, &log).await?;
+    if !options.example_rls.is_empty() {
+        proofs.extend(rls::prove(&read_only, &options.example_rls).await?);
+    }
     Ok(SetupReport {
         database: options.database.clone(),
         database_created,

@@ -92,6 +92,7 @@ fn options(scratch: &Scratch) -> askdb::admin::SetupOptions {
         database: scratch.database.clone(),
         read_only_role: askdb::admin::RoleSpec::new(&scratch.read_only_role),
         log_role: askdb::admin::RoleSpec::new(&scratch.log_role),
+        example_rls: Vec::new(),
     }
 }
 

@@ -161,7 +161,10 @@ impl Access {
             return Err(AppError::Unauthorized);
         };
         match users.authenticate(token) {
-            Ok(Some(name)) => Ok(Some(SignedIn(name))),
+            Ok(Some(user)) => Ok(Some(SignedIn {
+                name: user.name,
+                policy: user.policy,
+            })),
             Ok(None) => Err(AppError::Unauthorized),
             Err(error) => Err(AppError::Internal(error.to_string())),
         }
@@ -258,7 +261,11 @@ pub fn is_loopback_only(addr: SocketAddr) -> bool {
 
 /// The user a request signed in as, in the request's extensions for the handlers.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SignedIn(pub String);
+pub struct SignedIn {
+    pub name: String,
+    /// The user's policy as stored (decision 0076); None: the notes alone.
+    pub policy: Option<String>,
+}
 
 /// The middleware: refuses what [`Access::refusal`] refuses and, when users exist, a
 /// request without a live token ([`Access::signed_in`]); passes the rest on with the

@@ -76,8 +76,11 @@ pub struct PreparedAsk {
     pub question: String,
     pub options: AskOptions,
     pub client: IpAddr,
-    /// The user the request signed in as, for the query log; None without users.
+    /// The user the request signed in as, for the query log and the database's
+    /// row-level security; None without users.
     pub user: Option<String>,
+    /// The user's policy (decision 0076): the question goes to its agent.
+    pub policy: Option<String>,
     /// The conversation's turn, held until the answer is recorded; given back unchanged
     /// when the ask fails or its client goes.
     lease: Option<TurnLease>,
@@ -110,7 +113,9 @@ pub fn prepare_ask(
                 detail,
             })?,
     };
-    state.agent()?;
+    let signed_in = user.map(|Extension(signed_in)| signed_in);
+    let policed = state.shared.team.policed(signed_in.as_ref())?;
+    let agent = state.agent_for(policed.map(|policed| policed.name.as_str()))?;
     // The conversation is part of the input: an unknown one or one still answering is
     // refused before a slot or a token is spent. Its lease goes back if either is not
     // free.
@@ -134,6 +139,16 @@ pub fn prepare_ask(
         state.metrics().refused("rate_limited");
         return Err(AppError::RateLimited { retry_after });
     }
+    // The user's policy: its own pace and its share of the spend cap.
+    if let (Some(policed), Some(signed_in)) = (policed, &signed_in) {
+        let cap = agent.client().ledger().cap_usd();
+        if let Err(refusal) = policed.admit(&signed_in.name, cap, Instant::now()) {
+            if matches!(refusal, AppError::RateLimited { .. }) {
+                state.metrics().refused("rate_limited");
+            }
+            return Err(refusal);
+        }
+    }
     Ok(PreparedAsk {
         question: question.to_string(),
         options: AskOptions {
@@ -142,7 +157,8 @@ pub fn prepare_ask(
             ..AskOptions::default()
         },
         client,
-        user: user.map(|Extension(SignedIn(name))| name),
+        policy: policed.map(|policed| policed.name.clone()),
+        user: signed_in.map(|signed_in| signed_in.name),
         lease: Some(lease),
         _slot: slot,
     })
@@ -169,7 +185,7 @@ pub async fn run_ask(
     prepared: &mut PreparedAsk,
     observer: &dyn Observer,
 ) -> Result<AskResponse, AppError> {
-    let agent = state.agent()?;
+    let agent = state.agent_for(prepared.policy.as_deref())?;
     let lease = prepared
         .lease
         .take()
@@ -187,9 +203,13 @@ pub async fn run_ask(
         let cold = state.warm_up().before_question().await;
         let mut options = prepared.options.clone();
         options.compact_prompt |= cold.is_some();
-        let result = agent
-            .ask_in_conversation(&prepared.question, lease.context(), &options, &all)
-            .await;
+        // Every statement of the question runs for its user (the database's row-level
+        // security reads it).
+        let result = crate::gate::user::as_user(
+            prepared.user.as_deref(),
+            agent.ask_in_conversation(&prepared.question, lease.context(), &options, &all),
+        )
+        .await;
         drop(cold);
         result
     };
@@ -208,6 +228,15 @@ pub async fn run_ask(
     result.trace_id = trace.trace_id();
     trace.finish(&result);
     state.metrics().question(&result);
+    if let (Some(policed), Some(user)) = (
+        state
+            .shared
+            .team
+            .policed_by_name(prepared.policy.as_deref()),
+        &prepared.user,
+    ) {
+        policed.record_spend(user, result.cost_usd);
+    }
     let conversation_id = lease.id().to_string();
     let turn = lease.number();
     if let Some(log) = state.query_log() {
@@ -257,15 +286,19 @@ pub struct SqlRequest {
 /// server being overloaded, a 503 with Retry-After like a busy ask.
 pub async fn sql(
     State(state): State<AppState>,
+    user: Option<Extension<SignedIn>>,
     ApiJson(request): ApiJson<SqlRequest>,
 ) -> Result<Json<QueryOutcome>, AppError> {
+    let signed_in = user.map(|Extension(signed_in)| signed_in);
+    let gate = state.gate_for(signed_in.as_ref())?;
     if request.sql.trim().is_empty() {
         return Err(AppError::BadRequest {
             code: "empty_sql",
             detail: "the SQL is empty: write one SELECT statement".to_string(),
         });
     }
-    match state.gate().run_query(&request.sql).await {
+    let user = signed_in.as_ref().map(|signed_in| signed_in.name.as_str());
+    match crate::gate::user::as_user(user, gate.run_query(&request.sql)).await {
         QueryOutcome::Failed(error) if error.error_type == ErrorType::Busy => {
             Err(AppError::DatabaseBusy {
                 retry_after: DATABASE_BUSY_RETRY_AFTER,
@@ -291,8 +324,13 @@ pub struct SchemaResponse {
 
 /// GET /api/schema: the visible tables as the gate describes them (restricted columns
 /// and hidden tables never appear).
-pub async fn schema(State(state): State<AppState>) -> Result<Json<SchemaResponse>, AppError> {
-    let gate = state.gate();
+pub async fn schema(
+    State(state): State<AppState>,
+    user: Option<Extension<SignedIn>>,
+) -> Result<Json<SchemaResponse>, AppError> {
+    let signed_in = user.map(|Extension(signed_in)| signed_in);
+    let gate = state.gate_for(signed_in.as_ref())?;
+    let gate = &gate;
     let mut tables = Vec::new();
     for summary in gate.list_tables() {
         let described = gate

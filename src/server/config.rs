@@ -133,6 +133,9 @@ pub struct ServerConfig {
     /// The verified examples' SQLite file (set by the CLI: askdb's data directory); None:
     /// questions use no examples and the examples routes answer 404.
     pub examples: Option<PathBuf>,
+    /// The users' policies by the name their users store (decision 0076), read by the
+    /// CLI at start; the server narrows its gate by each once.
+    pub policies: std::collections::BTreeMap<String, crate::gate::UserPolicy>,
 }
 
 impl Default for ServerConfig {
@@ -154,6 +157,7 @@ impl Default for ServerConfig {
             local_model: false,
             conversations: crate::conversation::Limits::default(),
             examples: None,
+            policies: std::collections::BTreeMap::new(),
         }
     }
 }
@@ -227,6 +231,7 @@ impl ServeArgs {
                 ..crate::conversation::Limits::default()
             },
             examples: None,
+            policies: std::collections::BTreeMap::new(),
         })
     }
 }
