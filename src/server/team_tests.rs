@@ -2,7 +2,8 @@
 //! with their tokens get their own gate for the same query text (schema, SQL console,
 //! questions), a policy that would widen the notes stops the server, a policy's pace is
 //! its own; on PostgreSQL the example row-level security gives each user its own rows
-//! through `/api/sql` and `/api/ask`, and no query can read or change `askdb.user`.
+//! through `/api/sql`, `/api/ask` and the stream, and no query can read or change
+//! `askdb.user`.
 
 use std::collections::BTreeMap;
 
@@ -23,6 +24,8 @@ const SCRIPT: &str = r#"
 {"question": "What is the total credit limit of our customers?", "purpose": "write_sql", "reply": {"sql": "SELECT sum(credit_limit) AS credit FROM customers"}}
 {"question": "What is the total credit limit of our customers?", "purpose": "write_sql", "reply": {"sql": "SELECT sum(credit_limit) AS credit FROM customers"}}
 {"question": "What is the total credit limit of our customers?", "purpose": "write_sql", "reply": {"sql": "SELECT sum(credit_limit) AS credit FROM customers"}}
+{"question": "Which cities are our suppliers in?", "purpose": "write_sql", "reply": {"sql": "SELECT DISTINCT city FROM suppliers ORDER BY city"}}
+{"question": "Which cities are our suppliers in?", "purpose": "write_sql", "reply": {"sql": "SELECT DISTINCT city FROM suppliers ORDER BY city"}}
 {"question": "Which cities are our suppliers in?", "purpose": "write_sql", "reply": {"sql": "SELECT DISTINCT city FROM suppliers ORDER BY city"}}
 {"question": "Which cities are our suppliers in?", "purpose": "write_sql", "reply": {"sql": "SELECT DISTINCT city FROM suppliers ORDER BY city"}}
 {"question": "*", "purpose": "check", "reply": "ok"}
@@ -68,6 +71,11 @@ fn config(users: &UserFile, policies: &[(&str, &str)]) -> ServerConfig {
 }
 
 async fn call(state: &AppState, token: &str, request: Request<Body>) -> (StatusCode, Value) {
+    let (status, text) = call_text(state, token, request).await;
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+async fn call_text(state: &AppState, token: &str, request: Request<Body>) -> (StatusCode, String) {
     let (mut parts, body) = request.into_parts();
     parts.headers.insert(
         header::AUTHORIZATION,
@@ -81,8 +89,7 @@ async fn call(state: &AppState, token: &str, request: Request<Body>) -> (StatusC
     let bytes = axum::body::to_bytes(response.into_body(), 1 << 22)
         .await
         .expect("body");
-    let value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-    (status, value)
+    (status, String::from_utf8_lossy(&bytes).into_owned())
 }
 
 fn sql(text: &str) -> Request<Body> {
@@ -356,5 +363,21 @@ async fn row_level_security_gives_each_user_its_own_rows() {
         let (status, body) = call(&state, token, ask("Which cities are our suppliers in?")).await;
         assert_eq!(status, StatusCode::OK, "{body}");
         assert_eq!(body["rows"], json!([[city]]), "{body}");
+        // The stream answers in a task of its own; the user goes with it.
+        let stream = Request::post("/api/ask/stream")
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(
+                json!({ "question": "Which cities are our suppliers in?" }).to_string(),
+            ))
+            .expect("request");
+        let (status, text) = call_text(&state, token, stream).await;
+        assert_eq!(status, StatusCode::OK, "{text}");
+        let result = text
+            .split("event: result\ndata: ")
+            .nth(1)
+            .and_then(|rest| rest.lines().next())
+            .unwrap_or_else(|| panic!("no result event: {text}"));
+        let result: Value = serde_json::from_str(result).expect("result JSON");
+        assert_eq!(result["rows"], json!([[city]]), "{result}");
     }
 }
