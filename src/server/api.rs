@@ -196,7 +196,13 @@ pub async fn run_ask(
         .telemetry()
         .question(&prepared.question, prepared.options.mode.as_str());
     trace.conversation(lease.id().as_str(), lease.number());
-    let all = Fanout([state.metrics(), &trace, observer]);
+    // Latencies are labelled by user only where a policy is in force.
+    let label = match (&prepared.policy, &prepared.user) {
+        (Some(_), Some(user)) => user.as_str(),
+        _ => "",
+    };
+    let metrics = state.metrics().for_user(label);
+    let all = Fanout([&metrics, &trace, observer]);
     let asked = async {
         // While the model reads the schema for the first time, the question is asked
         // with a compact prompt and the read waits for it (server::warm_up).
@@ -227,7 +233,7 @@ pub async fn run_ask(
     result.assumptions = crate::text::each_once(std::mem::take(&mut result.assumptions));
     result.trace_id = trace.trace_id();
     trace.finish(&result);
-    state.metrics().question(&result);
+    state.metrics().question(&result, label);
     if let (Some(policed), Some(user)) = (
         state
             .shared

@@ -1,7 +1,7 @@
 //! Users with policies through the HTTP API (decisions 0076, 0077): two users signed in
 //! with their tokens get their own gate for the same query text (schema, SQL console,
 //! questions), a policy that would widen the notes stops the server, a policy's pace is
-//! its own; on PostgreSQL the example row-level security gives each user its own rows
+//! its own and its users' latencies are labelled with their names; on PostgreSQL the example row-level security gives each user its own rows
 //! through `/api/sql`, `/api/ask` and the stream, and no query can read or change
 //! `askdb.user`.
 
@@ -265,6 +265,21 @@ async fn a_policys_pace_is_its_users_own() {
     // The server's own pace still lets ana ask.
     let (status, body) = call(&state, &ana, ask(question)).await;
     assert_eq!(status, StatusCode::OK, "{body}");
+    // Latencies are labelled by the user under a policy; ana's go with everyone's.
+    let metrics = Request::get("/metrics")
+        .body(Body::empty())
+        .expect("request");
+    let (status, text) = call_text(&state, &ana, metrics).await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    for series in [
+        "askdb_question_seconds_count{user=\"ben\"} 1",
+        "askdb_question_seconds_count{user=\"\"} 1",
+        "askdb_model_latency_seconds_count{user=\"ben\"} 1",
+        "askdb_database_seconds_count{user=\"ben\"} 1",
+    ] {
+        assert!(text.contains(series), "{series} in {text}");
+    }
+    assert!(!text.contains("user=\"ana\""), "{text}");
 }
 
 /// The demo on PostgreSQL with the example row-level security: ana sees Pune's
