@@ -27,6 +27,7 @@ mod load;
 mod mysql;
 mod mysql_proof;
 mod proof;
+mod rls;
 
 use std::fmt;
 use std::io::Read;
@@ -40,6 +41,7 @@ pub use dump::{drop_database, load_dump_into_database, url_reachable, url_with_d
 use load::load_demo;
 pub use mysql::remove_mysql_setup;
 pub use proof::prove_roles;
+pub use rls::{UserCity, USER_CITY_FUNCTION};
 
 /// The database the CLI sets up unless told otherwise.
 pub const DEFAULT_DATABASE: &str = "askdb_demo";
@@ -184,6 +186,9 @@ pub struct SetupOptions {
     pub database: String,
     pub read_only_role: RoleSpec,
     pub log_role: RoleSpec,
+    /// The example row-level security to create (`--example-rls USER=CITY`, decision
+    /// 0077): each user sees only its city's suppliers. Empty: none.
+    pub example_rls: Vec<UserCity>,
 }
 
 impl SetupOptions {
@@ -194,6 +199,7 @@ impl SetupOptions {
             database: database.into(),
             read_only_role: RoleSpec::new(DEFAULT_READ_ONLY_ROLE),
             log_role: RoleSpec::new(DEFAULT_LOG_ROLE),
+            example_rls: Vec::new(),
         }
     }
 }
@@ -269,6 +275,16 @@ pub async fn setup(options: &SetupOptions) -> Result<SetupReport, SetupError> {
         });
     }
     if mysql::is_mysql_url(&options.admin_url) {
+        if !options.example_rls.is_empty() {
+            // MySQL and MariaDB have no row-level security: a user's rows could not be
+            // kept from another's, so the example is refused rather than half made.
+            return Err(SetupError::BadAdminUrl {
+                url: crate::text::redact_password(&options.admin_url),
+                reason: "--example-rls needs PostgreSQL's row-level security, which MySQL \
+                         and MariaDB do not have"
+                    .to_string(),
+            });
+        }
         return mysql::setup(options).await;
     }
     let admin_config = parse_admin_url(&options.admin_url)?;
@@ -312,9 +328,15 @@ pub async fn setup(options: &SetupOptions) -> Result<SetupReport, SetupError> {
         &format!("ANALYZE {}", names.join(", ")),
     )
     .await?;
+    if !options.example_rls.is_empty() {
+        rls::apply(&mut client, &read_only.role, &options.example_rls).await?;
+    }
     drop(client);
 
-    let proofs = prove_roles(&read_only, &log).await?;
+    let mut proofs = prove_roles(&read_only, &log).await?;
+    if !options.example_rls.is_empty() {
+        proofs.extend(rls::prove(&read_only, &options.example_rls).await?);
+    }
     Ok(SetupReport {
         database: options.database.clone(),
         database_created,

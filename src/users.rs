@@ -33,6 +33,11 @@ pub enum UsersError {
     Unknown(String),
     #[error("the operating system gave no random bytes for a token: {0}")]
     Random(String),
+    #[error(
+        "--policy {0:?} is neither a policy name (letters, digits, '.', '-', '_': \
+         policies/NAME.toml beside the notes) nor a policy file that exists"
+    )]
+    BadPolicy(String),
 }
 
 /// One user as stored: never the token, only its hash.
@@ -44,6 +49,10 @@ struct StoredUser {
     created: String,
     #[serde(default)]
     revoked: Option<String>,
+    /// The user's policy (decision 0076): a name (`policies/NAME.toml` beside the
+    /// notes) or an absolute path; None: the notes alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    policy: Option<String>,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -58,6 +67,16 @@ pub struct UserSummary {
     pub created: String,
     /// When the user was revoked; None while the token works.
     pub revoked: Option<String>,
+    /// The user's policy, as `users add --policy` stored it.
+    pub policy: Option<String>,
+}
+
+/// Who a live token belongs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Authenticated {
+    pub name: String,
+    /// The user's policy, as stored; None: the notes alone.
+    pub policy: Option<String>,
 }
 
 /// Whether the server asks for a token.
@@ -141,8 +160,10 @@ impl UserFile {
     }
 
     /// Adds a user and returns its token, the only time it exists outside the client.
-    pub fn add(&self, name: &str) -> Result<String, UsersError> {
+    /// `policy`: a policy name, or a path to a policy file (stored absolute).
+    pub fn add(&self, name: &str, policy: Option<&str>) -> Result<String, UsersError> {
         check_name(name)?;
+        let policy = policy.map(stored_policy).transpose()?;
         let mut stored = self.read()?;
         if stored.users.iter().any(|user| user.name == name) {
             return Err(UsersError::Exists(name.to_string()));
@@ -155,6 +176,7 @@ impl UserFile {
             token_sha256: hex(&Sha256::digest(token.as_bytes())),
             created: crate::calendar::utc_now().0,
             revoked: None,
+            policy,
         });
         self.write(&stored)?;
         Ok(token)
@@ -170,6 +192,7 @@ impl UserFile {
                 name: user.name,
                 created: user.created,
                 revoked: user.revoked,
+                policy: user.policy,
             })
             .collect())
     }
@@ -191,7 +214,7 @@ impl UserFile {
     /// The name of the user whose live token this is, or None. Every stored hash is
     /// compared, each in constant time, so the time taken says nothing of which one
     /// (nearly) matched.
-    pub fn authenticate(&self, token: &str) -> Result<Option<String>, UsersError> {
+    pub fn authenticate(&self, token: &str) -> Result<Option<Authenticated>, UsersError> {
         let presented = hex(&Sha256::digest(token.as_bytes()));
         let mut found = None;
         for user in self.read()?.users {
@@ -200,7 +223,10 @@ impl UserFile {
                 .ct_eq(user.token_sha256.as_bytes())
                 .into();
             if same && user.revoked.is_none() {
-                found = Some(user.name);
+                found = Some(Authenticated {
+                    name: user.name,
+                    policy: user.policy,
+                });
             }
         }
         Ok(found)
@@ -208,18 +234,55 @@ impl UserFile {
 }
 
 impl UserFile {
-    /// Whether `name` is a user whose token is not revoked: what a trusted proxy's user
-    /// header must name (decision 0072), and a session of a revoked (or removed) user
-    /// ends with it. A name outside the allow-list is no user.
-    pub fn is_live(&self, name: &str) -> Result<bool, UsersError> {
+    /// The live user called `name`, with its policy: None for a revoked, removed or
+    /// unknown name, or one outside the allow-list. What a trusted proxy's user header
+    /// must name (decision 0072), and what a session of a revoked user ends with.
+    pub fn live(&self, name: &str) -> Result<Option<Authenticated>, UsersError> {
         if check_name(name).is_err() {
-            return Ok(false);
+            return Ok(None);
         }
         Ok(self
             .read()?
             .users
-            .iter()
-            .any(|user| user.name == name && user.revoked.is_none()))
+            .into_iter()
+            .find(|user| user.name == name && user.revoked.is_none())
+            .map(|user| Authenticated {
+                name: user.name,
+                policy: user.policy,
+            }))
+    }
+
+    /// Whether `name` is a live user ([`UserFile::live`]).
+    pub fn is_live(&self, name: &str) -> Result<bool, UsersError> {
+        self.live(name).map(|user| user.is_some())
+    }
+}
+
+/// The policy as stored: a name as it is (checked like a user name), a file as its
+/// absolute path (it must exist, so a typo is caught now rather than at serve).
+fn stored_policy(policy: &str) -> Result<String, UsersError> {
+    let path = Path::new(policy);
+    let looks_like_file = policy.contains(std::path::MAIN_SEPARATOR) || policy.ends_with(".toml");
+    if !looks_like_file {
+        return check_name(policy)
+            .map(|()| policy.to_string())
+            .map_err(|_| UsersError::BadPolicy(policy.to_string()));
+    }
+    std::fs::canonicalize(path)
+        .ok()
+        .filter(|path| path.is_file())
+        .map(|path| path.display().to_string())
+        .ok_or_else(|| UsersError::BadPolicy(policy.to_string()))
+}
+
+/// Where a stored policy is read from: an absolute path as it is, a name as
+/// `policies/NAME.toml` in `beside` (the notes file's folder, or askdb's data directory).
+pub fn policy_path(policy: &str, beside: &Path) -> PathBuf {
+    let path = Path::new(policy);
+    if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        beside.join("policies").join(format!("{policy}.toml"))
     }
 }
 
@@ -250,19 +313,26 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let users = UserFile::at(dir.path().join("users.json"));
         assert_eq!(users.sign_in().expect("read"), SignIn::Open);
-        let token = users.add("ana").expect("added");
-        let other = users.add("ben").expect("added");
+        let token = users.add("ana", None).expect("added");
+        let other = users.add("ben", Some("sales")).expect("added");
         assert!(token.starts_with(TOKEN_PREFIX) && token.len() == TOKEN_PREFIX.len() + 64);
         assert_ne!(token, other);
         let file = std::fs::read_to_string(users.path()).expect("file");
         assert!(!file.contains(&token[TOKEN_PREFIX.len()..]), "{file}");
+        let signed = |token: &str| users.authenticate(token).expect("read");
         assert_eq!(
-            users.authenticate(&token).expect("read").as_deref(),
-            Some("ana")
+            signed(&token),
+            Some(Authenticated {
+                name: "ana".into(),
+                policy: None
+            })
         );
         assert_eq!(
-            users.authenticate(&other).expect("read").as_deref(),
-            Some("ben")
+            signed(&other),
+            Some(Authenticated {
+                name: "ben".into(),
+                policy: Some("sales".into())
+            })
         );
         let mut wrong = token.clone();
         wrong.pop();
@@ -270,7 +340,7 @@ mod tests {
         for bad in [wrong.as_str(), "", "askdb_", &token[TOKEN_PREFIX.len()..]] {
             assert_eq!(users.authenticate(bad).expect("read"), None, "{bad}");
         }
-        assert!(matches!(users.add("ana"), Err(UsersError::Exists(_))));
+        assert!(matches!(users.add("ana", None), Err(UsersError::Exists(_))));
         assert!(users.is_live("ana").expect("read"));
         for not_users in ["carla", "", "ana ", "ANA", "ana\n"] {
             assert!(!users.is_live(not_users).expect("read"), "{not_users:?}");
@@ -297,6 +367,35 @@ mod tests {
         for good in ["ana", "ana.lopez", "team-1", "ci_bot"] {
             assert!(check_name(good).is_ok(), "{good}");
         }
+    }
+
+    #[test]
+    fn a_policy_is_a_name_or_a_file_that_exists() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let users = UserFile::at(dir.path().join("users.json"));
+        let file = dir.path().join("team.toml");
+        std::fs::write(&file, "row_cap = 10\n").expect("policy");
+        users
+            .add("ana", Some(&file.display().to_string()))
+            .expect("a file that exists");
+        let missing = dir.path().join("missing.toml").display().to_string();
+        for bad in [missing.as_str(), "no such.toml", "a b", "x/../y"] {
+            assert!(
+                matches!(users.add("ben", Some(bad)), Err(UsersError::BadPolicy(_))),
+                "{bad}"
+            );
+        }
+        let listed = users.list().expect("list");
+        let stored = listed[0].policy.clone().expect("stored");
+        assert!(Path::new(&stored).is_absolute(), "{stored}");
+        assert_eq!(
+            policy_path(&stored, Path::new("/elsewhere")),
+            Path::new(&stored)
+        );
+        assert_eq!(
+            policy_path("sales", Path::new("/notes")),
+            Path::new("/notes/policies/sales.toml")
+        );
     }
 
     #[test]

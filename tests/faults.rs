@@ -72,6 +72,7 @@ async fn private_demo(test: &str) -> Option<(PrivatePostgres, String)> {
         database: "askdb_demo".to_string(),
         read_only_role: askdb::admin::RoleSpec::new("askdb_ro"),
         log_role: askdb::admin::RoleSpec::new("askdb_log"),
+        example_rls: Vec::new(),
     };
     let report = askdb::admin::setup(&options)
         .await

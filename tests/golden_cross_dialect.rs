@@ -229,6 +229,7 @@ fn demo_golden_set_gives_the_same_results_on_mariadb_through_the_gate() {
             database: database.clone(),
             read_only_role: askdb::admin::RoleSpec::new(&users[0]),
             log_role: askdb::admin::RoleSpec::new(&users[1]),
+            example_rls: Vec::new(),
         };
         let report = match askdb::admin::setup(&options).await {
             Ok(report) => report,

@@ -885,3 +885,110 @@ async fn the_proxy_user_header_is_believed_from_the_trusted_proxy_alone() {
     assert_eq!(refused.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("askdb users add"), "{stderr}");
 }
+
+/// `askdb serve` run to its exit within 60 s (it must refuse to start); its stderr.
+fn serve_refused(home: &std::path::Path) -> String {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_askdb"))
+        .args(["serve", "--db", "demo", "--addr", "127.0.0.1:0"])
+        .env("ASKDB_HOME", home)
+        .env("ASKDB_PROVIDER", "scripted")
+        .env("ASKDB_SCRIPT", home.join("script.jsonl"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("askdb runs");
+    let started = std::time::Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            assert!(!status.success(), "serve ended without an error");
+            let mut stderr = String::new();
+            if let Some(mut pipe) = child.stderr.take() {
+                std::io::Read::read_to_string(&mut pipe, &mut stderr).expect("stderr");
+            }
+            return stderr;
+        }
+        if started.elapsed() > std::time::Duration::from_secs(60) {
+            let _ = child.kill();
+            panic!("askdb serve started with a policy that widens the notes");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+#[tokio::test]
+async fn a_users_policy_narrows_what_it_sees_and_one_that_widens_stops_serve() {
+    let home = tempfile::tempdir().expect("temp dir");
+    let policies = home.path().join("policies");
+    std::fs::create_dir_all(&policies).expect("policies folder");
+    std::fs::write(
+        policies.join("clerk.toml"),
+        "hidden_tables = [\"employees\"]\nrow_cap = 3\n",
+    )
+    .expect("policy");
+    std::fs::write(
+        home.path().join("script.jsonl"),
+        format!(
+            "{}\n",
+            json!({"question": "*", "purpose": "check", "reply": "ok"})
+        ),
+    )
+    .expect("script");
+    let added = askdb_users(home.path(), &["--json", "add", "ana", "--policy", "clerk"]);
+    assert!(
+        added.status.success(),
+        "{}",
+        String::from_utf8_lossy(&added.stderr)
+    );
+    let added: Value = serde_json::from_slice(&added.stdout).expect("JSON");
+    let clerk = added["token"].as_str().expect("a token").to_string();
+    let added = askdb_users(home.path(), &["--json", "add", "ben"]);
+    let added: Value = serde_json::from_slice(&added.stdout).expect("JSON");
+    let plain = added["token"].as_str().expect("a token").to_string();
+    let listed = String::from_utf8_lossy(&askdb_users(home.path(), &["list"]).stdout).into_owned();
+    assert!(listed.contains("policy clerk"), "{listed}");
+
+    let home_text = home.path().display().to_string();
+    let script = home.path().join("script.jsonl").display().to_string();
+    let server = Server::start(
+        &["--db", "demo", "--explain", "false"],
+        &[
+            ("ASKDB_HOME", &home_text),
+            ("ASKDB_PROVIDER", "scripted"),
+            ("ASKDB_SCRIPT", &script),
+        ],
+    );
+    let http = client();
+    let base = server.url.trim_end_matches('/').to_string();
+    let names = json!({ "sql": "SELECT cust_name FROM customers" });
+    let employees = json!({ "sql": "SELECT emp_name FROM employees" });
+    for (token, rows, employees_refused) in [(&clerk, 3, true), (&plain, 120, false)] {
+        let (status, body, text) = send(
+            http.post(format!("{base}/api/sql"))
+                .bearer_auth(token)
+                .json(&names),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{text}");
+        assert_eq!(body["row_count"], rows, "{text}");
+        let (_, body, text) = send(
+            http.post(format!("{base}/api/sql"))
+                .bearer_auth(token)
+                .json(&employees),
+        )
+        .await;
+        assert_eq!(body["ok"] == false, employees_refused, "{text}");
+    }
+    drop(server);
+
+    // A policy that names a restricted column as shown: serve refuses to start.
+    let wide = home.path().join("wide.toml");
+    std::fs::write(&wide, "[columns]\ncustomers = [\"cust_id\", \"phone\"]\n").expect("policy");
+    let wide = wide.display().to_string();
+    let added = askdb_users(home.path(), &["add", "cy", "--policy", &wide]);
+    assert!(added.status.success());
+    let stderr = serve_refused(home.path());
+    assert!(
+        stderr.contains("customers.phone") && stderr.contains("only narrow"),
+        "{stderr}"
+    );
+}

@@ -1028,6 +1028,7 @@ impl Scratch {
             database: self.database.clone(),
             read_only_role: RoleSpec::new(&self.read_only_role),
             log_role: RoleSpec::new(&self.log_role),
+            example_rls: Vec::new(),
         }
     }
 }

@@ -92,6 +92,7 @@ fn options(scratch: &Scratch) -> askdb::admin::SetupOptions {
         database: scratch.database.clone(),
         read_only_role: askdb::admin::RoleSpec::new(&scratch.read_only_role),
         log_role: askdb::admin::RoleSpec::new(&scratch.log_role),
+        example_rls: Vec::new(),
     }
 }
 
@@ -711,7 +712,7 @@ async fn metrics_pass_promtool_and_move_by_the_right_amounts_and_sqlite_asks_are
         moved("askdb_model_calls_total{purpose=\"repair_sql\"}"),
         1.0
     );
-    assert_eq!(moved("askdb_model_latency_seconds_count"), 3.0);
+    assert_eq!(moved("askdb_model_latency_seconds_count{user=\"\"}"), 3.0);
     assert!(moved("askdb_model_tokens_total{direction=\"input\"}") > 0.0);
     assert_eq!(
         moved("askdb_refused_requests_total{reason=\"rate_limited\"}"),

@@ -100,6 +100,7 @@ impl Scratch {
             database: scratch.database.clone(),
             read_only_role: RoleSpec::new(&scratch.roles[0]),
             log_role: RoleSpec::new(&scratch.roles[1]),
+            example_rls: Vec::new(),
         };
         // On failure `scratch` is dropped here, and with it what setup made.
         on_own_runtime(move || Box::pin(async move { admin::setup(&options).await.map(|_| ()) }))

@@ -91,6 +91,7 @@ pub async fn postgres_scratch(kind: &str) -> Scratch {
         database: names.database.clone(),
         read_only_role: askdb::admin::RoleSpec::new(&names.read_only_role),
         log_role: askdb::admin::RoleSpec::new(&names.log_role),
+        example_rls: Vec::new(),
     };
     let report = askdb::admin::setup(&options)
         .await

@@ -432,10 +432,17 @@ pub enum SchemaCommand {
 #[derive(Subcommand)]
 pub enum UsersCommand {
     /// Add a user and print its token, once: askdb keeps only its SHA-256.
-    #[command(after_help = "Example:\n  askdb users add ana")]
+    #[command(
+        after_help = "Example:\n  askdb users add ana\n  askdb users add ben --policy sales"
+    )]
     Add {
         /// Letters, digits, '.', '-' or '_'.
         name: String,
+        /// The user's policy, which can only narrow the notes: a name (read from
+        /// policies/NAME.toml beside the notes file, or in askdb's data directory) or a
+        /// path to a TOML file. Checked when askdb serve starts.
+        #[arg(long)]
+        policy: Option<String>,
     },
     /// List the users, revoked ones too (never their tokens).
     #[command(after_help = "Example:\n  askdb users list")]
@@ -578,6 +585,11 @@ pub enum DbCommand {
         /// The database to create or refresh.
         #[arg(long, default_value = crate::admin::DEFAULT_DATABASE)]
         database: String,
+        /// Create the example row-level security: USER sees only the suppliers of CITY
+        /// (askdb sets the signed-in user as askdb.user); repeat for each user. With no
+        /// user signed in, no supplier is visible.
+        #[arg(long = "example-rls", value_name = "USER=CITY")]
+        example_rls: Vec<crate::admin::UserCity>,
     },
 }
 

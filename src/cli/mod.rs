@@ -177,8 +177,9 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
                 DbCommand::Setup {
                     admin_url,
                     database,
+                    example_rls,
                 },
-        } => db_setup(admin_url, database).await,
+        } => db_setup(admin_url, database, example_rls).await,
         Command::Ask {
             question,
             baseline,
@@ -301,6 +302,7 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
             let users = crate::users::UserFile::in_data_dir();
             let sign_in = users.sign_in()?;
             let mut config = args.resolve((users, sign_in)).map_err(CliError::Settings)?;
+            config.policies = load_policies(config.users.as_ref(), cli.global.notes.as_deref())?;
             let gate = settings.open_gate().await?;
             config.query_log = query_log_setting(&settings, &gate, log_on, log_url);
             config.examples = Some(
@@ -334,12 +336,42 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
     }
 }
 
+/// Every live user's policy, read from its file (decision 0076), by the name the users
+/// file stores: a policy that cannot be read stops `askdb serve` before it listens.
+fn load_policies(
+    users: Option<&crate::users::UserFile>,
+    notes: Option<&Path>,
+) -> Result<std::collections::BTreeMap<String, crate::gate::UserPolicy>, CliError> {
+    let mut policies = std::collections::BTreeMap::new();
+    let Some(users) = users else {
+        return Ok(policies);
+    };
+    // Policy names are read beside the notes file, or in askdb's data directory.
+    let beside = notes
+        .and_then(Path::parent)
+        .map(Path::to_path_buf)
+        .unwrap_or_else(crate::home::data_dir);
+    for user in users.list()? {
+        let Some(policy) = user.policy.filter(|_| user.revoked.is_none()) else {
+            continue;
+        };
+        if policies.contains_key(&policy) {
+            continue;
+        }
+        let path = crate::users::policy_path(&policy, &beside);
+        let loaded =
+            crate::gate::UserPolicy::load(&path).map_err(crate::server::ServeError::from)?;
+        policies.insert(policy, loaded);
+    }
+    Ok(policies)
+}
+
 /// `askdb users`: the users file in askdb's data directory.
 fn users(command: UsersCommand) -> Result<Output, CliError> {
     let file = crate::users::UserFile::in_data_dir();
     match command {
-        UsersCommand::Add { name } => {
-            let token = file.add(&name)?;
+        UsersCommand::Add { name, policy } => {
+            let token = file.add(&name, policy.as_deref())?;
             Output::new(
                 &serde_json::json!({"name": name, "token": token}),
                 format!(
@@ -354,11 +386,19 @@ fn users(command: UsersCommand) -> Result<Output, CliError> {
             let users = file.list()?;
             let text: String = users
                 .iter()
-                .map(|user| match &user.revoked {
-                    Some(when) => {
-                        format!("{}\tadded {}\trevoked {when}\n", user.name, user.created)
+                .map(|user| {
+                    let policy = user
+                        .policy
+                        .as_ref()
+                        .map(|policy| format!("\tpolicy {policy}"))
+                        .unwrap_or_default();
+                    match &user.revoked {
+                        Some(when) => format!(
+                            "{}\tadded {}{policy}\trevoked {when}\n",
+                            user.name, user.created
+                        ),
+                        None => format!("{}\tadded {}{policy}\n", user.name, user.created),
                     }
-                    None => format!("{}\tadded {}\n", user.name, user.created),
                 })
                 .collect();
             let text = if text.is_empty() {
@@ -612,9 +652,14 @@ async fn sql(gate: &Gate, command: SqlCommand) -> Result<Output, CliError> {
     }
 }
 
-async fn db_setup(admin_url: String, database: String) -> Result<Output, CliError> {
+async fn db_setup(
+    admin_url: String,
+    database: String,
+    example_rls: Vec<crate::admin::UserCity>,
+) -> Result<Output, CliError> {
     use crate::admin::{self, Password, SetupOptions};
     let mut options = SetupOptions::new(admin_url, database);
+    options.example_rls = example_rls;
     let from_env = |name: &str| {
         std::env::var(name)
             .ok()

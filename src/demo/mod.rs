@@ -31,7 +31,7 @@ pub use ddl::{
 pub use generate::{
     generate, ARCHIVE_BILL_COUNT, ARCHIVE_FROM, ARCHIVE_TO, BILLS_FROM, BILLS_TO, BILL_COUNT,
 };
-pub use notes::{demo_notes, HIDDEN_TABLES, RESTRICTED_COLUMNS};
+pub use notes::{demo_notes, HIDDEN_TABLES, RESTRICTED_COLUMNS, USER_CITY_FUNCTION};
 pub use rng::DEMO_SEED;
 pub use sqlite::{ensure_demo_sqlite, fingerprint, sqlite_value, write_sqlite, DEMO_FILE_NAME};
 pub use tables::{table_defs, ColumnDef, ColumnType, TableDef};

@@ -27,6 +27,10 @@ const MONEY_COLUMNS: [&str; 9] = [
 /// Tables never listed and refused as unknown.
 pub const HIDDEN_TABLES: [&str; 1] = ["askdb_query_log"];
 
+/// The function the example row-level security's policy calls (`askdb db setup
+/// --example-rls`, `admin/rls.rs`, decision 0077).
+pub const USER_CITY_FUNCTION: &str = "askdb_user_city";
+
 /// The four business conventions of the spec, first, then the traps the data sets.
 const CONVENTIONS: [&str; 9] = [
     "A part-paid bill still counts as revenue; VOID bills never do: revenue filters \
@@ -469,7 +473,10 @@ pub fn demo_notes() -> SchemaNotes {
         hidden_tables: HIDDEN_TABLES.iter().map(|s| s.to_string()).collect(),
         currency: Some("INR".to_string()),
         money_columns: MONEY_COLUMNS.iter().map(|s| s.to_string()).collect(),
-        allowed_functions: Vec::new(),
+        // The example row-level security's function (`askdb db setup --example-rls`,
+        // decision 0077): the plan of every query on suppliers calls it, so the guard
+        // must let the plan through. It reveals only the asking user's own city.
+        allowed_functions: vec![USER_CITY_FUNCTION.to_string()],
         measures: MEASURES.iter().map(|s| s.to_string()).collect(),
         fiscal_year_start_month: Some(4),
     }

@@ -18,7 +18,9 @@
 //! and choosing its notes happen above it, in [`crate::database`].
 
 pub mod guard;
+mod narrow;
 pub mod taxonomy;
+pub mod user;
 mod verdicts;
 
 mod executor;
@@ -42,6 +44,7 @@ use executor::{ExecFailure, ExecLimits, RawRows, Stage};
 pub use guard::{
     CheckedQuery, GuardPolicy, LimitAction, Refusal, RefusalReason, SqlDialect, RUNTIME_STACK_BYTES,
 };
+pub use narrow::{PolicyError, PolicyLimit, UserPolicy};
 pub use taxonomy::ErrorType;
 pub use verdicts::{database_check_counts, DatabaseCheckCounts};
 
@@ -262,6 +265,7 @@ impl QueryOutcome {
     }
 }
 
+#[derive(Clone)]
 enum Backend {
     Sqlite(Arc<SqliteExecutor>),
     Postgres(Arc<PostgresExecutor>),

@@ -60,6 +60,7 @@ impl Scratch {
             database: self.database.clone(),
             read_only_role: RoleSpec::new(&self.read_only_role),
             log_role: RoleSpec::new(&self.log_role),
+            example_rls: Vec::new(),
         }
     }
 

@@ -553,6 +553,10 @@ pub trait Provider: Send + Sync + fmt::Debug {
 /// database's prefix keeps it in.
 pub const WARM_SLOT: u32 = 0;
 
+/// What every log line about how a warm-up ended begins with (after the program's own
+/// prefix), so a script or the evaluation's serve path can wait for it.
+pub const WARM_UP_LOG_PREFIX: &str = "warm-up: ";
+
 /// What [`ModelClient::warm_prefix`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Warmed {

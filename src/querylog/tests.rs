@@ -310,7 +310,7 @@ async fn the_mysql_log_is_written_as_the_log_user_probed_without_a_row_and_refus
     let _ = admin.disconnect().await;
     // `askdb log stats` and `examples list --unused-days` read it with a URL that may.
     let source = LogSource::Mysql(format!("{}{}", setup.admin, setup.database));
-    let read = stats::read(&source).await.expect("log stats reads");
+    let read = stats::read(&source, None).await.expect("log stats reads");
     assert_eq!(read.len(), 2, "{read:?}");
     assert_eq!(read[0].error_types, ["unknown_column"]);
     assert_eq!(compute(&read).questions, 2);

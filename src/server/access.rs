@@ -281,9 +281,12 @@ impl Access {
             return Err(AppError::Unauthorized);
         };
         let name = name.trim();
-        match users.is_live(name) {
-            Ok(true) => Ok(Some(SignedIn(name.to_string()))),
-            Ok(false) => Err(AppError::Unauthorized),
+        match users.live(name) {
+            Ok(Some(user)) => Ok(Some(SignedIn {
+                name: user.name,
+                policy: user.policy,
+            })),
+            Ok(None) => Err(AppError::Unauthorized),
             Err(error) => Err(AppError::Internal(error.to_string())),
         }
     }
@@ -341,7 +344,10 @@ impl Access {
             return Err(AppError::TooManySignIns { retry_after });
         }
         match users.authenticate(token) {
-            Ok(Some(name)) => Ok(Some(SignedIn(name))),
+            Ok(Some(user)) => Ok(Some(SignedIn {
+                name: user.name,
+                policy: user.policy,
+            })),
             Ok(None) => {
                 self.sessions.failed(client, now);
                 Err(AppError::Unauthorized)
@@ -360,13 +366,16 @@ impl Access {
         method: &Method,
         headers: &HeaderMap,
     ) -> Result<Option<SignedIn>, AppError> {
-        let Some(name) = super::session::cookie_user(&self.sessions, users, headers)? else {
+        let Some(user) = super::session::cookie_user(&self.sessions, users, headers)? else {
             return Err(AppError::Unauthorized);
         };
         if !is_safe(method) && headers.get(header::ORIGIN).is_none() {
             return Err(AppError::CrossSite);
         }
-        Ok(Some(SignedIn(name)))
+        Ok(Some(SignedIn {
+            name: user.name,
+            policy: user.policy,
+        }))
     }
 
     /// Whether `authority` (a Host header, or the host and port of an Origin with the
@@ -460,7 +469,11 @@ pub fn is_loopback_only(addr: SocketAddr) -> bool {
 
 /// The user a request signed in as, in the request's extensions for the handlers.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SignedIn(pub String);
+pub struct SignedIn {
+    pub name: String,
+    /// The user's policy as stored (decision 0076); None: the notes alone.
+    pub policy: Option<String>,
+}
 
 /// The middleware: refuses what [`Access::refusal`] refuses, a user header not from a
 /// trusted proxy ([`Access::proxy_user`]) and, when users exist, a request that neither
@@ -727,8 +740,8 @@ mod tests {
     fn the_proxy_user_header_names_a_live_user_only_from_a_trusted_proxy() {
         let dir = tempfile::tempdir().expect("temp dir");
         let users = UserFile::at(dir.path().join("users.json"));
-        let token = users.add("ana").expect("ana");
-        users.add("ben").expect("ben");
+        let token = users.add("ana", None).expect("ana");
+        users.add("ben", None).expect("ben");
         users.revoke("ben").expect("revoked");
         let proxy = ProxySignIn::new(
             vec!["192.0.2.10".parse().expect("proxy")],
@@ -749,7 +762,10 @@ mod tests {
         };
         assert_eq!(
             named(Some(proxy_ip), &[("x-auth-request-user", "ana")]),
-            Ok(Some(SignedIn("ana".to_string())))
+            Ok(Some(SignedIn {
+                name: "ana".to_string(),
+                policy: None
+            }))
         );
         // Without the header the proxy signs no one in: the token decides, as for anyone.
         assert_eq!(named(Some(proxy_ip), &[]), Ok(None));

@@ -76,8 +76,11 @@ pub struct PreparedAsk {
     pub question: String,
     pub options: AskOptions,
     pub client: IpAddr,
-    /// The user the request signed in as, for the query log; None without users.
+    /// The user the request signed in as, for the query log and the database's
+    /// row-level security; None without users.
     pub user: Option<String>,
+    /// The user's policy (decision 0076): the question goes to its agent.
+    pub policy: Option<String>,
     /// The conversation's turn, held until the answer is recorded; given back unchanged
     /// when the ask fails or its client goes.
     lease: Option<TurnLease>,
@@ -110,8 +113,10 @@ pub fn prepare_ask(
                 detail,
             })?,
     };
-    state.agent()?;
-    let user = user.map(|Extension(SignedIn(name))| name);
+    let signed_in = user.map(|Extension(signed_in)| signed_in);
+    let policed = state.shared.team.policed(signed_in.as_ref())?;
+    let agent = state.agent_for(policed.map(|policed| policed.name.as_str()))?;
+    let user = signed_in.as_ref().map(|signed_in| signed_in.name.clone());
     // The conversation is part of the input: an unknown one, another user's (the same
     // 404) or one still answering is refused before a slot or a token is spent. Its
     // lease goes back if either is not free.
@@ -135,6 +140,16 @@ pub fn prepare_ask(
         state.metrics().refused("rate_limited");
         return Err(AppError::RateLimited { retry_after });
     }
+    // The user's policy: its own pace and its share of the spend cap.
+    if let (Some(policed), Some(signed_in)) = (policed, &signed_in) {
+        let cap = agent.client().ledger().cap_usd();
+        if let Err(refusal) = policed.admit(&signed_in.name, cap, Instant::now()) {
+            if matches!(refusal, AppError::RateLimited { .. }) {
+                state.metrics().refused("rate_limited");
+            }
+            return Err(refusal);
+        }
+    }
     Ok(PreparedAsk {
         question: question.to_string(),
         options: AskOptions {
@@ -143,6 +158,7 @@ pub fn prepare_ask(
             ..AskOptions::default()
         },
         client,
+        policy: policed.map(|policed| policed.name.clone()),
         user,
         lease: Some(lease),
         _slot: slot,
@@ -170,7 +186,7 @@ pub async fn run_ask(
     prepared: &mut PreparedAsk,
     observer: &dyn Observer,
 ) -> Result<AskResponse, AppError> {
-    let agent = state.agent()?;
+    let agent = state.agent_for(prepared.policy.as_deref())?;
     let lease = prepared
         .lease
         .take()
@@ -181,16 +197,26 @@ pub async fn run_ask(
         .telemetry()
         .question(&prepared.question, prepared.options.mode.as_str());
     trace.conversation(lease.id().as_str(), lease.number());
-    let all = Fanout([state.metrics(), &trace, observer]);
+    // Latencies are labelled by user only where a policy is in force.
+    let label = match (&prepared.policy, &prepared.user) {
+        (Some(_), Some(user)) => user.as_str(),
+        _ => "",
+    };
+    let metrics = state.metrics().for_user(label);
+    let all = Fanout([&metrics, &trace, observer]);
     let asked = async {
         // While the model reads the schema for the first time, the question is asked
         // with a compact prompt and the read waits for it (server::warm_up).
         let cold = state.warm_up().before_question().await;
         let mut options = prepared.options.clone();
         options.compact_prompt |= cold.is_some();
-        let result = agent
-            .ask_in_conversation(&prepared.question, lease.context(), &options, &all)
-            .await;
+        // Every statement of the question runs for its user (the database's row-level
+        // security reads it).
+        let result = crate::gate::user::as_user(
+            prepared.user.as_deref(),
+            agent.ask_in_conversation(&prepared.question, lease.context(), &options, &all),
+        )
+        .await;
         drop(cold);
         result
     };
@@ -208,7 +234,16 @@ pub async fn run_ask(
     result.assumptions = crate::text::each_once(std::mem::take(&mut result.assumptions));
     result.trace_id = trace.trace_id();
     trace.finish(&result);
-    state.metrics().question(&result);
+    state.metrics().question(&result, label);
+    if let (Some(policed), Some(user)) = (
+        state
+            .shared
+            .team
+            .policed_by_name(prepared.policy.as_deref()),
+        &prepared.user,
+    ) {
+        policed.record_spend(user, result.cost_usd);
+    }
     let conversation_id = lease.id().to_string();
     let turn = lease.number();
     if let Some(log) = state.query_log() {
@@ -258,15 +293,19 @@ pub struct SqlRequest {
 /// server being overloaded, a 503 with Retry-After like a busy ask.
 pub async fn sql(
     State(state): State<AppState>,
+    user: Option<Extension<SignedIn>>,
     ApiJson(request): ApiJson<SqlRequest>,
 ) -> Result<Json<QueryOutcome>, AppError> {
+    let signed_in = user.map(|Extension(signed_in)| signed_in);
+    let gate = state.gate_for(signed_in.as_ref())?;
     if request.sql.trim().is_empty() {
         return Err(AppError::BadRequest {
             code: "empty_sql",
             detail: "the SQL is empty: write one SELECT statement".to_string(),
         });
     }
-    match state.gate().run_query(&request.sql).await {
+    let user = signed_in.as_ref().map(|signed_in| signed_in.name.as_str());
+    match crate::gate::user::as_user(user, gate.run_query(&request.sql)).await {
         QueryOutcome::Failed(error) if error.error_type == ErrorType::Busy => {
             Err(AppError::DatabaseBusy {
                 retry_after: DATABASE_BUSY_RETRY_AFTER,
@@ -292,8 +331,13 @@ pub struct SchemaResponse {
 
 /// GET /api/schema: the visible tables as the gate describes them (restricted columns
 /// and hidden tables never appear).
-pub async fn schema(State(state): State<AppState>) -> Result<Json<SchemaResponse>, AppError> {
-    let gate = state.gate();
+pub async fn schema(
+    State(state): State<AppState>,
+    user: Option<Extension<SignedIn>>,
+) -> Result<Json<SchemaResponse>, AppError> {
+    let signed_in = user.map(|Extension(signed_in)| signed_in);
+    let gate = state.gate_for(signed_in.as_ref())?;
+    let gate = &gate;
     let mut tables = Vec::new();
     for summary in gate.list_tables() {
         let described = gate

@@ -149,6 +149,9 @@ pub struct ServerConfig {
     /// The verified examples' SQLite file (set by the CLI: askdb's data directory); None:
     /// questions use no examples and the examples routes answer 404.
     pub examples: Option<PathBuf>,
+    /// The users' policies by the name their users store (decision 0076), read by the
+    /// CLI at start; the server narrows its gate by each once.
+    pub policies: std::collections::BTreeMap<String, crate::gate::UserPolicy>,
 }
 
 impl Default for ServerConfig {
@@ -171,6 +174,7 @@ impl Default for ServerConfig {
             local_model: false,
             conversations: crate::conversation::Limits::default(),
             examples: None,
+            policies: std::collections::BTreeMap::new(),
         }
     }
 }
@@ -255,6 +259,7 @@ impl ServeArgs {
                 ..crate::conversation::Limits::default()
             },
             examples: None,
+            policies: std::collections::BTreeMap::new(),
         })
     }
 }

@@ -56,12 +56,24 @@ fn app_error(error: ExampleError) -> AppError {
 }
 
 /// GET /api/examples.
-pub async fn list(State(state): State<AppState>) -> Result<Json<Vec<Example>>, AppError> {
+pub async fn list(
+    State(state): State<AppState>,
+    user: Option<Extension<SignedIn>>,
+) -> Result<Json<Vec<Example>>, AppError> {
     let store = store(&state)?;
-    examples::recheck(state.gate(), store)
+    // Rechecked (and set aside for everyone) through the server's gate; a user under a
+    // policy is shown only the examples whose SQL the guard passes for that policy.
+    let policed = state
+        .shared
+        .team
+        .policed(user.as_ref().map(|Extension(user)| user))?;
+    let mut listed = examples::recheck(state.gate(), store)
         .await
-        .map(Json)
-        .map_err(app_error)
+        .map_err(app_error)?;
+    if let Some(policed) = policed {
+        listed.retain(|example| policed.gate.check(&example.sql).is_ok());
+    }
+    Ok(Json(listed))
 }
 
 /// POST /api/examples: 201 with the saved example and the ids it replaced.
@@ -72,7 +84,7 @@ pub async fn save(
 ) -> Result<(StatusCode, Json<Saved>), AppError> {
     let store = store(&state)?;
     // Signed in, the person confirming is the user: nobody confirms in another's name.
-    if let Some(Extension(SignedIn(name))) = &user {
+    if let Some(Extension(SignedIn { name, .. })) = &user {
         if request.verified_by.trim() != name {
             return Err(AppError::BadRequest {
                 code: "not_the_signed_in_user",
@@ -89,7 +101,9 @@ pub async fn save(
         verified_by: request.verified_by,
         notes: request.notes,
     };
-    let saved = examples::save(state.gate(), store, &draft)
+    // The SQL must pass the saving user's own gate.
+    let gate = state.gate_for(user.as_ref().map(|Extension(user)| user))?;
+    let saved = examples::save(&gate, store, &draft)
         .await
         .map_err(app_error)?;
     Ok((StatusCode::CREATED, Json(saved)))

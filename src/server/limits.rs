@@ -26,16 +26,17 @@ struct Bucket {
     updated: Instant,
 }
 
-/// A token bucket per client: `per_minute` tokens at most, refilled evenly over a
-/// minute, one token per question. 0 per minute switches the limit off.
+/// A token bucket per client (an address; a signed-in user's name under a policy):
+/// `per_minute` tokens at most, refilled evenly over a minute, one token per question.
+/// 0 per minute switches the limit off.
 #[derive(Debug)]
-pub struct RateLimiter {
+pub struct RateLimiter<K = IpAddr> {
     per_minute: u32,
-    buckets: Mutex<HashMap<IpAddr, Bucket>>,
+    buckets: Mutex<HashMap<K, Bucket>>,
 }
 
-impl RateLimiter {
-    pub fn new(per_minute: u32) -> RateLimiter {
+impl<K: std::hash::Hash + Eq> RateLimiter<K> {
+    pub fn new(per_minute: u32) -> RateLimiter<K> {
         RateLimiter {
             per_minute,
             buckets: Mutex::new(HashMap::new()),
@@ -43,7 +44,7 @@ impl RateLimiter {
     }
 
     /// Takes a token for `client`, or says how long until one is available.
-    pub fn check(&self, client: IpAddr, now: Instant) -> Result<(), Duration> {
+    pub fn check(&self, client: K, now: Instant) -> Result<(), Duration> {
         if self.per_minute == 0 {
             return Ok(());
         }
@@ -130,7 +131,7 @@ mod tests {
 
     #[test]
     fn zero_per_minute_means_no_limit() {
-        let limiter = RateLimiter::new(0);
+        let limiter = RateLimiter::<IpAddr>::new(0);
         let now = Instant::now();
         for _ in 0..100 {
             assert!(limiter.check([10, 0, 0, 1].into(), now).is_ok());

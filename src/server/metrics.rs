@@ -1,9 +1,11 @@
-//! `GET /metrics`: counters in the Prometheus text exposition format (version 0.0.4),
-//! written by hand: a handful of counter families with labels and two summaries need no
-//! client library. The agent's steps reach [`Metrics`] through its [`Observer`] (model
-//! calls, guard refusals, database errors, repairs); the ask handler adds each
-//! question's decision, attempts and cost, and the refusals it answers itself (rate
-//! limit, busy).
+//! `GET /metrics`: the Prometheus text exposition format (version 0.0.4). Counters with
+//! one label are written here; latencies are histograms on the Prometheus client crate
+//! (question, model call and database time, labelled by `user` where the signed-in user
+//! has a policy, empty otherwise; and attempts per question), so they add up across
+//! replicas, which summaries do not. The agent's steps reach [`Metrics`] through its
+//! [`Observer`] (model calls, guard refusals, database errors, repairs), or through
+//! [`Metrics::for_user`] for a user under a policy; the ask handler adds each question's
+//! decision, attempts, latency and cost, and the refusals it answers itself.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -22,12 +24,8 @@ type Labelled = BTreeMap<String, u64>;
 #[derive(Debug, Default)]
 struct Counters {
     questions: Labelled,
-    attempts_sum: u64,
-    attempts_count: u64,
     repairs: Labelled,
     model_calls: Labelled,
-    model_latency_seconds_sum: f64,
-    model_latency_count: u64,
     input_tokens: u64,
     output_tokens: u64,
     cost_usd: f64,
@@ -65,26 +63,137 @@ impl<'a> Extra<'a> {
     }
 }
 
+/// Upper bounds of the question latency buckets, in seconds: a question takes from a
+/// fraction of a second (a remembered example) to the ask timeout.
+const QUESTION_BUCKETS: [f64; 10] = [0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 40.0, 80.0, 160.0];
+/// A model call: a cached reply to a long reasoning reply.
+const MODEL_BUCKETS: [f64; 10] = [0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 60.0];
+/// A statement on the database: a millisecond to the statement timeout.
+const DATABASE_BUCKETS: [f64; 11] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
+];
+/// Generation rounds per question (at most 3 rounds, each with a few candidates).
+const ATTEMPT_BUCKETS: [f64; 6] = [1.0, 2.0, 3.0, 4.0, 6.0, 10.0];
+
+/// The histograms, registered once.
+struct Histograms {
+    registry: prometheus::Registry,
+    question: prometheus::HistogramVec,
+    model: prometheus::HistogramVec,
+    database: prometheus::HistogramVec,
+    attempts: prometheus::Histogram,
+}
+
+impl Histograms {
+    fn new() -> Result<Histograms, prometheus::Error> {
+        let registry = prometheus::Registry::new();
+        let labelled = |name: &str, help: &str, buckets: &[f64]| {
+            let vec = prometheus::HistogramVec::new(
+                prometheus::HistogramOpts::new(name, help).buckets(buckets.to_vec()),
+                &["user"],
+            )?;
+            registry.register(Box::new(vec.clone()))?;
+            // The unlabelled series exists from the start, so a rate over it is defined.
+            vec.with_label_values(&[""]);
+            Ok::<_, prometheus::Error>(vec)
+        };
+        let question = labelled(
+            "askdb_question_seconds",
+            "Time to answer a question through POST /api/ask, by user under a policy.",
+            &QUESTION_BUCKETS,
+        )?;
+        let model = labelled(
+            "askdb_model_latency_seconds",
+            "Latency of model calls, by user under a policy.",
+            &MODEL_BUCKETS,
+        )?;
+        let database = labelled(
+            "askdb_database_seconds",
+            "Time a candidate statement took on the database, by user under a policy.",
+            &DATABASE_BUCKETS,
+        )?;
+        let attempts = prometheus::Histogram::with_opts(
+            prometheus::HistogramOpts::new(
+                "askdb_question_attempts",
+                "Generation rounds per question.",
+            )
+            .buckets(ATTEMPT_BUCKETS.to_vec()),
+        )?;
+        registry.register(Box::new(attempts.clone()))?;
+        Ok(Histograms {
+            registry,
+            question,
+            model,
+            database,
+            attempts,
+        })
+    }
+}
+
 /// Everything `/metrics` reports, shared by the handlers.
-#[derive(Debug, Default)]
 pub struct Metrics {
     counters: Mutex<Counters>,
+    /// None only if the client crate refused a family (it does not for these names).
+    histograms: Option<Histograms>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics {
+            counters: Mutex::new(Counters::default()),
+            histograms: Histograms::new().ok(),
+        }
+    }
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+/// The metrics as the observer of one question of a user under a policy: its model
+/// calls and database time are labelled with the user.
+pub struct UserMetrics<'a> {
+    metrics: &'a Metrics,
+    user: &'a str,
+}
+
+impl Observer for UserMetrics<'_> {
+    fn observe(&self, event: &AgentEvent) {
+        self.metrics.observe_as(event, self.user);
+    }
 }
 
 impl Metrics {
+    /// This question's observer: `user` is the signed-in user when a policy is in force,
+    /// else empty (the label of everyone else).
+    pub fn for_user<'a>(&'a self, user: &'a str) -> UserMetrics<'a> {
+        UserMetrics {
+            metrics: self,
+            user,
+        }
+    }
+
     fn with(&self, change: impl FnOnce(&mut Counters)) {
         if let Ok(mut counters) = self.counters.lock() {
             change(&mut counters);
         }
     }
 
-    /// One answered question: its decision, attempts, tokens and cost.
-    pub fn question(&self, result: &AgentResult) {
+    /// One answered question of `user` (empty unless a policy is in force): its
+    /// decision, attempts, latency, tokens and cost.
+    pub fn question(&self, result: &AgentResult, user: &str) {
         let decision = result.decision.as_str().to_string();
+        if let Some(histograms) = &self.histograms {
+            histograms.attempts.observe(f64::from(result.attempts));
+            histograms
+                .question
+                .with_label_values(&[user])
+                .observe(result.latency_ms as f64 / 1000.0);
+        }
         self.with(|c| {
             *c.questions.entry(decision).or_default() += 1;
-            c.attempts_sum += u64::from(result.attempts);
-            c.attempts_count += 1;
             c.input_tokens += result.tokens.input;
             c.output_tokens += result.tokens.output;
             c.cost_usd += result.cost_usd;
@@ -112,13 +221,6 @@ impl Metrics {
             &c.questions,
             &Decision::ALL.map(Decision::as_str),
         );
-        summary(
-            &mut out,
-            "askdb_question_attempts",
-            "Generation rounds per question.",
-            c.attempts_sum as f64,
-            c.attempts_count,
-        );
         labelled(
             &mut out,
             "askdb_repairs_total",
@@ -134,13 +236,6 @@ impl Metrics {
             "purpose",
             &c.model_calls,
             &[],
-        );
-        summary(
-            &mut out,
-            "askdb_model_latency_seconds",
-            "Latency of model calls.",
-            c.model_latency_seconds_sum,
-            c.model_latency_count,
         );
         let mut tokens = Labelled::new();
         tokens.insert("input".to_string(), c.input_tokens);
@@ -184,6 +279,12 @@ impl Metrics {
             &c.refused_requests,
             &["busy", "rate_limited"],
         );
+        if let Some(histograms) = &self.histograms {
+            let encoded = prometheus::TextEncoder::new()
+                .encode_to_string(&histograms.registry.gather())
+                .unwrap_or_default();
+            out.push_str(&encoded);
+        }
         for family_ in extra {
             family(&mut out, family_.name, family_.kind, family_.help);
             let _ = writeln!(out, "{} {}", family_.name, number(family_.value));
@@ -194,17 +295,31 @@ impl Metrics {
 
 impl Observer for Metrics {
     fn observe(&self, event: &AgentEvent) {
+        self.observe_as(event, "");
+    }
+}
+
+impl Metrics {
+    /// An agent event of a question of `user` (empty unless a policy is in force).
+    fn observe_as(&self, event: &AgentEvent, user: &str) {
+        if let Some(histograms) = &self.histograms {
+            match event {
+                AgentEvent::ModelCall { elapsed_ms, .. } => histograms
+                    .model
+                    .with_label_values(&[user])
+                    .observe(*elapsed_ms as f64 / 1000.0),
+                AgentEvent::Executed { elapsed_ms, .. } => histograms
+                    .database
+                    .with_label_values(&[user])
+                    .observe(*elapsed_ms as f64 / 1000.0),
+                _ => {}
+            }
+        }
         match event {
-            AgentEvent::ModelCall {
-                elapsed_ms,
-                purpose,
-                ..
-            } => self.with(|c| {
+            AgentEvent::ModelCall { purpose, .. } => self.with(|c| {
                 *c.model_calls
                     .entry(purpose.as_str().to_string())
                     .or_default() += 1;
-                c.model_latency_seconds_sum += *elapsed_ms as f64 / 1000.0;
-                c.model_latency_count += 1;
             }),
             AgentEvent::Guard {
                 accepted: false,
@@ -273,12 +388,6 @@ fn labelled(
     }
 }
 
-fn summary(out: &mut String, name: &str, help: &str, sum: f64, count: u64) {
-    family(out, name, "summary", help);
-    let _ = writeln!(out, "{name}_sum {}", number(sum));
-    let _ = writeln!(out, "{name}_count {count}");
-}
-
 /// A label value escaped as the format requires.
 fn escape(value: &str) -> String {
     value
@@ -314,5 +423,57 @@ mod tests {
         assert!(text.contains("askdb_refused_requests_total{reason=\"rate_limited\"} 0"));
         assert!(text.contains("askdb_questions_total{decision=\"give_up\"} 0"));
         assert!(text.contains("# TYPE askdb_up gauge\naskdb_up 1\n"));
+        // The histograms are there before anything was observed.
+        assert!(
+            text.contains("# TYPE askdb_model_latency_seconds histogram"),
+            "{text}"
+        );
+        assert!(text.contains("askdb_question_attempts_count 0"), "{text}");
+        assert!(
+            text.contains("askdb_database_seconds_count{user=\"\"} 0"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn latencies_are_histograms_labelled_by_a_user_under_a_policy() {
+        let metrics = Metrics::default();
+        let call = AgentEvent::ModelCall {
+            started_ms: 0,
+            elapsed_ms: 300,
+            purpose: crate::llm::Purpose::WriteSql,
+            model: "m".to_string(),
+            input_tokens: 1,
+            output_tokens: 1,
+            cost_usd: 0.0,
+            candidates: 1,
+            truncated: 0,
+            prompt: Vec::new(),
+            replies: Vec::new(),
+        };
+        metrics.observe(&call);
+        metrics.for_user("ben").observe(&call);
+        metrics.for_user("ben").observe(&call);
+        let text = metrics.render(&[]);
+        assert!(
+            text.contains("askdb_model_latency_seconds_count{user=\"\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("askdb_model_latency_seconds_count{user=\"ben\"} 2"),
+            "{text}"
+        );
+        assert!(
+            text.contains("askdb_model_latency_seconds_bucket{user=\"ben\",le=\"0.5\"} 2"),
+            "{text}"
+        );
+        assert!(
+            text.contains("askdb_model_latency_seconds_bucket{user=\"ben\",le=\"0.25\"} 0"),
+            "{text}"
+        );
+        assert!(
+            text.contains("askdb_model_calls_total{purpose=\"write_sql\"} 3"),
+            "{text}"
+        );
     }
 }

@@ -50,8 +50,11 @@ pub mod openapi;
 pub mod session;
 pub mod steps;
 pub mod stream;
+pub mod team;
 pub mod warm_up;
 
+#[cfg(test)]
+mod team_tests;
 #[cfg(test)]
 mod tests;
 
@@ -121,6 +124,8 @@ struct Shared {
     conversations: Arc<dyn ConversationStore>,
     /// The page's sign-in sessions and the failed sign-ins per address.
     sessions: Arc<session::Sessions>,
+    /// The users' policies: a narrowed gate and agent each (decision 0076).
+    team: team::Team,
 }
 
 /// Everything the handlers share. Cheap to clone.
@@ -138,7 +143,7 @@ impl AppState {
         gate: Gate,
         model: Result<ModelClient, LlmError>,
         config: ServerConfig,
-    ) -> Result<AppState, AgentError> {
+    ) -> Result<AppState, ServeError> {
         // Offered only when nothing is configured: a configuration that does not work
         // is the user's to fix, not to replace silently.
         let local_model = match &model {
@@ -155,11 +160,18 @@ impl AppState {
         model: Result<ModelClient, LlmError>,
         local_model: Option<Arc<LocalModel>>,
         config: ServerConfig,
-    ) -> Result<AppState, AgentError> {
+    ) -> Result<AppState, ServeError> {
         let examples: Option<Arc<dyn ExampleStore>> = config
             .examples
             .as_ref()
             .map(|path| Arc::new(SqliteExampleStore::new(path)) as Arc<dyn ExampleStore>);
+        // Every policy narrows the gate once, here: one that would widen the notes stops
+        // the server from starting.
+        let spend_cap = model.as_ref().ok().map(|client| client.ledger().cap_usd());
+        let team = team::Team::build(&gate, &config.policies, config.asks_per_minute, spend_cap)?;
+        if let Ok(client) = &model {
+            team.build_agents(client).await?;
+        }
         let model = match model {
             Ok(client) => ModelSetup::Ready(Arc::new(with_examples(
                 Agent::new(gate.clone(), client).await?,
@@ -193,6 +205,7 @@ impl AppState {
                 conversations,
                 examples,
                 sessions: Arc::new(session::Sessions::default()),
+                team,
             }),
         })
     }
@@ -300,6 +313,26 @@ impl AppState {
         })
     }
 
+    /// The gate a request is served through: its user's policy's narrowed gate, or the
+    /// server's own when the user has no policy (or nobody signed in).
+    pub fn gate_for(&self, user: Option<&access::SignedIn>) -> Result<Gate, AppError> {
+        Ok(match self.shared.team.policed(user)? {
+            Some(policed) => policed.gate.clone(),
+            None => self.gate().clone(),
+        })
+    }
+
+    /// The agent a request's question goes to: its user's policy's, or the server's.
+    fn agent_for(&self, policy: Option<&str>) -> Result<Arc<Agent>, AppError> {
+        let agent = self.agent()?;
+        match policy {
+            None => Ok(agent),
+            Some(policy) => self.shared.team.agent(policy).ok_or_else(|| {
+                AppError::Internal(format!("the agent of the policy {policy:?} is not ready"))
+            }),
+        }
+    }
+
     fn model_client(&self) -> Option<ModelClient> {
         self.with_model(|model| match model {
             ModelSetup::Ready(agent) => Some(agent.client().clone()),
@@ -340,6 +373,13 @@ impl AppState {
         let agent = Agent::new(self.gate().clone(), client)
             .await
             .map_err(|error| format!("the agent could not be prepared: {error}"))?;
+        self.shared
+            .team
+            .build_agents(agent.client())
+            .await
+            .map_err(|error| {
+                format!("the agents of the users' policies could not be prepared: {error}")
+            })?;
         let agent = with_examples(agent, &self.shared.examples);
         match self.shared.model.write() {
             Ok(mut model) => *model = ModelSetup::Ready(Arc::new(agent)),
@@ -488,6 +528,8 @@ pub enum ServeError {
     },
     #[error("cannot prepare the agent: {0}")]
     Agent(#[from] AgentError),
+    #[error("{0}")]
+    Policy(#[from] crate::gate::PolicyError),
     #[error("the server stopped: {0}")]
     Io(#[from] std::io::Error),
 }

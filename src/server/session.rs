@@ -201,7 +201,7 @@ pub fn cookie_user(
     sessions: &Sessions,
     users: &UserFile,
     headers: &HeaderMap,
-) -> Result<Option<String>, AppError> {
+) -> Result<Option<crate::users::Authenticated>, AppError> {
     let Some(cookie) = cookie_value(headers) else {
         return Ok(None);
     };
@@ -209,14 +209,12 @@ pub fn cookie_user(
         return Ok(None);
     };
     let live = users
-        .is_live(&user)
+        .live(&user)
         .map_err(|error| AppError::Internal(error.to_string()))?;
-    if live {
-        Ok(Some(user))
-    } else {
+    if live.is_none() {
         sessions.end_user(&user);
-        Ok(None)
     }
+    Ok(live)
 }
 
 /// The Set-Cookie value: `max_age` None clears the cookie. Secure when the page came
@@ -290,7 +288,7 @@ pub async fn status(
     let user = cookie_user(state.sessions(), users, &headers)?;
     Ok(Json(SessionStatus {
         sign_in: "required",
-        user,
+        user: user.map(|user| user.name),
     }))
 }
 
@@ -319,9 +317,10 @@ pub async fn sign_in(
         sessions.failed(client, now);
         return Err(AppError::Unauthorized);
     };
-    let value = sessions.start(&user, now)?;
+    let value = sessions.start(&user.name, now)?;
     let cookie = set_cookie(&value, Some(SESSION_TTL), over_tls(&headers))?;
-    let mut response = (StatusCode::OK, Json(serde_json::json!({"user": user}))).into_response();
+    let mut response =
+        (StatusCode::OK, Json(serde_json::json!({"user": user.name}))).into_response();
     response.headers_mut().insert(header::SET_COOKIE, cookie);
     response
         .headers_mut()

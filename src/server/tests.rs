@@ -388,8 +388,8 @@ async fn once_a_user_exists_every_route_but_health_and_the_page_needs_a_live_tok
     let (status, body) = call(&fixture.state, get("/api/schema")).await;
     assert_eq!(status, StatusCode::OK, "{body}");
 
-    let token = users.add("ana").expect("ana");
-    let revoked = users.add("ben").expect("ben");
+    let token = users.add("ana", None).expect("ana");
+    let revoked = users.add("ben", None).expect("ben");
     users.revoke("ben").expect("revoked");
     let with = |path: &str, authorization: &[&str]| {
         let mut request = Request::get(path);

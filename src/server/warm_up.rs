@@ -133,9 +133,8 @@ impl WarmUp {
     }
 }
 
-/// What every line of the server's log about the warm-up begins with, so a script or
-/// the evaluation's serve path can wait for the warm-up to end.
-pub const LOG_PREFIX: &str = "warm-up: ";
+/// What every line of the server's log about the warm-up begins with.
+pub use crate::llm::WARM_UP_LOG_PREFIX as LOG_PREFIX;
 
 /// The server's log line for how the warm-up ended, after [`LOG_PREFIX`].
 pub fn log_line(end: &WarmUpEnd, started: Instant) -> String {

@@ -59,6 +59,7 @@ impl MysqlSetup {
             database: self.database.clone(),
             read_only_role: spec(&self.users[0], passwords.map(|p| p.0)),
             log_role: spec(&self.users[1], passwords.map(|p| p.1)),
+            example_rls: Vec::new(),
         }
     }
 

@@ -171,7 +171,7 @@ impl ServeProcess {
         };
         let mut stdout = tokio::io::BufReader::new(stdout).lines();
         let mut stderr = tokio::io::BufReader::new(stderr).lines();
-        let warm_up_line = format!("askdb serve: {}", crate::server::warm_up::LOG_PREFIX);
+        let warm_up_line = format!("askdb serve: {}", crate::llm::WARM_UP_LOG_PREFIX);
         let ready = async {
             let mut base_url = None;
             let mut warmed = false;

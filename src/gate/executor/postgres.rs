@@ -521,6 +521,10 @@ pub(crate) async fn end_backend(pool: &Pool, pid: i32) -> BackendEnd {
     }
 }
 
+/// Sets the signed-in user's name for the transaction alone (`is_local`), as
+/// [`crate::gate::user::USER_SETTING`].
+const USER_SETTING_SQL: &str = "SELECT pg_catalog.set_config('askdb.user', $1, true)";
+
 async fn run_statement(
     client: &Object,
     sql: &str,
@@ -556,16 +560,22 @@ async fn run_statement(
     // The plan, when the guard asks for it, follows the Parse: if the statement does
     // not parse, its own error is the one reported.
     let explain = verify.map(|_| format!("EXPLAIN (VERBOSE, FORMAT JSON) {sql}"));
+    // The signed-in user, for the database's row-level security: set by askdb alone,
+    // bound as a parameter, local to this transaction (empty when nobody signed in).
+    let user = crate::gate::user::current();
+    let user_text: &str = user.as_deref().unwrap_or("");
+    let user_param: [(&(dyn ToSql + Sync), Type); 1] = [(&user_text, Type::TEXT)];
     let explained = async {
         match &explain {
             Some(explain) => Some(client.query_typed(explain.as_str(), &[]).await),
             None => None,
         }
     };
-    let (begun, statement_timeout_set, lock_timeout_set, pid, prepared, explained) = tokio::join!(
+    let (begun, statement_timeout_set, lock_timeout_set, user_set, pid, prepared, explained) = tokio::join!(
         client.query_typed(begin, &[]),
         client.query_typed(statement_timeout.as_str(), &[]),
         client.query_typed(lock_timeout.as_str(), &[]),
+        client.query_typed(USER_SETTING_SQL, &user_param),
         client.query_typed_one("SELECT pg_catalog.pg_backend_pid()", &[]),
         client.prepare(sql),
         explained
@@ -578,6 +588,7 @@ async fn run_statement(
     begun.map_err(|error| failure_from(&error))?;
     statement_timeout_set.map_err(|error| failure_from(&error))?;
     lock_timeout_set.map_err(|error| failure_from(&error))?;
+    user_set.map_err(|error| failure_from(&error))?;
     if let Ok(pid) = pid.and_then(|row| row.try_get::<_, i32>(0)) {
         backend_pid.store(pid, Ordering::SeqCst);
     }

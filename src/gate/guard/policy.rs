@@ -34,6 +34,15 @@ impl GuardPolicy {
         }
     }
 
+    /// A copy under a new id, for a gate that narrows this one (a user's policy): what
+    /// this policy checked does not pass as checked by the copy.
+    pub fn narrowed_copy(&self) -> GuardPolicy {
+        GuardPolicy {
+            id: GuardPolicy::new(self.dialect).id,
+            ..self.clone()
+        }
+    }
+
     /// Allows one more function for this database (from its notes). The hard deny list
     /// still wins: a denied function cannot be allowed.
     pub fn allow_function(&mut self, name: &str) {
