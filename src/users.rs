@@ -79,8 +79,9 @@ pub struct Authenticated {
     pub policy: Option<String>,
 }
 
-/// Whether the server asks for a token.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Whether the server asks for a token (`open` / `required` in `GET /api/session`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum SignIn {
     /// No user was ever added: whoever reaches the server may use it.
     Open,

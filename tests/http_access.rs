@@ -836,7 +836,9 @@ async fn the_proxy_user_header_is_believed_from_the_trusted_proxy_alone() {
     .await;
     assert_eq!(status, StatusCode::FORBIDDEN, "{text}");
 
-    // The proxy: a user askdb knows signs in; one it does not, or none, does not.
+    // The proxy: a user askdb knows signs in; one it does not, or none, does not. A
+    // change it signs in needs the page's Origin, as a cookie's does: the proxy's own
+    // cookie rides along with whatever the browser sends.
     let (status, body, text) = send(
         proxy
             .post(server.at("/api/ask"))
@@ -844,8 +846,27 @@ async fn the_proxy_user_header_is_believed_from_the_trusted_proxy_alone() {
             .json(&ask),
     )
     .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "no Origin: {text}");
+    assert_eq!(body["error"], "cross_site_request", "{text}");
+    let (status, body, text) = send(
+        proxy
+            .post(server.at("/api/ask"))
+            .header("X-Forwarded-User", "ana")
+            .header(ORIGIN, &server.url)
+            .json(&ask),
+    )
+    .await;
     assert_eq!(status, StatusCode::OK, "{text}");
     assert_eq!(body["rows"], json!([[120]]));
+    // The page behind the proxy is signed in as the proxy's user: no token form.
+    let (status, body, text) = send(
+        proxy
+            .get(server.at("/api/session"))
+            .header("X-Forwarded-User", "ana"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    assert_eq!(body, json!({"sign_in": "required", "user": "ana"}));
     for request in [
         proxy
             .post(server.at("/api/sql"))
@@ -991,4 +1012,59 @@ async fn a_users_policy_narrows_what_it_sees_and_one_that_widens_stops_serve() {
         stderr.contains("customers.phone") && stderr.contains("only narrow"),
         "{stderr}"
     );
+}
+
+/// The server's pace counts a signed-in user's questions, not their address's: behind
+/// one proxy or NAT every user shares an address, and one user's burst must not refuse
+/// the others.
+#[tokio::test]
+async fn the_pace_is_each_signed_in_users_own() {
+    let home = tempfile::tempdir().expect("temp dir");
+    let ana = add_user(home.path(), "ana");
+    let ben = add_user(home.path(), "ben");
+    let script = home.path().join("script.jsonl");
+    // Each reply is used once: one for ana's question, one for ben's.
+    let lines = [
+        json!({"question": QUESTION, "purpose": "write_sql", "reply": {"sql": COUNT}}),
+        json!({"question": QUESTION, "purpose": "write_sql", "reply": {"sql": COUNT}}),
+        json!({"question": "*", "purpose": "check", "reply": "ok"}),
+    ];
+    let text: String = lines.iter().map(|line| format!("{line}\n")).collect();
+    std::fs::write(&script, text).expect("script");
+    let (home_text, script) = (
+        home.path().display().to_string(),
+        script.display().to_string(),
+    );
+    let server = Server::start(
+        &[
+            "--db",
+            "demo",
+            "--explain",
+            "false",
+            "--asks-per-minute",
+            "1",
+        ],
+        &[
+            ("ASKDB_HOME", &home_text),
+            ("ASKDB_PROVIDER", "scripted"),
+            ("ASKDB_SCRIPT", &script),
+        ],
+    );
+    let http = client();
+    let ask = |token: &str| {
+        http.post(server.at("/api/ask"))
+            .bearer_auth(token)
+            .json(&json!({"question": QUESTION}))
+    };
+    let (status, _, text) = send(ask(&ana)).await;
+    assert_eq!(status, StatusCode::OK, "ana's first: {text}");
+    let (status, _, text) = send(ask(&ben)).await;
+    assert_eq!(status, StatusCode::OK, "ben has his own pace: {text}");
+    let (status, body, text) = send(ask(&ana)).await;
+    assert_eq!(
+        status,
+        StatusCode::TOO_MANY_REQUESTS,
+        "ana's second: {text}"
+    );
+    assert_eq!(body["error"], "rate_limited", "{text}");
 }

@@ -98,6 +98,7 @@
       // The cookie is cleared by the server; offline, the session ends by its expiry.
     }
     page.newConversation();
+    page.forgetRecent();
     showSignIn("");
   }
 

@@ -494,6 +494,16 @@
     renderRecent();
   }
 
+  // Also on sign-out: the next person at this browser does not see these questions.
+  function forgetRecent() {
+    try {
+      window.localStorage.removeItem(RECENT_KEY);
+    } catch (_) {
+      // nothing stored
+    }
+    renderRecent();
+  }
+
   function renderRecent() {
     const items = recentQuestions();
     const list = $("recent-list");
@@ -942,7 +952,7 @@
     $("question").focus();
   }
 
-  Object.assign(page, { $, el, clear, api, numberFormat, openInConsole, loadAll, newConversation });
+  Object.assign(page, { $, el, clear, api, numberFormat, openInConsole, loadAll, newConversation, forgetRecent });
 
   document.addEventListener("DOMContentLoaded", () => {
     $("new-conversation").addEventListener("click", newConversation);
@@ -982,14 +992,7 @@
       const choice = chartChoices(currentResult.chart, currentResult.columns, currentResult.rows).find((item) => item.kind === $("chart-kind").value);
       renderChart(choice || { kind: "none" }, currentResult.columns, currentResult.rows);
     });
-    $("recent-clear").addEventListener("click", () => {
-      try {
-        window.localStorage.removeItem(RECENT_KEY);
-      } catch (_) {
-        // nothing stored
-      }
-      renderRecent();
-    });
+    $("recent-clear").addEventListener("click", forgetRecent);
     renderRecent();
     // account.js says whether the page must sign in first.
     if (page.account) page.account.start();

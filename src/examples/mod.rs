@@ -267,9 +267,13 @@ pub async fn save_checked(
     let mut replaced_by: Vec<Vec<i64>> = Vec::with_capacity(prepared.len());
     for checked in &prepared {
         let key = normalise_question(&checked.example.question);
+        // Only what the saving gate may see is replaced: a user under a narrower
+        // policy cannot overwrite (or learn of) an example whose SQL their guard
+        // refuses. One already set aside is replaced by the new confirmation.
         let ids: Vec<i64> = existing
             .iter()
             .filter(|old| normalise_question(&old.question) == key)
+            .filter(|old| old.set_aside.is_some() || gate.check(&old.sql).is_ok())
             .map(|old| old.id)
             .collect();
         replacing.extend(ids.iter().copied());
@@ -350,9 +354,19 @@ pub async fn usable(gate: &Gate, store: &dyn ExampleStore) -> Result<Vec<Example
         .collect())
 }
 
-/// Removes one example of `gate`'s database.
+/// Removes one example of `gate`'s database. An example whose SQL `gate` refuses (one a
+/// narrower policy hides) is not found, as an unknown id is: a user cannot remove, or
+/// learn of, what their guard does not let them see.
 pub async fn remove(gate: &Gate, store: &dyn ExampleStore, id: i64) -> Result<(), ExampleError> {
     let database = database_identity(gate.label());
+    let hidden = store
+        .list(&database)
+        .await?
+        .iter()
+        .any(|example| example.id == id && gate.check(&example.sql).is_err());
+    if hidden {
+        return Err(ExampleError::NotFound(id));
+    }
     if store.remove(&database, id).await? {
         Ok(())
     } else {

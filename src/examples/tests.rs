@@ -370,3 +370,49 @@ async fn retrieval_ranks_alike_questions_first_and_knows_the_same_question() {
     assert!(!same_question("Bills not paid", "Bills paid"));
     assert!(!same_question("Bills over 500", "Bills over 5000"));
 }
+
+/// A user under a narrower policy saves and removes through their own gate: an
+/// example whose SQL their guard refuses is neither replaced nor removed by them, and
+/// its id answers as an unknown one would.
+#[tokio::test]
+async fn a_narrower_gate_cannot_replace_or_remove_what_it_cannot_see() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let gate = open(&demo_file(&dir)).await;
+    let policy: crate::gate::UserPolicy =
+        toml::from_str("hidden_tables = [\"suppliers\"]").expect("policy parses");
+    let narrow = gate.narrowed("clerk", &policy).expect("narrowed");
+    let store = store(&dir);
+    let question = "How many suppliers do we have?";
+    let wide = save(
+        &gate,
+        &store,
+        &draft(question, "SELECT count(*) FROM suppliers"),
+    )
+    .await
+    .expect("saved by a user who sees suppliers");
+    let error = remove(&narrow, &store, wide.example.id)
+        .await
+        .expect_err("hidden from the clerk");
+    assert!(matches!(error, ExampleError::NotFound(_)), "{error}");
+    let clerks = save(&narrow, &store, &draft(question, "SELECT 0 AS suppliers"))
+        .await
+        .expect("the clerk's own answer");
+    assert!(clerks.replaced.is_empty(), "{:?}", clerks.replaced);
+    let ids: Vec<i64> = store
+        .list(&database_identity(gate.label()))
+        .await
+        .expect("lists")
+        .iter()
+        .map(|example| example.id)
+        .collect();
+    assert_eq!(ids, vec![wide.example.id, clerks.example.id]);
+    // The wider gate sees both, and replaces both when it confirms the question again.
+    let again = save(
+        &gate,
+        &store,
+        &draft(question, "SELECT count(*) AS suppliers FROM suppliers"),
+    )
+    .await
+    .expect("saved");
+    assert_eq!(again.replaced, vec![wide.example.id, clerks.example.id]);
+}

@@ -159,6 +159,17 @@ fn check_here(sql: &str, policy: &GuardPolicy) -> Result<CheckedQuery, Refusal> 
     })
 }
 
+/// The names a statement declares for its own relations (table, derived-table and
+/// function aliases, CTE names), lowercased: MariaDB's plan names an aliased table by
+/// its alias, so these are the plan's names that stand for no table of their own. None
+/// when the text does not parse as one statement.
+pub(crate) fn declared_relation_names(sql: &str, policy: &GuardPolicy) -> Option<BTreeSet<String>> {
+    let statement = parse_one(sql, policy).ok()?;
+    let mut declared = RelationAliases::default();
+    let _ = statement.visit(&mut declared);
+    Some(declared.0)
+}
+
 /// Token bounds, then the parser (with its recursion limit), then exactly one statement
 /// with SQLite hexadecimal integers restored.
 fn parse_one(sql: &str, policy: &GuardPolicy) -> Result<Statement, Refusal> {

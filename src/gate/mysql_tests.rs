@@ -438,6 +438,22 @@ async fn mysql_database_check_alone_refuses_a_hidden_table_the_plan_scans() {
             }
         }
     }
+    // A name the statement does not declare is judged, whatever it is: a catalog or
+    // another database's table is refused as the plan names it.
+    for sql in [
+        "SELECT user FROM mysql.user",
+        "SELECT table_name FROM information_schema.tables",
+    ] {
+        let refused = gate
+            .execute_with(sql, Some(std::sync::Arc::clone(&policy)), Stage::Execute)
+            .await;
+        assert!(
+            refused
+                .as_ref()
+                .is_err_and(|failure| failure.refusal.is_some()),
+            "{sql}: {refused:?}"
+        );
+    }
     // MariaDB's plan names an aliased table by its alias: an alias is not a missing
     // table.
     for sql in [

@@ -120,17 +120,16 @@ fn read_error(error: mysql_async::Error) -> LogError {
 }
 
 /// The rows `askdb log stats` needs, oldest first, with a URL that may read the log.
-pub(super) async fn read_rows(url: &str) -> Result<Vec<LogRow>, LogError> {
+pub(super) async fn read_rows(url: &str, user: Option<&str>) -> Result<Vec<LogRow>, LogError> {
     let mut conn = connect(url).await?;
     type Row = (String, String, Option<i64>, Option<String>, Option<i64>);
-    let rows: Vec<Row> = conn
-        .query(format!(
-            "SELECT DATE_FORMAT(asked_at, '%Y-%m-%d %H:%i:%s'), COALESCE(decision, ''), \
-             CAST(attempts AS SIGNED), COALESCE(error_types, error_type), row_count \
-             FROM `{QUERY_LOG_TABLE}` ORDER BY asked_at, id"
-        ))
-        .await
-        .map_err(read_error)?;
+    // The user is a bound parameter, never SQL text; no user reads every row.
+    let sql = format!(
+        "SELECT DATE_FORMAT(asked_at, '%Y-%m-%d %H:%i:%s'), COALESCE(decision, ''), \
+         CAST(attempts AS SIGNED), COALESCE(error_types, error_type), row_count \
+         FROM `{QUERY_LOG_TABLE}` WHERE (? IS NULL OR user_name = ?) ORDER BY asked_at, id"
+    );
+    let rows: Vec<Row> = conn.exec(sql, (user, user)).await.map_err(read_error)?;
     let _ = conn.disconnect().await;
     Ok(rows
         .into_iter()

@@ -284,7 +284,7 @@ pub async fn read(source: &LogSource, user: Option<&str>) -> Result<Vec<LogRow>,
             }
             Ok(rows)
         }
-        LogSource::Mysql(url) => super::mysql::read_rows(url).await,
+        LogSource::Mysql(url) => super::mysql::read_rows(url, user).await,
         LogSource::Sqlite(path) => {
             let path = path.clone();
             let user = user.map(str::to_string);

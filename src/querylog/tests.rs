@@ -314,6 +314,14 @@ async fn the_mysql_log_is_written_as_the_log_user_probed_without_a_row_and_refus
     assert_eq!(read.len(), 2, "{read:?}");
     assert_eq!(read[0].error_types, ["unknown_column"]);
     assert_eq!(compute(&read).questions, 2);
+    // One user's questions alone (`log stats --user`): ana asked the first.
+    let anas = stats::read(&source, Some("ana")).await.expect("ana's rows");
+    assert_eq!(anas.len(), 1, "{anas:?}");
+    assert_eq!(anas[0].error_types, ["unknown_column"]);
+    let nobodys = stats::read(&source, Some("ana' OR '1'='1"))
+        .await
+        .expect("read");
+    assert!(nobodys.is_empty(), "the name is a parameter: {nobodys:?}");
     let since = format_utc(SystemTime::now() - Duration::from_secs(86_400));
     let used = usage::examples_used_since(&source, &since)
         .await

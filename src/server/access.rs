@@ -282,10 +282,7 @@ impl Access {
         };
         let name = name.trim();
         match users.live(name) {
-            Ok(Some(user)) => Ok(Some(SignedIn {
-                name: user.name,
-                policy: user.policy,
-            })),
+            Ok(Some(user)) => Ok(Some(SignedIn::from(user))),
             Ok(None) => Err(AppError::Unauthorized),
             Err(error) => Err(AppError::Internal(error.to_string())),
         }
@@ -344,10 +341,7 @@ impl Access {
             return Err(AppError::TooManySignIns { retry_after });
         }
         match users.authenticate(token) {
-            Ok(Some(user)) => Ok(Some(SignedIn {
-                name: user.name,
-                policy: user.policy,
-            })),
+            Ok(Some(user)) => Ok(Some(SignedIn::from(user))),
             Ok(None) => {
                 self.sessions.failed(client, now);
                 Err(AppError::Unauthorized)
@@ -372,10 +366,7 @@ impl Access {
         if !is_safe(method) && headers.get(header::ORIGIN).is_none() {
             return Err(AppError::CrossSite);
         }
-        Ok(Some(SignedIn {
-            name: user.name,
-            policy: user.policy,
-        }))
+        Ok(Some(SignedIn::from(user)))
     }
 
     /// Whether `authority` (a Host header, or the host and port of an Origin with the
@@ -475,6 +466,15 @@ pub struct SignedIn {
     pub policy: Option<String>,
 }
 
+impl From<crate::users::Authenticated> for SignedIn {
+    fn from(user: crate::users::Authenticated) -> SignedIn {
+        SignedIn {
+            name: user.name,
+            policy: user.policy,
+        }
+    }
+}
+
 /// The middleware: refuses what [`Access::refusal`] refuses, a user header not from a
 /// trusted proxy ([`Access::proxy_user`]) and, when users exist, a request that neither
 /// a trusted proxy nor a live token signs in ([`Access::signed_in`]); passes the rest on
@@ -492,6 +492,14 @@ pub async fn guard(
         .get::<ConnectInfo<std::net::SocketAddr>>()
         .map(|ConnectInfo(addr)| addr.ip());
     match access.proxy_user(peer, request.headers()) {
+        // The proxy signs a browser in with a cookie of its own, which rides along with
+        // any request the browser sends: a change needs the page's Origin, as on
+        // askdb's own cookie ([`Access::cookie_signed_in`]).
+        Ok(Some(_))
+            if !is_safe(request.method()) && !request.headers().contains_key(header::ORIGIN) =>
+        {
+            return AppError::CrossSite.into_response();
+        }
         Ok(Some(user)) => {
             request.extensions_mut().insert(user);
             return next.run(request).await;

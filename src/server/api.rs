@@ -136,7 +136,8 @@ pub fn prepare_ask(
             retry_after: BUSY_RETRY_AFTER,
         });
     };
-    if let Err(retry_after) = state.shared.rate.check(client, Instant::now()) {
+    let asker = super::limits::Asker::of(user.as_deref(), client);
+    if let Err(retry_after) = state.shared.rate.check(asker, Instant::now()) {
         state.metrics().refused("rate_limited");
         return Err(AppError::RateLimited { retry_after });
     }
@@ -165,9 +166,30 @@ pub fn prepare_ask(
     })
 }
 
-/// Reports each step to the server's metrics, the question's trace and the caller's
-/// observer, in that order.
-struct Fanout<'a>([&'a dyn Observer; 3]);
+/// Reports each step to the server's metrics, the user's spend, the question's trace
+/// and the caller's observer, in that order.
+struct Fanout<'a>([&'a dyn Observer; 4]);
+
+/// Counts each model call's cost against a policed user's share of the spend cap as the
+/// call is made, so a question that fails, times out or loses its client still counts
+/// what it spent.
+struct SpendOf<'a> {
+    policed: Option<&'a super::team::Policed>,
+    user: Option<&'a str>,
+}
+
+impl Observer for SpendOf<'_> {
+    fn observe(&self, event: &crate::agent::events::AgentEvent) {
+        if let (
+            Some(policed),
+            Some(user),
+            crate::agent::events::AgentEvent::ModelCall { cost_usd, .. },
+        ) = (self.policed, self.user, event)
+        {
+            policed.record_spend(user, *cost_usd);
+        }
+    }
+}
 
 impl Observer for Fanout<'_> {
     fn observe(&self, event: &crate::agent::events::AgentEvent) {
@@ -203,7 +225,14 @@ pub async fn run_ask(
         _ => "",
     };
     let metrics = state.metrics().for_user(label);
-    let all = Fanout([&metrics, &trace, observer]);
+    let spend = SpendOf {
+        policed: state
+            .shared
+            .team
+            .policed_by_name(prepared.policy.as_deref()),
+        user: prepared.user.as_deref(),
+    };
+    let all = Fanout([&metrics, &spend, &trace, observer]);
     let asked = async {
         // While the model reads the schema for the first time, the question is asked
         // with a compact prompt and the read waits for it (server::warm_up).
@@ -235,15 +264,6 @@ pub async fn run_ask(
     result.trace_id = trace.trace_id();
     trace.finish(&result);
     state.metrics().question(&result, label);
-    if let (Some(policed), Some(user)) = (
-        state
-            .shared
-            .team
-            .policed_by_name(prepared.policy.as_deref()),
-        &prepared.user,
-    ) {
-        policed.record_spend(user, result.cost_usd);
-    }
     let conversation_id = lease.id().to_string();
     let turn = lease.number();
     if let Some(log) = state.query_log() {

@@ -109,9 +109,11 @@ pub async fn save(
     Ok((StatusCode::CREATED, Json(saved)))
 }
 
-/// DELETE /api/examples/{id}: 204, or 404 for an id this database has no example of.
+/// DELETE /api/examples/{id}: 204, or 404 for an id this database has no example of
+/// (or one the user's policy hides).
 pub async fn remove(
     State(state): State<AppState>,
+    user: Option<Extension<SignedIn>>,
     Path(id): Path<String>,
 ) -> Result<StatusCode, AppError> {
     let store = store(&state)?;
@@ -119,7 +121,9 @@ pub async fn remove(
         code: "no_such_example",
         detail: format!("{id:?} is not an example id"),
     })?;
-    examples::remove(state.gate(), store, id)
+    // Through the user's own gate: an example their policy hides is not theirs to see.
+    let gate = state.gate_for(user.as_ref().map(|Extension(user)| user))?;
+    examples::remove(&gate, store, id)
         .await
         .map_err(app_error)?;
     Ok(StatusCode::NO_CONTENT)

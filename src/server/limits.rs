@@ -26,6 +26,23 @@ struct Bucket {
     updated: Instant,
 }
 
+/// Whose questions a server's pace counts: a signed-in user's, wherever they come from
+/// (behind a proxy every user shares its address), else an address's.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Asker {
+    User(String),
+    Address(IpAddr),
+}
+
+impl Asker {
+    pub fn of(user: Option<&str>, address: IpAddr) -> Asker {
+        match user {
+            Some(name) => Asker::User(name.to_string()),
+            None => Asker::Address(address),
+        }
+    }
+}
+
 /// A token bucket per client (an address; a signed-in user's name under a policy):
 /// `per_minute` tokens at most, refilled evenly over a minute, one token per question.
 /// 0 per minute switches the limit off.

@@ -102,7 +102,8 @@ struct Shared {
     /// The endpoint of the local model questions go to, once one was installed.
     local_model_url: tokio::sync::Mutex<Option<String>>,
     config: ServerConfig,
-    rate: RateLimiter,
+    /// The server's pace: per signed-in user, else per address.
+    rate: RateLimiter<limits::Asker>,
     slots: AskSlots,
     /// The last model check, reused for [`health::MODEL_CHECK_TTL`]. An async mutex so
     /// concurrent health requests wait for one check instead of making several calls.

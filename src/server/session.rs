@@ -20,10 +20,12 @@ use std::time::{Duration, Instant};
 use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use axum::Extension;
 use axum::Json;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use super::access::SignedIn;
 use super::api::ClientIp;
 use super::error::{ApiJson, AppError};
 use super::AppState;
@@ -246,7 +248,7 @@ fn over_tls(headers: &HeaderMap) -> bool {
 /// Whether sign-in is on, and as whom this request is.
 #[derive(Debug, Serialize)]
 pub struct SessionStatus {
-    pub sign_in: &'static str,
+    pub sign_in: SignIn,
     pub user: Option<String>,
 }
 
@@ -274,21 +276,27 @@ fn sign_in_state(state: &AppState) -> Result<Option<&UserFile>, AppError> {
     }
 }
 
-/// GET /api/session.
+/// GET /api/session: whether sign-in is on, and who this request signed in as: the
+/// session cookie's user, or the user a trusted proxy named ([`super::access`] put it
+/// on the request), so the page behind such a proxy shows no token form.
 pub async fn status(
     State(state): State<AppState>,
+    proxied: Option<Extension<SignedIn>>,
     headers: HeaderMap,
 ) -> Result<Json<SessionStatus>, AppError> {
     let Some(users) = sign_in_state(&state)? else {
         return Ok(Json(SessionStatus {
-            sign_in: "open",
+            sign_in: SignIn::Open,
             user: None,
         }));
     };
-    let user = cookie_user(state.sessions(), users, &headers)?;
+    let user = match proxied {
+        Some(Extension(signed_in)) => Some(signed_in.name),
+        None => cookie_user(state.sessions(), users, &headers)?.map(|user| user.name),
+    };
     Ok(Json(SessionStatus {
-        sign_in: "required",
-        user: user.map(|user| user.name),
+        sign_in: SignIn::Required,
+        user,
     }))
 }
 

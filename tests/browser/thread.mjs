@@ -169,6 +169,8 @@ try {
   const after = await page.evaluate(async () => (await fetch("/api/schema")).status);
   check(after === 401, "after signing out the API refuses the browser", after);
   check(!(await context.cookies()).some((cookie) => cookie.name === "askdb_session" && cookie.value), "signing out clears the cookie");
+  const recent = await page.evaluate(() => window.localStorage.getItem("askdb.recent"));
+  check(recent === null, "signing out forgets this browser's recent questions", recent);
   check(problems.length === 0, "the page ran without errors", problems);
 } catch (error) {
   console.error("FAILED: " + error.message);

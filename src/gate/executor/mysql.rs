@@ -231,13 +231,19 @@ async fn verdict(conn: &mut Conn, sql: &str, policy: &GuardPolicy) -> Result<(),
         })?;
     let mut resolution = Resolution::default();
     collect_tables(&plan, &mut resolution);
-    // The plan names a table by its alias when it has one (`FROM bills b` is `b`), and
-    // an alias is no table: only names that are tables of the policy, visible or
-    // hidden, are judged. A hidden table behind an alias is the parser check's to refuse
-    // (decision 0033).
-    resolution
-        .relations
-        .retain(|(_, name)| policy.is_visible(name) || policy.is_hidden(name));
+    // The plan names a table by its alias when it has one (`FROM bills b` is `b`): a
+    // name the statement declares as an alias (or a CTE) and that is no table of the
+    // policy is left out; every other name is judged, so a catalog, another schema's
+    // table or anything the policy does not know is refused. A hidden table behind an
+    // alias is the parser check's to refuse (decision 0033).
+    let declared = crate::gate::guard::declared_relation_names(sql, policy).ok_or_else(|| {
+        ExecFailure::refused(crate::gate::guard::Refusal::unreadable_resolution(
+            "the statement's own names could not be read",
+        ))
+    })?;
+    resolution.relations.retain(|(_, name)| {
+        !declared.contains(name) || policy.is_visible(name) || policy.is_hidden(name)
+    });
     resolution::verdict(&resolution, policy, "").map_err(ExecFailure::refused)
 }
 

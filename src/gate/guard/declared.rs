@@ -186,3 +186,28 @@ pub(super) fn table_factor_table_alias(factor: &TableFactor) -> Option<&TableAli
         _ => None,
     }
 }
+
+/// The names a statement declares for its own relations, lowercased: every table,
+/// derived-table and function alias and every CTE name, in any scope.
+#[derive(Default)]
+pub(super) struct RelationAliases(pub(super) BTreeSet<String>);
+
+impl Visitor for RelationAliases {
+    type Break = ();
+
+    fn pre_visit_query(&mut self, query: &Query) -> ControlFlow<Self::Break> {
+        if let Some(with) = &query.with {
+            for cte in &with.cte_tables {
+                self.0.insert(cte.alias.name.value.to_lowercase());
+            }
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn pre_visit_table_factor(&mut self, factor: &TableFactor) -> ControlFlow<Self::Break> {
+        if let Some(alias) = table_factor_alias(factor) {
+            self.0.insert(alias.value.to_lowercase());
+        }
+        ControlFlow::Continue(())
+    }
+}
