@@ -883,7 +883,7 @@ pub fn bench_report_block(dir: &Path, file: &str) -> Result<String, EvalError> {
 /// The summaries published in this repository when the binary was built, so an
 /// installed `askdb serve` can show its evaluation card without the source tree:
 /// (file name, contents).
-pub const EMBEDDED_SUMMARIES: [(&str, &str); 4] = [
+pub const EMBEDDED_SUMMARIES: [(&str, &str); 8] = [
     (
         "chinook.summary.json",
         include_str!("../../evals/results/chinook.summary.json"),
@@ -893,8 +893,24 @@ pub const EMBEDDED_SUMMARIES: [(&str, &str); 4] = [
         include_str!("../../evals/results/defog.summary.json"),
     ),
     (
+        "demo-ask.summary.json",
+        include_str!("../../evals/results/demo-ask.summary.json"),
+    ),
+    (
+        "demo-serve.summary.json",
+        include_str!("../../evals/results/demo-serve.summary.json"),
+    ),
+    (
         "demo.summary.json",
         include_str!("../../evals/results/demo.summary.json"),
+    ),
+    (
+        "spider-ask.summary.json",
+        include_str!("../../evals/results/spider-ask.summary.json"),
+    ),
+    (
+        "spider-report-ask.summary.json",
+        include_str!("../../evals/results/spider-report-ask.summary.json"),
     ),
     (
         "spider.summary.json",
