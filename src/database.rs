@@ -44,14 +44,11 @@ impl FromStr for DatabaseUrl {
         if trimmed.starts_with("postgres://") || trimmed.starts_with("postgresql://") {
             return Ok(DatabaseUrl::Postgres(trimmed.to_string()));
         }
-        if let Some(rest) = trimmed
-            .strip_prefix("mysql://")
-            .or_else(|| trimmed.strip_prefix("mariadb://"))
-        {
-            if rest.is_empty() {
+        if let Some(url) = crate::text::mysql_url(trimmed) {
+            if url == "mysql://" {
                 return Err(DatabaseError::BadUrl(text.to_string()));
             }
-            return Ok(DatabaseUrl::Mysql(format!("mysql://{rest}")));
+            return Ok(DatabaseUrl::Mysql(url));
         }
         if let Some(path) = trimmed
             .strip_prefix("sqlite://")

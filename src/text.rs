@@ -20,6 +20,17 @@ pub fn error_chain(error: &dyn std::error::Error) -> String {
     text
 }
 
+/// The `mysql://` form of a MySQL or MariaDB URL (`mysql://` or `mariadb://`, the scheme
+/// in either case, surrounding spaces ignored), or None for any other text: the one
+/// reading of these URLs, so every command takes both spellings alike (the MySQL client
+/// reads only the first).
+pub fn mysql_url(text: &str) -> Option<String> {
+    let trimmed = text.trim();
+    let (scheme, rest) = trimmed.split_once("://")?;
+    (scheme.eq_ignore_ascii_case("mysql") || scheme.eq_ignore_ascii_case("mariadb"))
+        .then(|| format!("mysql://{rest}"))
+}
+
 /// Replaces the password of a `scheme://user:password@host` URL with `***`.
 pub fn redact_password(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
@@ -68,6 +79,27 @@ pub fn each_once(sentences: Vec<String>) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mysql_and_mariadb_urls_are_read_alike_and_nothing_else_is_one() {
+        assert_eq!(
+            mysql_url(" mariadb://u@h:3306/db ").as_deref(),
+            Some("mysql://u@h:3306/db")
+        );
+        assert_eq!(
+            mysql_url("MySQL://u@h/db").as_deref(),
+            Some("mysql://u@h/db")
+        );
+        for other in [
+            "postgres://u@h/db",
+            "sqlite:x.db",
+            "mysqlx://h",
+            "mysql:h",
+            "",
+        ] {
+            assert_eq!(mysql_url(other), None, "{other}");
+        }
+    }
 
     #[test]
     fn each_sentence_once_whatever_its_case_spacing_or_full_stop() {

@@ -43,17 +43,14 @@ const LOAD_SQL_MODE: &str = "STRICT_ALL_TABLES,NO_BACKSLASH_ESCAPES,NO_ENGINE_SU
 
 /// Whether a URL names a MySQL or MariaDB server.
 pub(super) fn is_mysql_url(url: &str) -> bool {
-    url.starts_with("mysql://") || url.starts_with("mariadb://")
+    crate::text::mysql_url(url).is_some()
 }
 
 /// The client's options for a `mysql://` or `mariadb://` URL (mysql_async reads only the
 /// former), with the connect timeout and, when given, another database.
 pub(super) fn mysql_opts(url: &str, database: Option<&str>) -> Result<Opts, SetupError> {
     let shown = redact_password(url);
-    let normalised = match url.strip_prefix("mariadb://") {
-        Some(rest) => format!("mysql://{rest}"),
-        None => url.to_string(),
-    };
+    let normalised = crate::text::mysql_url(url).unwrap_or_else(|| url.to_string());
     let opts = Opts::from_url(&normalised).map_err(|error| SetupError::BadAdminUrl {
         url: shown,
         reason: error.to_string(),

@@ -204,15 +204,7 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
                 }
             };
             let agent = open_agent(&settings, strategy).await?;
-            let options = AskOptions {
-                mode: if baseline {
-                    Mode::Baseline
-                } else {
-                    Mode::Agent
-                },
-                explain: !no_explain,
-                ..AskOptions::default()
-            };
+            let options = ask_options(baseline, no_explain);
             let context = lease
                 .as_ref()
                 .map(|lease| lease.context().clone())
@@ -260,15 +252,7 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
                 FileStore::in_data_dir(crate::conversation::Limits::default()),
             );
             let agent = open_agent(&settings, strategy).await?;
-            let options = AskOptions {
-                mode: if baseline {
-                    Mode::Baseline
-                } else {
-                    Mode::Agent
-                },
-                explain: !no_explain,
-                ..AskOptions::default()
-            };
+            let options = ask_options(baseline, no_explain);
             let observer: &dyn Observer = if quiet { &NoObserver } else { &StepsOnStderr };
             chat::Session::new(&agent, store, options, observer, conversation)
                 .run()
@@ -444,6 +428,20 @@ fn completions(shell: clap_complete::Shell) -> Output {
     }
 }
 
+/// How `askdb ask` and `askdb chat` ask: the agent or its first attempt alone, with or
+/// without the written explanation.
+fn ask_options(baseline: bool, no_explain: bool) -> AskOptions {
+    AskOptions {
+        mode: if baseline {
+            Mode::Baseline
+        } else {
+            Mode::Agent
+        },
+        explain: !no_explain,
+        ..AskOptions::default()
+    }
+}
+
 async fn open_agent(settings: &Settings, strategy: Strategy) -> Result<Agent, CliError> {
     let client = ModelClient::from_config(&ProviderConfig::from_env()?)?;
     let gate = settings.open_gate().await?;
@@ -518,9 +516,7 @@ fn log_source(
         Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
             Ok(LogSource::Postgres(url))
         }
-        Some(url) if url.starts_with("mysql://") || url.starts_with("mariadb://") => {
-            Ok(LogSource::Mysql(url))
-        }
+        Some(url) if crate::text::mysql_url(&url).is_some() => Ok(LogSource::Mysql(url)),
         Some(path) => Ok(LogSource::Sqlite(
             path.strip_prefix("sqlite:").unwrap_or(&path).into(),
         )),

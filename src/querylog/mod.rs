@@ -143,7 +143,7 @@ impl LogTarget {
     /// The log target a log user's URL names: MySQL for `mysql://` and `mariadb://`,
     /// else PostgreSQL.
     pub fn for_url(url: String) -> LogTarget {
-        if url.starts_with("mysql://") || url.starts_with("mariadb://") {
+        if crate::text::mysql_url(&url).is_some() {
             LogTarget::Mysql(url)
         } else {
             LogTarget::Postgres(url)

@@ -54,10 +54,7 @@ fn insert_sql() -> String {
 
 /// The client's options for the log user's URL (`mariadb://` read as `mysql://`).
 fn opts(url: &str) -> Result<Opts, LogError> {
-    let normalised = match url.strip_prefix("mariadb://") {
-        Some(rest) => format!("mysql://{rest}"),
-        None => url.to_string(),
-    };
+    let normalised = crate::text::mysql_url(url).unwrap_or_else(|| url.to_string());
     Opts::from_url(&normalised).map_err(|error| LogError::BadUrl(error.to_string()))
 }
 
