@@ -581,7 +581,7 @@ pub async fn run(
         .modes
         .iter()
         .copied()
-        .filter(|mode| settings.ask_path.harness_warms_the_agent() || *mode == Mode::Plain)
+        .filter(|mode| settings.ask_path.is_harness() || *mode == Mode::Plain)
         .collect();
     let mut serving: Option<process::ServeProcess> = None;
     let order = process::asking_order(&items, &settings.modes, settings.ask_path, |item| {

@@ -34,12 +34,6 @@ impl AskPath {
     pub fn is_harness(&self) -> bool {
         *self == AskPath::Harness
     }
-
-    /// Whether the harness warms the agent's prompt itself: only on its own path (a
-    /// user's process warms nothing, a server warms its own).
-    pub fn harness_warms_the_agent(&self) -> bool {
-        self.is_harness()
-    }
 }
 
 /// How long a question's process may take before it is stopped and recorded as
