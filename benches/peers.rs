@@ -3,7 +3,10 @@
 //! 1. the guard vs a sqlglot guard of the same checks (scripts/peers/sqlglot_guard.py)
 //!    over the same external gold queries (Spider dev via spiderman, defog's SQLite
 //!    gold): microseconds per query and the ratio, the parser check alone and with the
-//!    database check (first sight and remembered);
+//!    database check (first sight and remembered); and the guard's MySQL dialect vs
+//!    sqlglot's over Spider's MySQL-style gold on copies of its databases on MySQL or
+//!    MariaDB (`ASKDB_TEST_MYSQL_URL`, the development server by default; skipped, and
+//!    said so, when none answers);
 //! 2. `askdb mcp` vs the reference PostgreSQL MCP server and DBHub, the same query on
 //!    the same scratch PostgreSQL database (the same read-only role) through the same
 //!    client (benches/support/mcp_client.rs): cold start to `initialize`, median and
@@ -160,6 +163,114 @@ fn npm_bin(modules: &Path, package: &str) -> PathBuf {
     dir.join(relative)
 }
 
+/// The guard's MySQL dialect beside sqlglot's, over the same gold.
+struct MysqlGuardFigures {
+    server: String,
+    queries: usize,
+    askdb_us: f64,
+    askdb_accepted: usize,
+    sqlglot_us: f64,
+    sqlglot_accepted: u64,
+}
+
+/// Spider's databases copied into scratch databases on the development MySQL or MariaDB
+/// server (dropped afterwards), the guard's MySQL dialect timed on its gold as written,
+/// then the sqlglot guard on the same text with the `mysql` dialect. None when no server
+/// answers.
+fn mysql_dialect_figures(
+    runtime: &tokio::runtime::Runtime,
+    data_dir: &Path,
+    python: &str,
+    scratch_dir: &Path,
+) -> Option<MysqlGuardFigures> {
+    let admin = std::env::var("ASKDB_TEST_MYSQL_URL")
+        .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/".to_string());
+    if let Err(error) = runtime.block_on(askdb::admin::mysql_reachable(&admin)) {
+        eprintln!("the MySQL dialect is not measured: {error}");
+        return None;
+    }
+    let queries = external::load_spiderman(data_dir).expect("spiderman");
+    let names: std::collections::BTreeSet<String> =
+        queries.iter().map(|query| query.db_name.clone()).collect();
+    let suffix = format!("{}", std::process::id());
+    let mut gates: BTreeMap<String, Gate> = BTreeMap::new();
+    let mut created = Vec::new();
+    for name in &names {
+        let database = format!("askdb_peers_{name}_{suffix}");
+        created.push(database.clone());
+        runtime
+            .block_on(askdb::admin::copy_sqlite_into_mysql(
+                &external::spiderman_db_path(data_dir, name),
+                &admin,
+                &database,
+            ))
+            .unwrap_or_else(|error| panic!("copy {name}: {error}"));
+        let url = askdb::admin::url_with_database(&admin, &database);
+        let gate = runtime
+            .block_on(askdb::database::open_gate(
+                &DatabaseUrl::Mysql(url),
+                GateOptions::default(),
+            ))
+            .unwrap_or_else(|error| panic!("gate on {name}: {error}"));
+        gates.insert(name.clone(), gate);
+    }
+    let corpus: Vec<(String, String)> = queries
+        .iter()
+        .flat_map(|query| {
+            external::concrete_golds(query)
+                .into_iter()
+                .map(|sql| (query.db_name.clone(), sql))
+        })
+        .collect();
+    // Each round on a fresh clone of the text, as the parser check keeps no memory.
+    let mut askdb_accepted = 0;
+    let started = Instant::now();
+    for round in 0..GUARD_ROUNDS {
+        for (name, sql) in &corpus {
+            if gates[name].check(sql).is_ok() && round == 0 {
+                askdb_accepted += 1;
+            }
+        }
+    }
+    let askdb_us = started.elapsed().as_secs_f64() * 1e6 / (corpus.len() * GUARD_ROUNDS) as f64;
+    drop(gates);
+    for database in created {
+        let _ = runtime.block_on(askdb::admin::drop_mysql_database(&admin, &database));
+    }
+    let corpus_file = scratch_dir.join("corpus-mysql.jsonl");
+    let lines: String = corpus
+        .iter()
+        .map(|(name, sql)| {
+            let path = external::spiderman_db_path(data_dir, name);
+            format!(
+                "{}\n",
+                json!({"db_path": path, "sql": sql, "dialect": "mysql"})
+            )
+        })
+        .collect();
+    std::fs::write(&corpus_file, lines).expect("corpus");
+    let out = scratch_dir.join("sqlglot-mysql.json");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/peers/sqlglot_guard.py");
+    let status = Command::new(python)
+        .arg(&script)
+        .arg(&corpus_file)
+        .arg(&out)
+        .arg(GUARD_ROUNDS.to_string())
+        .status()
+        .expect("python runs");
+    assert!(status.success(), "the sqlglot guard failed: {status}");
+    let sqlglot: Value = serde_json::from_str(&std::fs::read_to_string(&out).expect("figures"))
+        .expect("sqlglot JSON");
+    Some(MysqlGuardFigures {
+        server: askdb::text::redact_password(&admin),
+        queries: corpus.len(),
+        askdb_us,
+        askdb_accepted,
+        sqlglot_us: sqlglot["mean_us"].as_f64().unwrap_or(f64::NAN),
+        sqlglot_accepted: sqlglot["accepted"].as_u64().unwrap_or(0),
+    })
+}
+
 fn main() {
     askdb::llm::install_tls_provider();
     let python = required("ASKDB_PEERS_PYTHON");
@@ -272,6 +383,8 @@ fn main() {
         serde_json::from_str(&std::fs::read_to_string(&sqlglot_out).expect("sqlglot figures"))
             .expect("sqlglot JSON");
     let sqlglot_us = sqlglot["mean_us"].as_f64().unwrap_or(f64::NAN);
+
+    let mysql_guard = mysql_dialect_figures(&runtime, &data_dir, &python, scratch_dir.path());
 
     // 2. MCP servers on one scratch PostgreSQL database, as its read-only role.
     let scratch = runtime.block_on(postgres_scratch("peers"));
@@ -419,6 +532,35 @@ fn main() {
         sqlglot["accepted"],
         sqlglot_us / askdb_guard_us
     );
+    match &mysql_guard {
+        Some(figures) => {
+            let _ = writeln!(
+                report,
+                "\n### The MySQL dialect\n\n{} Spider gold queries as written for MySQL (backquotes), each checked {GUARD_ROUNDS} times by askdb's guard in its MySQL dialect (`/*!` comments, backslash escapes, `#` comments, system variables, the MySQL catalogs, the function allow-list) on copies of Spider's databases on {}, and by the sqlglot guard reading the `mysql` dialect.\n",
+                figures.queries, figures.server
+            );
+            let _ = writeln!(report, "| guard | mean per query | accepted | ratio |");
+            let _ = writeln!(report, "|---|---:|---:|---:|");
+            let _ = writeln!(
+                report,
+                "| askdb parser check, MySQL dialect, a statement seen the first time | {:.1} us | {} | 1 |",
+                figures.askdb_us, figures.askdb_accepted
+            );
+            let _ = writeln!(
+                report,
+                "| sqlglot (Python), `mysql` dialect | {:.1} us | {} | {:.1}x slower |",
+                figures.sqlglot_us,
+                figures.sqlglot_accepted,
+                figures.sqlglot_us / figures.askdb_us
+            );
+        }
+        None => {
+            let _ = writeln!(
+                report,
+                "\nThe MySQL dialect was not measured: no MySQL or MariaDB server answered."
+            );
+        }
+    }
     let _ = writeln!(report, "\n## MCP servers on the same PostgreSQL database\n");
     let _ = writeln!(
         report,

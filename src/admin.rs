@@ -25,6 +25,7 @@
 mod dump;
 mod load;
 mod mysql;
+mod mysql_copy;
 mod mysql_proof;
 mod proof;
 mod rls;
@@ -39,7 +40,8 @@ use tokio_postgres::{Client, Config, NoTls};
 use crate::text::redact_password;
 pub use dump::{drop_database, load_dump_into_database, url_reachable, url_with_database};
 use load::load_demo;
-pub use mysql::remove_mysql_setup;
+pub use mysql::{mysql_reachable, remove_mysql_setup};
+pub use mysql_copy::{copy_sqlite_into_mysql, drop_mysql_database, CopyReport};
 pub use proof::prove_roles;
 pub use rls::{UserCity, USER_CITY_FUNCTION};
 

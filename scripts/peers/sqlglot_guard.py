@@ -10,7 +10,7 @@ LIMIT is forced to the row cap (kept when smaller, a set operation wrapped) and 
 tree is rendered back to SQL.
 
 Usage: sqlglot_guard.py CORPUS.jsonl OUT.json [ROUNDS]
-CORPUS lines: {"set": ..., "db_path": ..., "sql": ...} (written by `cargo bench --bench
+CORPUS lines: {"set": ..., "db_path": ..., "sql": ..., "dialect": "sqlite" or "mysql"} (written by `cargo bench --bench
 peers`); OUT gets {"queries", "rounds", "mean_us", "accepted", "sqlglot"}.
 """
 
@@ -36,6 +36,15 @@ DENIED_PREFIXES = ("pg_", "lo_", "dblink", "table_to_xml", "cursor_to_xml",
                    "schema_to_xml", "database_to_xml", "brin_", "binary_upgrade_")
 ALLOWED_PG_FUNCTIONS = {"pg_typeof"}
 CATALOG_SCHEMAS = {"pg_catalog", "information_schema", "pg_toast"}
+# The MySQL dialect's additions: functions that reach outside the data or hold the
+# server, and its system schemas.
+MYSQL_DENIED_FUNCTIONS = {
+    "load_file", "sleep", "benchmark", "get_lock", "release_lock", "release_all_locks",
+    "is_free_lock", "is_used_lock", "master_pos_wait", "source_pos_wait", "connection_id",
+    "database", "schema", "user", "current_user", "session_user", "system_user", "version",
+    "found_rows", "row_count", "last_insert_id",
+}
+MYSQL_CATALOG_SCHEMAS = {"information_schema", "mysql", "performance_schema", "sys"}
 CATALOG_PREFIXES = ("pg_", "sqlite_", "pragma_")
 
 
@@ -43,8 +52,10 @@ class Refused(Exception):
     pass
 
 
-def denied(name):
+def denied(name, dialect="sqlite"):
     name = name.lower()
+    if dialect == "mysql" and name in MYSQL_DENIED_FUNCTIONS:
+        return True
     if name in ALLOWED_PG_FUNCTIONS:
         return False
     return name in DENIED_FUNCTIONS or name.startswith(DENIED_PREFIXES)
@@ -57,6 +68,8 @@ def function_name(node):
 
 
 def check(sql, tables, dialect="sqlite"):
+    if dialect == "mysql" and "/*!" in sql:
+        raise Refused("executable_comment")
     try:
         statements = [s for s in sqlglot.parse(sql, read=dialect) if s is not None]
     except sqlglot.errors.ParseError as error:
@@ -75,13 +88,18 @@ def check(sql, tables, dialect="sqlite"):
         raise Refused("select_into")
     if tree.find(exp.Lock) is not None:
         raise Refused("locking_clause")
+    if dialect == "mysql" and (
+        tree.find(exp.SessionParameter) is not None or tree.find(exp.Parameter) is not None
+    ):
+        raise Refused("system_or_user_variable")
     for function in tree.find_all(exp.Func):
-        if denied(function_name(function)):
+        if denied(function_name(function), dialect):
             raise Refused("denied_function")
     for table in tree.find_all(exp.Table):
         name = table.name.lower()
         schema = (table.db or "").lower()
-        if schema in CATALOG_SCHEMAS or name.startswith(CATALOG_PREFIXES):
+        catalogs = MYSQL_CATALOG_SCHEMAS if dialect == "mysql" else CATALOG_SCHEMAS
+        if schema in catalogs or name.startswith(CATALOG_PREFIXES):
             raise Refused("system_catalog")
         if name in ctes and not schema:
             continue
@@ -129,7 +147,7 @@ def main():
             allowed = tables[item["db_path"]]
             started = time.perf_counter_ns()
             try:
-                check(item["sql"], allowed)
+                check(item["sql"], allowed, item.get("dialect", "sqlite"))
                 ok = True
             except Refused:
                 ok = False

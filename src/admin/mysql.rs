@@ -35,11 +35,12 @@ use crate::text::redact_password;
 pub(super) const USER_HOST: &str = "%";
 
 /// The demo database's collation: binary, as SQLite's and PostgreSQL's comparisons are.
-const COLLATION: &str = "utf8mb4_bin";
+pub(super) const COLLATION: &str = "utf8mb4_bin";
 
 /// The admin session's mode: strict (a value that does not fit fails the load), and
 /// backslashes literal, as the loader's quoting assumes.
-const LOAD_SQL_MODE: &str = "STRICT_ALL_TABLES,NO_BACKSLASH_ESCAPES,NO_ENGINE_SUBSTITUTION";
+pub(super) const LOAD_SQL_MODE: &str =
+    "STRICT_ALL_TABLES,NO_BACKSLASH_ESCAPES,NO_ENGINE_SUBSTITUTION";
 
 /// Whether a URL names a MySQL or MariaDB server.
 pub(super) fn is_mysql_url(url: &str) -> bool {
@@ -78,6 +79,13 @@ pub(super) async fn connect_mysql(url: &str, database: Option<&str>) -> Result<C
             message: format!("no answer within {} s", CONNECT_TIMEOUT.as_secs()),
         }),
     }
+}
+
+/// Whether the MySQL or MariaDB server at `url` accepts a connection.
+pub async fn mysql_reachable(url: &str) -> Result<(), SetupError> {
+    let conn = connect_mysql(url, None).await?;
+    let _ = conn.disconnect().await;
+    Ok(())
 }
 
 /// A server error as a setup step's failure: the SQLSTATE, and the server's message

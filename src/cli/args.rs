@@ -303,6 +303,15 @@ pub enum EvalCommand {
         after_help = "Example:\n  askdb eval compare evals/runs/spider/20261205-with evals/runs/spider/20261205-without"
     )]
     Compare { run: PathBuf, other: PathBuf },
+    /// Copy Spider's dev databases from their SQLite files onto a MySQL or MariaDB server
+    /// (databases `spider_<name>`, replaced when present), to ask Spider there with
+    /// `askdb --db mysql://... eval run --set spider`.
+    #[command(after_help = "Example:\n  askdb eval copy-spider --to mysql://root@127.0.0.1:3306/")]
+    CopySpider {
+        /// The server, as its administrator.
+        #[arg(long)]
+        to: String,
+    },
     /// Every candidate of each question's first round (the agent's greedy reply, sampled
     /// replies, the plain prompt's reply), run and graded, to measure how to choose among
     /// them (`scripts/selection-figures.py POOL`).

@@ -701,6 +701,14 @@ async fn eval(settings: &Settings, command: EvalCommand) -> Result<Output, CliEr
                 }
                 Err(error) => eprintln!("askdb: defog PostgreSQL gold skipped: {error}"),
             }
+            // Spider's MySQL-style gold on MySQL or MariaDB, its databases copied there.
+            let mysql_url = guard_check::mysql_admin_url();
+            match crate::admin::mysql_reachable(&mysql_url).await {
+                Ok(()) => {
+                    reports.push(guard_check::check_spider_mysql(&data_dir, &mysql_url).await?)
+                }
+                Err(error) => eprintln!("askdb: Spider MySQL gold skipped: {error}"),
+            }
             let all_same = reports.iter().all(|report| report.discrepancies.is_empty());
             let results = GuardResults::new(reports);
             let mut text = results::guard_block(&results);
@@ -784,6 +792,51 @@ async fn eval(settings: &Settings, command: EvalCommand) -> Result<Output, CliEr
                 run.display()
             );
             Output::new(&summary, text, Exit::Success)
+        }
+        EvalCommand::CopySpider { to } => {
+            if crate::text::mysql_url(&to).is_none() {
+                return Err(runner::EvalError::Data(format!(
+                    "--to takes a mysql:// or mariadb:// URL, not {}",
+                    crate::text::redact_password(&to)
+                ))
+                .into());
+            }
+            let data_dir = crate::home::shared_data_dir()
+                .map_err(|missing| runner::EvalError::Data(missing.to_string()))?;
+            let queries = crate::eval::external::load_spiderman(&data_dir)
+                .map_err(|error| runner::EvalError::Data(error.to_string()))?;
+            let names: std::collections::BTreeSet<String> =
+                queries.into_iter().map(|query| query.db_name).collect();
+            let mut copied = Vec::new();
+            let mut text = String::new();
+            for name in names {
+                let database = crate::eval::external::spider_mysql_database(&name);
+                let source = crate::eval::external::spiderman_db_path(&data_dir, &name);
+                let report = crate::admin::copy_sqlite_into_mysql(&source, &to, &database).await?;
+                let rows: usize = report.tables.iter().map(|(_, rows)| rows).sum();
+                text.push_str(&format!(
+                    "{database}: {} tables, {rows} rows, {} keys{}\n",
+                    report.tables.len(),
+                    report.keys,
+                    if report.keys_left_out.is_empty() {
+                        String::new()
+                    } else {
+                        format!(
+                            " ({} left out: {})",
+                            report.keys_left_out.len(),
+                            report.keys_left_out.join("; ")
+                        )
+                    }
+                ));
+                copied.push(serde_json::json!({
+                    "database": database,
+                    "tables": report.tables.len(),
+                    "rows": rows,
+                    "keys": report.keys,
+                    "keys_left_out": report.keys_left_out,
+                }));
+            }
+            Output::new(&copied, text, Exit::Success)
         }
         EvalCommand::Pool {
             set,

@@ -129,6 +129,12 @@ pub fn spiderman_db_path(data_dir: &Path, db_name: &str) -> PathBuf {
         .join(format!("{db_name}.sqlite"))
 }
 
+/// The database a Spider database's copy has on a MySQL or MariaDB server
+/// (`askdb eval copy-spider`): `spider_<db>`.
+pub fn spider_mysql_database(db_name: &str) -> String {
+    format!("spider_{db_name}")
+}
+
 /// Loads the defog question files of one dialect, [`DEFOG_FILES`] in order. Their
 /// columns differ from file to file (and between dialects), so they are found by name:
 /// `question`, `query`, `db_name` are required; `query_category` and `instructions` are

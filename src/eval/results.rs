@@ -27,7 +27,10 @@ pub const MEASURED_DOC: &str = "docs/measured.md";
 pub const BENCH_RESULTS_DIR: &str = "benches/results";
 
 /// The generated block names of the README.
-const README_BLOCKS: [&str; 1] = ["results"];
+const README_BLOCKS: [&str; 2] = ["results", "sparc"];
+
+/// The published SParC run, relative to the results directory.
+pub const SPARC_SUMMARY: &str = "sparc.json";
 
 /// The generated block names of `docs/measured.md`, in the order they appear.
 const MEASURED_BLOCKS: [&str; 15] = [
@@ -76,6 +79,9 @@ fn write(path: &Path, text: &str) -> Result<(), EvalError> {
 pub fn publish_run(run: &Path, repo: &Path) -> Result<PathBuf, EvalError> {
     let summary_path = run.join("summary.json");
     let summary_text = read(&summary_path)?;
+    if run.join(crate::eval::sparc::TURNS_FILE).exists() {
+        return publish_sparc_run(&summary_path, &summary_text, repo);
+    }
     let summary: RunSummary = serde_json::from_str(&summary_text).map_err(|error| {
         EvalError::Data(format!(
             "{} is not a run summary: {error}",
@@ -99,13 +105,52 @@ pub fn publish_run(run: &Path, repo: &Path) -> Result<PathBuf, EvalError> {
     Ok(target)
 }
 
+/// A SParC run's report, published as `evals/results/sparc.json` (one SParC run
+/// is published at a time) and the README's SParC block regenerated.
+fn publish_sparc_run(
+    summary_path: &Path,
+    summary_text: &str,
+    repo: &Path,
+) -> Result<PathBuf, EvalError> {
+    let _: crate::eval::sparc::SparcReport =
+        serde_json::from_str(summary_text).map_err(|error| {
+            EvalError::Data(format!(
+                "{} is not a finished SParC run's report: {error}",
+                summary_path.display()
+            ))
+        })?;
+    let dir = repo.join(RESULTS_DIR);
+    std::fs::create_dir_all(&dir).map_err(|error| EvalError::Write {
+        path: dir.display().to_string(),
+        error,
+    })?;
+    let target = dir.join(SPARC_SUMMARY);
+    write(&target, summary_text)?;
+    update_generated_documents(repo)?;
+    Ok(target)
+}
+
+/// The README's SParC block: the published run, or a sentence saying none is.
+fn sparc_block(results: &Path) -> Result<String, EvalError> {
+    let path = results.join(SPARC_SUMMARY);
+    if !path.exists() {
+        return Ok("No SParC run is published yet.\n".to_string());
+    }
+    let report: crate::eval::sparc::SparcReport = read_json(&path)?;
+    Ok(crate::eval::sparc::report_block(&report))
+}
+
 /// The name a run is published under: its set, then `-report` for a sample taken after
 /// the first questions of the shuffle (a report sample beside the tuning sample the set's
-/// own name holds), then the path users take when the agent was asked on one.
+/// own name holds), `-mysql` when its databases were MySQL or MariaDB copies, then the
+/// path users take when the agent was asked on one.
 pub fn published_name(summary: &RunSummary) -> String {
     let mut name = summary.set.clone();
     if summary.settings.sample.is_some() && summary.settings.sample_offset > 0 {
         name.push_str("-report");
+    }
+    if asked_on_mysql(summary) {
+        name.push_str("-mysql");
     }
     match summary.settings.ask_path {
         AskPath::Harness => {}
@@ -113,6 +158,15 @@ pub fn published_name(summary: &RunSummary) -> String {
         AskPath::Serve => name.push_str("-serve"),
     }
     name
+}
+
+/// Whether a run asked its set's databases on a MySQL or MariaDB server (`--db`).
+fn asked_on_mysql(summary: &RunSummary) -> bool {
+    summary
+        .settings
+        .db
+        .as_deref()
+        .is_some_and(|db| crate::text::mysql_url(db).is_some())
 }
 
 /// Which questions a published run asked, and how, for the results table.
@@ -128,6 +182,9 @@ fn asked_text(summary: &RunSummary, questions: u64) -> String {
         ),
         (None, _) => format!("{questions} of {}", summary.items),
     };
+    if asked_on_mysql(summary) {
+        text.push_str(", on MariaDB copies of the databases");
+    }
     match summary.settings.ask_path {
         AskPath::Harness => {}
         AskPath::Process => text.push_str(", agent through `askdb ask` processes"),
@@ -276,13 +333,25 @@ pub fn guard_block(results: &GuardResults) -> String {
             report.questions,
             report.gold_queries,
             report.accepted,
-            report.same_result,
+            same_rows_text(report),
             report.guard_mean_us,
             report.database_check_mean_us,
             report.database_check_repeat_mean_us
         ));
     }
     out
+}
+
+/// The same-rows count, and beside it the queries accepted unchanged whose two runs
+/// differed only by the engine's choice among tied rows.
+fn same_rows_text(report: &crate::eval::guard_check::EquivalenceReport) -> String {
+    match report.same_text_rows_differ {
+        0 => report.same_result.to_string(),
+        ties => format!(
+            "{} (+{ties} accepted as written, the engine choosing differently among tied rows)",
+            report.same_result
+        ),
+    }
 }
 
 /// Replaces the text between a block's markers; errors when the markers are missing.
@@ -342,7 +411,10 @@ fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, EvalError
 /// The README's generated blocks, from the files under `repo`.
 pub fn readme_blocks(repo: &Path) -> Result<Vec<(&'static str, String)>, EvalError> {
     let summaries = published_summaries(&repo.join(RESULTS_DIR))?;
-    Ok(vec![(README_BLOCKS[0], results_block(&summaries))])
+    Ok(vec![
+        (README_BLOCKS[0], results_block(&summaries)),
+        (README_BLOCKS[1], sparc_block(&repo.join(RESULTS_DIR))?),
+    ])
 }
 
 /// Every generated block of `docs/measured.md`, from the files under `repo`.

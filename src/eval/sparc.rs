@@ -27,8 +27,8 @@ use super::metrics::{paired_difference, PairedDifference};
 use super::metrics::{percentile_nearest_rank, wilson_interval, Interval};
 use super::metrics::{Expected, QuestionOutcome, RunOutcome};
 use super::runner::{
-    append_record, open_eval_agent, open_eval_gate, open_records, read_lines, warm_up, write_error,
-    EvalError,
+    append_record, model_info, open_eval_agent, open_eval_gate, open_records, read_lines, warm_up,
+    write_error, EvalError, ModelInfo,
 };
 use crate::agent::conversation::{Context, Turn};
 use crate::agent::events::NoObserver;
@@ -550,6 +550,40 @@ pub fn render(summary: &SparcSummary) -> String {
     text
 }
 
+/// Each asked turn's record, one JSON line each, in a run folder.
+pub const TURNS_FILE: &str = "turns.jsonl";
+
+/// A finished SParC run as its folder's `summary.json` holds it and `askdb eval publish`
+/// commits it: the figures with when, with which model and how they were asked.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SparcReport {
+    pub finished_at: String,
+    pub askdb_version: String,
+    pub model: ModelInfo,
+    pub settings: SparcSettings,
+    pub summary: SparcSummary,
+}
+
+/// The published run as the README's SParC block: settings, the three modes and the
+/// paired differences.
+pub fn report_block(report: &SparcReport) -> String {
+    let sample = match report.settings.sample {
+        Some(size) => format!(
+            "{size} interactions sampled with seed {}",
+            report.settings.seed
+        ),
+        None => "every interaction".to_string(),
+    };
+    format!(
+        "Generated from `evals/results/sparc.json` ({} UTC, askdb {}, {} `{}`, {sample}).\n\n{}",
+        report.finished_at,
+        report.askdb_version,
+        report.model.provider,
+        report.model.model,
+        render(&report.summary)
+    )
+}
+
 /// What a SParC run asks.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SparcSettings {
@@ -608,7 +642,7 @@ pub async fn run(
             .map_err(|error: crate::agent::strategy::StrategyError| {
                 EvalError::Data(error.to_string())
             })?;
-    let records_path = dir.join("turns.jsonl");
+    let records_path = dir.join(TURNS_FILE);
     let mut records = whole_groups(&records_path, &interactions)?;
     let mut file = open_records(&records_path)?;
     let interrupted = tokio::signal::ctrl_c();
@@ -666,8 +700,15 @@ pub async fn run(
     eprintln!();
     let summary = summarize(&records);
     let summary_path = dir.join("summary.json");
+    let report = SparcReport {
+        finished_at: crate::calendar::utc_now().0,
+        askdb_version: env!("CARGO_PKG_VERSION").to_string(),
+        model: model_info(client),
+        settings,
+        summary: summary.clone(),
+    };
     let text =
-        serde_json::to_vec_pretty(&summary).map_err(|error| EvalError::Data(error.to_string()))?;
+        serde_json::to_vec_pretty(&report).map_err(|error| EvalError::Data(error.to_string()))?;
     std::fs::write(&summary_path, text).map_err(|error| write_error(&summary_path, error))?;
     Ok((dir, summary))
 }

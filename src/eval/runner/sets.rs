@@ -81,15 +81,34 @@ pub fn load_set(
         }
         "spider" => {
             let dir = data_dir()?;
+            // Spider's databases are its SQLite files, or their copies on a MySQL or
+            // MariaDB server that `--db` names (`askdb eval copy-spider`).
+            let server = match db {
+                None => None,
+                Some(DatabaseUrl::Mysql(server)) => Some(server.clone()),
+                Some(other) => {
+                    return Err(EvalError::Data(format!(
+                        "Spider is asked on its SQLite files, or on their copies on a MySQL or \
+                         MariaDB server (`askdb eval copy-spider`); --db {} is neither",
+                        crate::text::redact_password(&other.as_argument())
+                    )))
+                }
+            };
             external::load_spiderman(&dir)
                 .map_err(|error| EvalError::Data(error.to_string()))?
                 .into_iter()
                 .map(|query| EvalItem {
                     golds: external::concrete_golds(&query),
-                    db: format!(
-                        "sqlite:{}",
-                        external::spiderman_db_path(&dir, &query.db_name).display()
-                    ),
+                    db: match &server {
+                        Some(server) => crate::admin::url_with_database(
+                            server,
+                            &external::spider_mysql_database(&query.db_name),
+                        ),
+                        None => format!(
+                            "sqlite:{}",
+                            external::spiderman_db_path(&dir, &query.db_name).display()
+                        ),
+                    },
                     id: query.id,
                     question: query.question,
                     category: query.db_name,

@@ -1,6 +1,7 @@
 //! SParC's loading, sampling and figures, and a whole run of the three modes on a tiny
 //! set with scripted replies: every count the script implies comes out of the summary.
 
+use std::path::Path;
 use std::sync::Arc;
 
 use serde_json::json;
@@ -211,7 +212,15 @@ async fn a_run_asks_every_turn_in_three_modes_and_counts_what_the_script_implies
     assert!(text.contains("1 turn(s) left ungraded"), "{text}");
     assert!(text.contains("| agent | 100.0% (3/3"), "{text}");
     assert!(agent.first_turn_p50_ms.is_some() && agent.follow_up_p50_ms.is_some());
-    assert!(dir.join("summary.json").exists());
+    let written: SparcReport = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("summary.json")).expect("summary written"),
+    )
+    .expect("the folder's summary is a report");
+    // Compared as shown: JSON's floats come back within a unit of the last place.
+    assert_eq!(render(&written.summary), render(&summary));
+    assert_eq!(written.settings, settings);
+    assert_eq!(written.model.provider, "scripted");
+    publishes_into_the_readme(&dir);
     // A run stopped between an interaction's turns resumes with whole interactions:
     // the cut group is asked again (the script has no replies left, so it fails on
     // infrastructure), the rest is kept.
@@ -280,4 +289,45 @@ async fn most_gold_turns_return_rows_on_the_spiderman_files() {
         graded * 10 >= total * 9,
         "{graded} of {total}: {failing:#?}"
     );
+}
+
+/// `askdb eval publish` on a SParC run folder, into a copy of the repository's
+/// documents and results: the report lands in `evals/results/sparc.json` and the README's
+/// SParC block shows it.
+fn publishes_into_the_readme(run_dir: &Path) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let repo = tempfile::tempdir().expect("temp dir");
+    fn copy_tree(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).expect("dir");
+        for entry in std::fs::read_dir(from).expect("readable") {
+            let path = entry.expect("entry").path();
+            let name = path.file_name().expect("name");
+            let target = to.join(name);
+            if path.is_dir() && name == "runs" {
+                // A checkout's own evaluation runs: not part of the documents.
+                continue;
+            } else if path.is_dir() {
+                copy_tree(&path, &target);
+            } else {
+                std::fs::copy(&path, &target).expect("copied");
+            }
+        }
+    }
+    for dir in ["evals", "benches/results", "docs"] {
+        copy_tree(&root.join(dir), &repo.path().join(dir));
+    }
+    std::fs::copy(root.join("README.md"), repo.path().join("README.md")).expect("readme");
+    let written = crate::eval::results::publish_run(run_dir, repo.path()).expect("published");
+    assert_eq!(written, repo.path().join("evals/results/sparc.json"));
+    let readme = std::fs::read_to_string(repo.path().join("README.md")).expect("readme");
+    let block = readme
+        .split("<!-- generated:sparc:begin -->")
+        .nth(1)
+        .and_then(|rest| rest.split("<!-- generated:sparc:end -->").next())
+        .expect("the README has the SParC block");
+    assert!(
+        block.contains("Generated from `evals/results/sparc.json`"),
+        "{block}"
+    );
+    assert!(block.contains("| agent | 100.0% (3/3"), "{block}");
 }
