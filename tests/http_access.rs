@@ -1068,3 +1068,114 @@ async fn the_pace_is_each_signed_in_users_own() {
     );
     assert_eq!(body["error"], "rate_limited", "{text}");
 }
+
+/// Behind a trusted proxy every request comes from the proxy's address: failed sign-ins
+/// count against the client the proxy forwarded for (the right-most hop of
+/// X-Forwarded-For it did not add itself), so one attacker's guesses lock out that
+/// attacker alone; the header from anyone else changes nothing (decision 0081).
+#[tokio::test]
+async fn failed_sign_ins_behind_a_proxy_lock_out_their_own_client_alone() {
+    let home = tempfile::tempdir().expect("temp dir");
+    let token = add_user(home.path(), "ana");
+    let script = home.path().join("script.jsonl");
+    let line = json!({"question": "*", "purpose": "check", "reply": "ok"});
+    std::fs::write(&script, format!("{line}\n")).expect("script");
+    let (home_text, script) = (
+        home.path().display().to_string(),
+        script.display().to_string(),
+    );
+    let server = Server::start(
+        &["--db", "demo", "--trusted-proxy", "127.0.0.2"],
+        &[
+            ("ASKDB_HOME", &home_text),
+            ("ASKDB_PROVIDER", "scripted"),
+            ("ASKDB_SCRIPT", &script),
+        ],
+    );
+    let proxy = client_from("127.0.0.2");
+    let attacker = client_from("127.0.0.1");
+    let mut wrong = token.clone();
+    wrong.pop();
+    wrong.push(if token.ends_with('0') { '1' } else { '0' });
+    let page = server.url.clone();
+    let sign_in = |http: &reqwest::Client, token: &str, forwarded: &str| {
+        http.post(server.at("/api/session"))
+            .header(ORIGIN, &page)
+            .header("x-forwarded-for", forwarded)
+            .json(&json!({ "token": token }))
+    };
+    let sql = json!({ "sql": COUNT });
+    let console = |http: &reqwest::Client, token: &str, forwarded: &str| {
+        http.post(server.at("/api/sql"))
+            .bearer_auth(token)
+            .header("x-forwarded-for", forwarded)
+            .json(&sql)
+    };
+
+    // The attacker behind the proxy guesses: slowed after five, whatever it writes left
+    // of the proxy's hop, with the right token too, and on bearer tokens as well.
+    let mut statuses = Vec::new();
+    for n in 0..5 {
+        let (status, _, _) = send(sign_in(
+            &proxy,
+            &wrong,
+            &format!("203.0.113.{n}, 198.51.100.7"),
+        ))
+        .await;
+        statuses.push(status.as_u16());
+    }
+    for forwarded in ["198.51.100.7", "203.0.113.99, 198.51.100.7"] {
+        let (status, _, _) = send(sign_in(&proxy, &wrong, forwarded)).await;
+        statuses.push(status.as_u16());
+    }
+    assert_eq!(statuses, vec![401, 401, 401, 401, 401, 429, 429]);
+    let (status, body, text) = send(sign_in(&proxy, &token, "198.51.100.7")).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{text}");
+    assert_eq!(body["error"], "too_many_sign_ins", "{text}");
+    let (status, _, text) = send(console(&proxy, &wrong, "198.51.100.7")).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{text}");
+
+    // Another client behind the same proxy is not locked out: it signs in, its token
+    // works, and a typo of its own is a 401, not a 429.
+    let (status, body, text) = send(sign_in(&proxy, &token, "198.51.100.8")).await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    assert_eq!(body["user"], "ana", "{text}");
+    let (status, body, text) = send(console(&proxy, &token, "198.51.100.8")).await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    assert_eq!(body["rows"], json!([[120]]));
+    let (status, _, text) = send(sign_in(&proxy, &wrong, "198.51.100.8")).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{text}");
+    // The proxy's own requests (no forwarded hop) are the proxy's count, not the attacker's.
+    let (status, _, text) = send(
+        proxy
+            .post(server.at("/api/sql"))
+            .bearer_auth(&token)
+            .json(&sql),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+
+    // From an address askdb does not trust, X-Forwarded-For is not read: naming the
+    // locked-out client neither borrows its lock nor its count, and a new name for
+    // each guess does not escape the attacker's own.
+    let (status, _, text) = send(sign_in(&attacker, &wrong, "198.51.100.7")).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{text}");
+    let mut statuses = Vec::new();
+    for n in 0..6 {
+        let (status, _, _) = send(sign_in(
+            &attacker,
+            &wrong,
+            &format!("198.51.100.{}", 20 + n),
+        ))
+        .await;
+        statuses.push(status.as_u16());
+    }
+    assert_eq!(statuses, vec![401, 401, 401, 401, 429, 429]);
+    let (status, _, text) = send(console(&attacker, &token, "198.51.100.9")).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{text}");
+    // Its guesses, forged as 198.51.100.9's, cost that client behind the proxy nothing.
+    let (status, _, text) = send(sign_in(&attacker, &wrong, "198.51.100.9")).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{text}");
+    let (status, _, text) = send(sign_in(&proxy, &token, "198.51.100.9")).await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+}

@@ -194,6 +194,62 @@ impl ProxySignIn {
     fn trusts(&self, peer: IpAddr) -> bool {
         self.proxies.iter().any(|proxy| proxy.contains(peer))
     }
+
+    /// The client a request from `peer` is from (decision 0081). From a trusted proxy,
+    /// the right-most hop of `X-Forwarded-For` that no trusted proxy covers: each proxy
+    /// appends the address it was reached from, so hops left of the first untrusted one
+    /// are whatever the client wrote and are never read. From any other peer the header
+    /// means nothing: the peer is the client. A hop that is not an address stops the
+    /// walk at the last trusted hop, so a proxy that forwards garbage is counted as
+    /// itself, never as a name an attacker chose.
+    fn client(&self, peer: IpAddr, headers: &HeaderMap) -> IpAddr {
+        let peer = peer.to_canonical();
+        if !self.trusts(peer) {
+            return peer;
+        }
+        let mut hops = Vec::new();
+        for value in headers.get_all(FORWARDED_FOR) {
+            let Ok(value) = value.to_str() else {
+                return peer;
+            };
+            hops.extend(value.split(','));
+        }
+        let mut client = peer;
+        for hop in hops.iter().rev() {
+            let Some(hop) = forwarded_address(hop) else {
+                return client;
+            };
+            client = hop;
+            if !self.trusts(hop) {
+                break;
+            }
+        }
+        client
+    }
+}
+
+/// The header a reverse proxy appends the address it was reached from to.
+const FORWARDED_FOR: &str = "x-forwarded-for";
+
+/// One hop of `X-Forwarded-For`: an address, or one written with a port as some
+/// proxies do (`192.0.2.7:51000`, `[2001:db8::7]:51000`).
+fn forwarded_address(hop: &str) -> Option<IpAddr> {
+    let hop = hop.trim();
+    let address = hop
+        .parse::<IpAddr>()
+        .or_else(|_| hop.parse::<SocketAddr>().map(|address| address.ip()))
+        .ok()?;
+    Some(address.to_canonical())
+}
+
+/// The client whose failed sign-ins a request counts against: `peer`, or the client a
+/// trusted proxy forwarded for ([`ProxySignIn::client`]). Behind one proxy every user
+/// shares its address, and one client's failures must not lock the others out.
+pub fn sign_in_client(proxy: Option<&ProxySignIn>, peer: IpAddr, headers: &HeaderMap) -> IpAddr {
+    match proxy {
+        Some(proxy) => proxy.client(peer, headers),
+        None => peer,
+    }
 }
 
 /// Where the server listens and the names it answers for: built once per listener.
@@ -292,8 +348,8 @@ impl Access {
     /// route is public (health, the page and its files, the sign-in itself); Err(401) for
     /// a request without a live token in its Authorization header or a live session
     /// cookie, or with anything in its URL's query (a token there ends up in logs and
-    /// browser history); Err(429) for a token from an address that failed too often;
-    /// Err(403) for a change on a cookie alone without the page's Origin.
+    /// browser history); Err(429) for a token from a `client` ([`sign_in_client`]) that
+    /// failed too often; Err(403) for a change on a cookie alone without the page's Origin.
     fn signed_in(
         &self,
         method: &Method,
@@ -513,6 +569,7 @@ pub async fn guard(
         .get::<ConnectInfo<SocketAddr>>()
         .map(|ConnectInfo(addr)| addr.ip())
         .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
+    let client = sign_in_client(access.proxy.as_ref(), client, request.headers());
     match access.signed_in(request.method(), &uri, request.headers(), client) {
         Ok(Some(user)) => {
             request.extensions_mut().insert(user);
@@ -808,5 +865,86 @@ mod tests {
         }
         // Another header name than the configured one means nothing.
         assert_eq!(named(Some(other), &[("x-forwarded-user", "ana")]), Ok(None));
+    }
+    #[test]
+    fn failures_count_against_the_forwarded_client_only_behind_a_trusted_proxy() {
+        let proxy = ProxySignIn::new(
+            vec![
+                "192.0.2.10".parse().expect("proxy"),
+                "10.0.0.0/24".parse().expect("inner proxies"),
+            ],
+            DEFAULT_PROXY_USER_HEADER,
+        )
+        .expect("valid");
+        let proxy = proxy.as_ref();
+        let ip = |text: &str| -> IpAddr { text.parse().expect("ip") };
+        let from =
+            |peer: &str, pairs: &[(&str, &str)]| sign_in_client(proxy, ip(peer), &headers(pairs));
+        // The proxy's own hop names the client.
+        assert_eq!(
+            from("192.0.2.10", &[("x-forwarded-for", "198.51.100.7")]),
+            ip("198.51.100.7")
+        );
+        // What the client wrote left of it is never read: the right-most untrusted hop.
+        for forged in [
+            "203.0.113.1, 198.51.100.7",
+            "192.0.2.10, 198.51.100.7",
+            "not an address, 198.51.100.7",
+        ] {
+            assert_eq!(
+                from("192.0.2.10", &[("x-forwarded-for", forged)]),
+                ip("198.51.100.7"),
+                "{forged}"
+            );
+        }
+        // Through a chain of trusted proxies, in one header or several, with ports.
+        assert_eq!(
+            from(
+                "10.0.0.3",
+                &[
+                    ("x-forwarded-for", "203.0.113.1"),
+                    ("x-forwarded-for", "198.51.100.7:51000, 192.0.2.10")
+                ]
+            ),
+            ip("198.51.100.7")
+        );
+        assert_eq!(
+            from(
+                "::ffff:192.0.2.10",
+                &[("x-forwarded-for", "[2001:db8::7]:443")]
+            ),
+            ip("2001:db8::7")
+        );
+        // Only trusted hops: the left-most, the proxy that was the client.
+        assert_eq!(
+            from("192.0.2.10", &[("x-forwarded-for", "10.0.0.3")]),
+            ip("10.0.0.3")
+        );
+        // No header, or a right-most hop that is not an address: the proxy itself.
+        assert_eq!(from("192.0.2.10", &[]), ip("192.0.2.10"));
+        for garbage in [
+            "198.51.100.7, unknown",
+            "198.51.100.7,",
+            "",
+            "198.51.100.7 x",
+        ] {
+            assert_eq!(
+                from("192.0.2.10", &[("x-forwarded-for", garbage)]),
+                ip("192.0.2.10"),
+                "{garbage:?}"
+            );
+        }
+        // From anyone else the header changes nothing, and with no proxy trusted neither.
+        for peer in ["192.0.2.11", "127.0.0.1"] {
+            assert_eq!(from(peer, &[("x-forwarded-for", "198.51.100.7")]), ip(peer));
+        }
+        assert_eq!(
+            sign_in_client(
+                None,
+                ip("192.0.2.10"),
+                &headers(&[("x-forwarded-for", "198.51.100.7")])
+            ),
+            ip("192.0.2.10")
+        );
     }
 }

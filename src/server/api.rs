@@ -219,12 +219,10 @@ pub async fn run_ask(
         .telemetry()
         .question(&prepared.question, prepared.options.mode.as_str());
     trace.conversation(lease.id().as_str(), lease.number());
-    // Latencies are labelled by user only where a policy is in force.
-    let label = match (&prepared.policy, &prepared.user) {
-        (Some(_), Some(user)) => user.as_str(),
-        _ => "",
-    };
-    let metrics = state.metrics().for_user(label);
+    // Latencies are labelled by the user's policy, never by the user: /metrics is read
+    // by anyone holding a token, and who asked is not theirs to know (decision 0081).
+    let label = prepared.policy.as_deref().unwrap_or("");
+    let metrics = state.metrics().for_policy(label);
     let spend = SpendOf {
         policed: state
             .shared

@@ -1,11 +1,13 @@
 //! `GET /metrics`: the Prometheus text exposition format (version 0.0.4). Counters with
 //! one label are written here; latencies are histograms on the Prometheus client crate
-//! (question, model call and database time, labelled by `user` where the signed-in user
-//! has a policy, empty otherwise; and attempts per question), so they add up across
-//! replicas, which summaries do not. The agent's steps reach [`Metrics`] through its
-//! [`Observer`] (model calls, guard refusals, database errors, repairs), or through
-//! [`Metrics::for_user`] for a user under a policy; the ask handler adds each question's
-//! decision, attempts, latency and cost, and the refusals it answers itself.
+//! (question, model call and database time, labelled by `policy` with the signed-in
+//! user's policy, empty otherwise; and attempts per question), so they add up across
+//! replicas, which summaries do not. No series names a user: whoever reads `/metrics`
+//! (any live token once users exist) learns how each policy fares, never who asked
+//! (decision 0081). The agent's steps reach [`Metrics`] through its [`Observer`] (model
+//! calls, guard refusals, database errors, repairs), or through [`Metrics::for_policy`]
+//! for a user under a policy; the ask handler adds each question's decision, attempts,
+//! latency and cost, and the refusals it answers itself.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -90,7 +92,7 @@ impl Histograms {
         let labelled = |name: &str, help: &str, buckets: &[f64]| {
             let vec = prometheus::HistogramVec::new(
                 prometheus::HistogramOpts::new(name, help).buckets(buckets.to_vec()),
-                &["user"],
+                &["policy"],
             )?;
             registry.register(Box::new(vec.clone()))?;
             // The unlabelled series exists from the start, so a rate over it is defined.
@@ -99,17 +101,17 @@ impl Histograms {
         };
         let question = labelled(
             "askdb_question_seconds",
-            "Time to answer a question through POST /api/ask, by user under a policy.",
+            "Time to answer a question through POST /api/ask, by the asking user's policy.",
             &QUESTION_BUCKETS,
         )?;
         let model = labelled(
             "askdb_model_latency_seconds",
-            "Latency of model calls, by user under a policy.",
+            "Latency of model calls, by the asking user's policy.",
             &MODEL_BUCKETS,
         )?;
         let database = labelled(
             "askdb_database_seconds",
-            "Time a candidate statement took on the database, by user under a policy.",
+            "Time a candidate statement took on the database, by the asking user's policy.",
             &DATABASE_BUCKETS,
         )?;
         let attempts = prometheus::Histogram::with_opts(
@@ -153,25 +155,25 @@ impl std::fmt::Debug for Metrics {
 }
 
 /// The metrics as the observer of one question of a user under a policy: its model
-/// calls and database time are labelled with the user.
-pub struct UserMetrics<'a> {
+/// calls and database time are labelled with the policy.
+pub struct PolicyMetrics<'a> {
     metrics: &'a Metrics,
-    user: &'a str,
+    policy: &'a str,
 }
 
-impl Observer for UserMetrics<'_> {
+impl Observer for PolicyMetrics<'_> {
     fn observe(&self, event: &AgentEvent) {
-        self.metrics.observe_as(event, self.user);
+        self.metrics.observe_as(event, self.policy);
     }
 }
 
 impl Metrics {
-    /// This question's observer: `user` is the signed-in user when a policy is in force,
-    /// else empty (the label of everyone else).
-    pub fn for_user<'a>(&'a self, user: &'a str) -> UserMetrics<'a> {
-        UserMetrics {
+    /// This question's observer: `policy` is the signed-in user's policy, else empty
+    /// (the label of everyone else). Never a user's name (decision 0081).
+    pub fn for_policy<'a>(&'a self, policy: &'a str) -> PolicyMetrics<'a> {
+        PolicyMetrics {
             metrics: self,
-            user,
+            policy,
         }
     }
 
@@ -181,15 +183,15 @@ impl Metrics {
         }
     }
 
-    /// One answered question of `user` (empty unless a policy is in force): its
-    /// decision, attempts, latency, tokens and cost.
-    pub fn question(&self, result: &AgentResult, user: &str) {
+    /// One answered question under `policy` (empty for a user without one, or nobody
+    /// signed in): its decision, attempts, latency, tokens and cost.
+    pub fn question(&self, result: &AgentResult, policy: &str) {
         let decision = result.decision.as_str().to_string();
         if let Some(histograms) = &self.histograms {
             histograms.attempts.observe(f64::from(result.attempts));
             histograms
                 .question
-                .with_label_values(&[user])
+                .with_label_values(&[policy])
                 .observe(result.latency_ms as f64 / 1000.0);
         }
         self.with(|c| {
@@ -300,17 +302,17 @@ impl Observer for Metrics {
 }
 
 impl Metrics {
-    /// An agent event of a question of `user` (empty unless a policy is in force).
-    fn observe_as(&self, event: &AgentEvent, user: &str) {
+    /// An agent event of a question under `policy` (empty without one).
+    fn observe_as(&self, event: &AgentEvent, policy: &str) {
         if let Some(histograms) = &self.histograms {
             match event {
                 AgentEvent::ModelCall { elapsed_ms, .. } => histograms
                     .model
-                    .with_label_values(&[user])
+                    .with_label_values(&[policy])
                     .observe(*elapsed_ms as f64 / 1000.0),
                 AgentEvent::Executed { elapsed_ms, .. } => histograms
                     .database
-                    .with_label_values(&[user])
+                    .with_label_values(&[policy])
                     .observe(*elapsed_ms as f64 / 1000.0),
                 _ => {}
             }
@@ -430,13 +432,13 @@ mod tests {
         );
         assert!(text.contains("askdb_question_attempts_count 0"), "{text}");
         assert!(
-            text.contains("askdb_database_seconds_count{user=\"\"} 0"),
+            text.contains("askdb_database_seconds_count{policy=\"\"} 0"),
             "{text}"
         );
     }
 
     #[test]
-    fn latencies_are_histograms_labelled_by_a_user_under_a_policy() {
+    fn latencies_are_histograms_labelled_by_policy_never_by_user() {
         let metrics = Metrics::default();
         let call = AgentEvent::ModelCall {
             started_ms: 0,
@@ -452,23 +454,23 @@ mod tests {
             replies: Vec::new(),
         };
         metrics.observe(&call);
-        metrics.for_user("ben").observe(&call);
-        metrics.for_user("ben").observe(&call);
+        metrics.for_policy("clerk").observe(&call);
+        metrics.for_policy("clerk").observe(&call);
         let text = metrics.render(&[]);
         assert!(
-            text.contains("askdb_model_latency_seconds_count{user=\"\"} 1"),
+            text.contains("askdb_model_latency_seconds_count{policy=\"\"} 1"),
             "{text}"
         );
         assert!(
-            text.contains("askdb_model_latency_seconds_count{user=\"ben\"} 2"),
+            text.contains("askdb_model_latency_seconds_count{policy=\"clerk\"} 2"),
             "{text}"
         );
         assert!(
-            text.contains("askdb_model_latency_seconds_bucket{user=\"ben\",le=\"0.5\"} 2"),
+            text.contains("askdb_model_latency_seconds_bucket{policy=\"clerk\",le=\"0.5\"} 2"),
             "{text}"
         );
         assert!(
-            text.contains("askdb_model_latency_seconds_bucket{user=\"ben\",le=\"0.25\"} 0"),
+            text.contains("askdb_model_latency_seconds_bucket{policy=\"clerk\",le=\"0.25\"} 0"),
             "{text}"
         );
         assert!(

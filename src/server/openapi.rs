@@ -157,7 +157,7 @@ pub fn document() -> Value {
             }},
             "/metrics": {"get": {
                 "summary": "Prometheus metrics",
-                "description": "Counters in the Prometheus text format (0.0.4): questions by decision, attempts, repairs by error type, model calls, latency and tokens, cost, guard refusals by reason, database errors by type, rate-limit and busy refusals, query log rows and failures, schema drift.",
+                "description": "Counters in the Prometheus text format (0.0.4): questions by decision, attempts, repairs by error type, model calls, latency and tokens, cost, guard refusals by reason, database errors by type, rate-limit and busy refusals, query log rows and failures, schema drift. Latency histograms are labelled by the asking user's policy, never by a user's name; once users exist the route needs a token like any other.",
                 "responses": {
                     "200": {"description": "The metrics.", "content": {"text/plain": {"schema": {"type": "string"}}}}
                 }

@@ -4,7 +4,9 @@
 //! storage. Sessions live here, in memory: a random id (only its SHA-256 is kept), the
 //! user, an expiry; every request on one checks again that the user is not revoked.
 //! Failed sign-ins (and wrong bearer tokens) are counted per client address in a
-//! bounded map and refused for the rest of a window once too many.
+//! bounded map and refused for the rest of a window once too many; behind a trusted
+//! proxy the client is the one it forwarded for ([`super::access::sign_in_client`],
+//! decision 0081), so one client's failures do not lock out everyone behind the proxy.
 //!
 //! | route | does |
 //! |---|---|
@@ -315,6 +317,7 @@ pub async fn sign_in(
     };
     let sessions = state.sessions();
     let now = Instant::now();
+    let client = super::access::sign_in_client(state.config().proxy.as_ref(), client, &headers);
     if let Err(retry_after) = sessions.may_try(client, now) {
         return Err(AppError::TooManySignIns { retry_after });
     }

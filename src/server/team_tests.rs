@@ -1,9 +1,10 @@
 //! Users with policies through the HTTP API (decisions 0076, 0077): two users signed in
 //! with their tokens get their own gate for the same query text (schema, SQL console,
-//! questions), a policy that would widen the notes stops the server, a policy's pace is
-//! its own and its users' latencies are labelled with their names; on PostgreSQL the example row-level security gives each user its own rows
-//! through `/api/sql`, `/api/ask` and the stream, and no query can read or change
-//! `askdb.user`.
+//! questions, the stream, the examples), a policy that would widen the notes stops the
+//! server, a policy's pace is its own and its users' latencies are labelled with the
+//! policy, never a user's name, for any reader of `/metrics`; on PostgreSQL the example
+//! row-level security gives each user its own rows through `/api/sql`, `/api/ask` and
+//! the stream, and no query can read or change `askdb.user`.
 
 use std::collections::BTreeMap;
 
@@ -28,6 +29,8 @@ const SCRIPT: &str = r#"
 {"question": "Which cities are our suppliers in?", "purpose": "write_sql", "reply": {"sql": "SELECT DISTINCT city FROM suppliers ORDER BY city"}}
 {"question": "Which cities are our suppliers in?", "purpose": "write_sql", "reply": {"sql": "SELECT DISTINCT city FROM suppliers ORDER BY city"}}
 {"question": "Which cities are our suppliers in?", "purpose": "write_sql", "reply": {"sql": "SELECT DISTINCT city FROM suppliers ORDER BY city"}}
+{"question": "Which customers do we have?", "purpose": "write_sql", "reply": {"sql": "SELECT cust_name FROM customers ORDER BY cust_id"}}
+{"question": "Which customers do we have?", "purpose": "write_sql", "reply": {"sql": "SELECT cust_name FROM customers ORDER BY cust_id"}}
 {"question": "*", "purpose": "check", "reply": "ok"}
 "#;
 
@@ -196,6 +199,126 @@ async fn two_users_get_their_own_verdict_for_the_same_text() {
     assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR, "{body}");
 }
 
+/// The `result` event of a stream's body, or None when it ended without one.
+fn streamed_result(text: &str) -> Option<Value> {
+    let line = text.split("event: result\ndata: ").nth(1)?.lines().next()?;
+    serde_json::from_str(line).ok()
+}
+
+fn stream(question: &str) -> Request<Body> {
+    Request::post("/api/ask/stream")
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(json!({ "question": question }).to_string()))
+        .expect("request")
+}
+
+#[tokio::test]
+async fn two_policies_see_their_own_rows_and_columns_through_the_stream() {
+    let dir = tempfile::tempdir().expect("dir");
+    let users = UserFile::at(dir.path().join("users.json"));
+    let ana = users.add("ana", None).expect("ana");
+    let ben = users.add("ben", Some("clerk")).expect("ben");
+    let gate = sqlite_demo(dir.path()).await;
+    let state = AppState::new(gate, Ok(scripted()), config(&users, &[("clerk", CLERK)]))
+        .await
+        .expect("state");
+
+    // The same question and the same reply: ana's rows are all there, ben's stop at
+    // his policy's 5.
+    let question = "Which customers do we have?";
+    let (status, text) = call_text(&state, &ana, stream(question)).await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    let wide = streamed_result(&text).unwrap_or_else(|| panic!("no result: {text}"));
+    assert_eq!(
+        (&wide["row_count"], &wide["truncated"]),
+        (&json!(120), &json!(false)),
+        "{wide}"
+    );
+    let (status, text) = call_text(&state, &ben, stream(question)).await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    let narrow = streamed_result(&text).unwrap_or_else(|| panic!("no result: {text}"));
+    assert_eq!(
+        (&narrow["row_count"], &narrow["truncated"]),
+        (&json!(5), &json!(true)),
+        "{narrow}"
+    );
+
+    // A column ben's policy restricts: ana's stream answers it, ben's never shows it.
+    let credit = "What is the total credit limit of our customers?";
+    let (status, text) = call_text(&state, &ana, stream(credit)).await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    let answered = streamed_result(&text).unwrap_or_else(|| panic!("no result: {text}"));
+    assert_eq!(answered["decision"], "answer", "{answered}");
+    let total = answered["rows"][0][0].to_string();
+    assert!(answered["rows"][0][0].is_number(), "{answered}");
+    let (status, text) = call_text(&state, &ben, stream(credit)).await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    assert!(
+        !text.contains(&total),
+        "ben's stream shows the total: {text}"
+    );
+    if let Some(result) = streamed_result(&text) {
+        assert_ne!(result["decision"], "answer", "{result}");
+    }
+}
+
+#[tokio::test]
+async fn a_policys_user_neither_lists_nor_removes_an_example_it_cannot_see() {
+    let dir = tempfile::tempdir().expect("dir");
+    let users = UserFile::at(dir.path().join("users.json"));
+    let ana = users.add("ana", None).expect("ana");
+    let ben = users.add("ben", Some("clerk")).expect("ben");
+    let gate = sqlite_demo(dir.path()).await;
+    let config = ServerConfig {
+        examples: Some(dir.path().join("examples.sqlite")),
+        ..config(&users, &[("clerk", CLERK)])
+    };
+    let state = AppState::new(gate, Ok(scripted()), config)
+        .await
+        .expect("state");
+    let save = |sql: &str, by: &str| {
+        Request::post("/api/examples")
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(
+                json!({"question": "Who works here?", "sql": sql, "verified_by": by}).to_string(),
+            ))
+            .expect("request")
+    };
+    let list = || {
+        Request::get("/api/examples")
+            .body(Body::empty())
+            .expect("request")
+    };
+    let employees = "SELECT emp_name FROM employees";
+    let (status, saved) = call(&state, &ana, save(employees, "ana")).await;
+    assert_eq!(status, StatusCode::CREATED, "{saved}");
+    let id = saved["example"]["id"].as_i64().expect("an id");
+
+    let (status, listed) = call(&state, &ana, list()).await;
+    assert_eq!(status, StatusCode::OK, "{listed}");
+    assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed}");
+    // Ben's policy hides employees: the example is not in his list, his delete is the
+    // 404 of an id that does not exist, and he cannot save one on it either.
+    let (status, listed) = call(&state, &ben, list()).await;
+    assert_eq!(status, StatusCode::OK, "{listed}");
+    assert_eq!(listed, json!([]), "{listed}");
+    assert!(!listed.to_string().contains("employees"));
+    let delete = || {
+        Request::delete(format!("/api/examples/{id}"))
+            .body(Body::empty())
+            .expect("request")
+    };
+    let (status, body) = call(&state, &ben, delete()).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    assert_eq!(body["error"], "no_such_example", "{body}");
+    let (status, body) = call(&state, &ben, save(employees, "ben")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body["error"], "example_refused", "{body}");
+    // Ana's example is still hers to see.
+    let (_, listed) = call(&state, &ana, list()).await;
+    assert_eq!(listed[0]["id"], json!(id), "{listed}");
+}
+
 #[tokio::test]
 async fn a_policy_that_widens_the_notes_stops_the_server() {
     let dir = tempfile::tempdir().expect("dir");
@@ -265,21 +388,46 @@ async fn a_policys_pace_is_its_users_own() {
     // The server's own pace still lets ana ask.
     let (status, body) = call(&state, &ana, ask(question)).await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    // Latencies are labelled by the user under a policy; ana's go with everyone's.
-    let metrics = Request::get("/metrics")
-        .body(Body::empty())
-        .expect("request");
-    let (status, text) = call_text(&state, &ana, metrics).await;
+    // Latencies are labelled by the policy, never by who asked: ana, who may read
+    // /metrics, learns how the slow policy fares, not that ben asked (decision 0081).
+    let metrics = || {
+        Request::get("/metrics")
+            .body(Body::empty())
+            .expect("request")
+    };
+    let (status, text) = call_text(&state, &ana, metrics()).await;
     assert_eq!(status, StatusCode::OK, "{text}");
     for series in [
-        "askdb_question_seconds_count{user=\"ben\"} 1",
-        "askdb_question_seconds_count{user=\"\"} 1",
-        "askdb_model_latency_seconds_count{user=\"ben\"} 1",
-        "askdb_database_seconds_count{user=\"ben\"} 1",
+        "askdb_question_seconds_count{policy=\"slow\"} 1",
+        "askdb_question_seconds_count{policy=\"\"} 1",
+        "askdb_model_latency_seconds_count{policy=\"slow\"} 1",
+        "askdb_database_seconds_count{policy=\"slow\"} 1",
     ] {
         assert!(text.contains(series), "{series} in {text}");
     }
-    assert!(!text.contains("user=\"ana\""), "{text}");
+    for name in ["\"ben\"", "\"ana\"", "user="] {
+        assert!(!text.contains(name), "{name} in {text}");
+    }
+    // Ben's own token reads the same: no name there either.
+    let (status, own) = call_text(&state, &ben, metrics()).await;
+    assert_eq!(status, StatusCode::OK, "{own}");
+    assert!(!own.contains("\"ben\""), "{own}");
+    // Without a live token there is nothing to read at all.
+    let mut wrong = ben.clone();
+    wrong.pop();
+    wrong.push(if ben.ends_with('0') { '1' } else { '0' });
+    let revoked = users.add("cy", None).expect("cy");
+    users.revoke("cy").expect("revoked");
+    for (what, token) in [("a wrong token", &wrong), ("a revoked token", &revoked)] {
+        let (status, text) = call_text(&state, token, metrics()).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{what}: {text}");
+        assert!(!text.contains("askdb_") && !text.contains("slow"), "{text}");
+    }
+    let response = app(state.clone())
+        .oneshot(metrics())
+        .await
+        .expect("infallible");
+    assert_eq!(response.status(), StatusCode::UNAUTHORIZED, "no token");
 }
 
 /// The demo on PostgreSQL with the example row-level security: ana sees Pune's
