@@ -166,3 +166,29 @@ async fn a_turn_costs_two_short_transactions() {
     );
     assert!(p50 < Duration::from_millis(100), "p50 {p50:?}");
 }
+
+/// Two replicas taking one conversation at the same moment: PostgreSQL orders them, one
+/// gets it and the other is told it is busy, twenty times over.
+#[tokio::test]
+async fn two_replicas_racing_for_one_conversation_get_one_turn_and_one_busy() {
+    let Some((scratch, _pool)) = database("two_replicas_racing_for_one_conversation").await else {
+        return;
+    };
+    let one = replica(&scratch, Limits::default());
+    let two = replica(&scratch, Limits::default());
+    let begun = one.begin(None, None).await.expect("new");
+    one.end(&begun.id, Some(turn(1, "q1"))).await;
+    for round in 2..=21 {
+        let (a, b) = tokio::join!(
+            one.begin(Some(&begun.id), None),
+            two.begin(Some(&begun.id), None)
+        );
+        let (winner, store) = match (a, b) {
+            (Ok(won), Err(ConversationError::Busy { .. })) => (won, &one),
+            (Err(ConversationError::Busy { .. }), Ok(won)) => (won, &two),
+            other => panic!("round {round}: {other:?}"),
+        };
+        assert_eq!(winner.number, round);
+        store.end(&winner.id, Some(turn(round, "q"))).await;
+    }
+}
