@@ -39,7 +39,14 @@ const DATABASE_CRATES: [&str; 4] = [
     "deadpool_postgres",
     "mysql_async",
 ];
-const DATABASE_MODULES: [&str; 5] = ["gate", "admin", "demo", "querylog", "examples"];
+const DATABASE_MODULES: [&str; 6] = [
+    "gate",
+    "admin",
+    "demo",
+    "querylog",
+    "examples",
+    "conversation",
+];
 /// OpenTelemetry stays behind one module: the agent and the server feed it events.
 const TELEMETRY_CRATES: [&str; 3] = ["opentelemetry", "opentelemetry_sdk", "opentelemetry_otlp"];
 

@@ -206,7 +206,7 @@ impl<'a> Session<'a> {
 
     /// Asks one question as the next turn; whatever goes wrong is printed, never raised.
     async fn ask(&mut self, question: &str) {
-        let lease = match TurnLease::begin(&self.store, self.conversation.as_ref(), None) {
+        let lease = match TurnLease::begin(&self.store, self.conversation.as_ref(), None).await {
             Ok(lease) => lease,
             Err(error) => {
                 eprintln!("askdb: {error}");
@@ -242,7 +242,7 @@ impl<'a> Session<'a> {
             text.push_str(&format!("Understood as: {understood}\n"));
         }
         let (id, turn) = (lease.id().clone(), lease.number());
-        lease.finish(&result);
+        lease.finish(&result).await;
         print_out(&text);
         eprintln!("askdb: conversation {id}, turn {turn}");
         self.conversation = Some(id);

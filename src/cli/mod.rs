@@ -200,7 +200,7 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
                         "new" => None,
                         id => Some(ConversationId::parse(id)?),
                     };
-                    Some(TurnLease::begin(&store, id.as_ref(), None)?)
+                    Some(TurnLease::begin(&store, id.as_ref(), None).await?)
                 }
             };
             let agent = open_agent(&settings, strategy).await?;
@@ -220,7 +220,7 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
                 None => Output::new(&result, text, exit),
                 Some(lease) => {
                     let (conversation_id, turn) = (lease.id().to_string(), lease.number());
-                    lease.finish(&result);
+                    lease.finish(&result).await;
                     if let Some(understood) = &result.understood_as {
                         text.push_str(&format!("Understood as: {understood}\n"));
                     }

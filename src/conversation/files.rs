@@ -13,7 +13,9 @@ use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
-use super::{Begun, ConversationError, ConversationId, ConversationStore, Limits, Owner};
+use super::{
+    ready, Begun, ConversationError, ConversationId, ConversationStore, Limits, Owner, StoreFuture,
+};
 use crate::agent::conversation::{Context, Turn};
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -162,7 +164,29 @@ impl FileStore {
 }
 
 impl ConversationStore for FileStore {
-    fn begin(
+    fn begin<'a>(
+        &'a self,
+        id: Option<&'a ConversationId>,
+        owner: Owner<'a>,
+    ) -> StoreFuture<'a, Result<Begun, ConversationError>> {
+        // A few small files: read and written where called, as the command line's one
+        // question at a time needs nothing more.
+        ready(self.begin_now(id, owner))
+    }
+
+    fn end<'a>(&'a self, id: &'a ConversationId, turn: Option<Turn>) -> StoreFuture<'a, ()> {
+        self.end_now(id, turn);
+        ready(())
+    }
+
+    fn count(&self) -> StoreFuture<'_, usize> {
+        ready(self.held().len())
+    }
+}
+
+impl FileStore {
+    /// [`ConversationStore::begin`], done at once.
+    pub fn begin_now(
         &self,
         id: Option<&ConversationId>,
         owner: Owner<'_>,
@@ -203,7 +227,8 @@ impl ConversationStore for FileStore {
         })
     }
 
-    fn end(&self, id: &ConversationId, turn: Option<Turn>) {
+    /// [`ConversationStore::end`], done at once.
+    pub fn end_now(&self, id: &ConversationId, turn: Option<Turn>) {
         if let Ok(mut saved) = self.read(id) {
             match turn {
                 Some(turn) => {
@@ -222,7 +247,8 @@ impl ConversationStore for FileStore {
         let _ = std::fs::remove_file(self.lock(id));
     }
 
-    fn len(&self) -> usize {
+    /// How many conversations are held.
+    pub fn held_count(&self) -> usize {
         self.held().len()
     }
 }
@@ -254,58 +280,58 @@ mod tests {
     fn a_conversation_outlives_its_store_and_keeps_its_capped_turns() {
         let dir = tempfile::tempdir().expect("temp dir");
         let first = store(dir.path(), Duration::from_secs(600), 10);
-        let begun = first.begin(None, None).expect("new");
+        let begun = first.begin_now(None, None).expect("new");
         let id = begun.id.clone();
         assert!(
             matches!(
-                first.begin(Some(&id), None),
+                first.begin_now(Some(&id), None),
                 Err(ConversationError::Busy { .. })
             ),
             "one question at a time, across processes too"
         );
-        first.end(&id, Some(turn(1)));
+        first.end_now(&id, Some(turn(1)));
         drop(first);
         // Another process, the same directory.
         let second = store(dir.path(), Duration::from_secs(600), 10);
         for number in 2..=3 {
-            let begun = second.begin(Some(&id), None).expect("continues");
+            let begun = second.begin_now(Some(&id), None).expect("continues");
             assert_eq!(begun.number, number);
-            second.end(&id, Some(turn(number)));
+            second.end_now(&id, Some(turn(number)));
         }
-        let begun = second.begin(Some(&id), None).expect("continues");
+        let begun = second.begin_now(Some(&id), None).expect("continues");
         let kept: Vec<u32> = begun.context.turns.iter().map(|turn| turn.number).collect();
         assert_eq!(kept, vec![2, 3]);
         // A failed question leaves the conversation as it was.
-        second.end(&id, None);
-        assert_eq!(second.begin(Some(&id), None).expect("free").number, 4);
+        second.end_now(&id, None);
+        assert_eq!(second.begin_now(Some(&id), None).expect("free").number, 4);
     }
 
     #[test]
     fn unknown_and_expired_conversations_are_not_found_and_the_cap_holds() {
         let dir = tempfile::tempdir().expect("temp dir");
         let expiring = store(dir.path(), Duration::from_millis(50), 2);
-        let begun = expiring.begin(None, None).expect("new");
-        expiring.end(&begun.id, Some(turn(1)));
+        let begun = expiring.begin_now(None, None).expect("new");
+        expiring.end_now(&begun.id, Some(turn(1)));
         std::thread::sleep(Duration::from_millis(80));
         assert!(matches!(
-            expiring.begin(Some(&begun.id), None),
+            expiring.begin_now(Some(&begun.id), None),
             Err(ConversationError::NotFound { .. })
         ));
         assert!(matches!(
-            expiring.begin(Some(&ConversationId::fresh()), None),
+            expiring.begin_now(Some(&ConversationId::fresh()), None),
             Err(ConversationError::NotFound { .. })
         ));
         let capped = store(dir.path(), Duration::from_secs(600), 2);
         let mut ids = Vec::new();
         for _ in 0..3 {
-            let begun = capped.begin(None, None).expect("new");
-            capped.end(&begun.id, Some(turn(1)));
+            let begun = capped.begin_now(None, None).expect("new");
+            capped.end_now(&begun.id, Some(turn(1)));
             ids.push(begun.id);
             std::thread::sleep(Duration::from_millis(20));
         }
-        assert_eq!(capped.len(), 2);
+        assert_eq!(capped.held_count(), 2);
         assert!(matches!(
-            capped.begin(Some(&ids[0]), None),
+            capped.begin_now(Some(&ids[0]), None),
             Err(ConversationError::NotFound { .. })
         ));
     }
@@ -314,24 +340,27 @@ mod tests {
     fn another_users_conversation_is_not_found_across_processes() {
         let dir = tempfile::tempdir().expect("temp dir");
         let first = store(dir.path(), Duration::from_secs(600), 10);
-        let begun = first.begin(None, Some("ana")).expect("ana's");
+        let begun = first.begin_now(None, Some("ana")).expect("ana's");
         let id = begun.id.clone();
         // Still answering: ben is not told it is busy.
         assert!(matches!(
-            first.begin(Some(&id), Some("ben")),
+            first.begin_now(Some(&id), Some("ben")),
             Err(ConversationError::NotFound { .. })
         ));
-        first.end(&id, Some(turn(1)));
+        first.end_now(&id, Some(turn(1)));
         let second = store(dir.path(), Duration::from_secs(600), 10);
         for other in [Some("ben"), None] {
             assert_eq!(
-                second.begin(Some(&id), other),
+                second.begin_now(Some(&id), other),
                 Err(ConversationError::NotFound { id: id.to_string() }),
                 "{other:?}"
             );
         }
         assert_eq!(
-            second.begin(Some(&id), Some("ana")).expect("ana's").number,
+            second
+                .begin_now(Some(&id), Some("ana"))
+                .expect("ana's")
+                .number,
             2
         );
     }

@@ -8,7 +8,9 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 use std::time::Instant;
 
-use super::{Begun, ConversationError, ConversationId, ConversationStore, Limits, Owner};
+use super::{
+    ready, Begun, ConversationError, ConversationId, ConversationStore, Limits, Owner, StoreFuture,
+};
 use crate::agent::conversation::{Context, Turn};
 
 struct Held {
@@ -140,20 +142,28 @@ impl InMemoryStore {
     }
 }
 
-impl ConversationStore for InMemoryStore {
-    fn begin(
-        &self,
-        id: Option<&ConversationId>,
-        owner: Owner<'_>,
-    ) -> Result<Begun, ConversationError> {
-        self.begin_at(id, owner, Instant::now())
-    }
-
-    fn end(&self, id: &ConversationId, turn: Option<Turn>) {
-        self.end_at(id, turn, Instant::now());
-    }
-
-    fn len(&self) -> usize {
+impl InMemoryStore {
+    /// How many conversations are held.
+    pub fn held_count(&self) -> usize {
         self.held().len()
+    }
+}
+
+impl ConversationStore for InMemoryStore {
+    fn begin<'a>(
+        &'a self,
+        id: Option<&'a ConversationId>,
+        owner: Owner<'a>,
+    ) -> StoreFuture<'a, Result<Begun, ConversationError>> {
+        ready(self.begin_at(id, owner, Instant::now()))
+    }
+
+    fn end<'a>(&'a self, id: &'a ConversationId, turn: Option<Turn>) -> StoreFuture<'a, ()> {
+        self.end_at(id, turn, Instant::now());
+        ready(())
+    }
+
+    fn count(&self) -> StoreFuture<'_, usize> {
+        ready(self.held_count())
     }
 }

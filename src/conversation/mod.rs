@@ -2,8 +2,10 @@
 //! asked with, and the bounds that keep them small. One trait, [`ConversationStore`],
 //! with the in-memory implementation of one process ([`memory::InMemoryStore`], the
 //! server's) and files in askdb's data directory ([`files::FileStore`], the command
-//! line's, whose every question is a process of its own); a store several replicas
-//! share implements the same trait.
+//! line's, whose every question is a process of its own) and askdb's own PostgreSQL
+//! schema ([`postgres::PostgresConversationStore`], shared by several replicas of
+//! `askdb serve`, decision 0080). The trait's methods return futures so a store can wait
+//! on its server without holding a runtime thread.
 //!
 //! A question takes a [`TurnLease`] before the agent runs: a new conversation, or the
 //! next turn of a known one with its earlier turns ([`crate::agent::conversation::Context`]).
@@ -19,8 +21,11 @@
 
 pub mod files;
 pub mod memory;
+pub mod postgres;
 
+use std::future::Future;
 use std::hash::{BuildHasher, Hasher};
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -132,7 +137,7 @@ pub enum ConversationError {
     /// Every conversation held is answering a question, so none can make room: 503.
     #[error("askdb holds as many conversations as it allows and each is answering a question")]
     Full,
-    /// The store could not be read or written (a file store's directory).
+    /// The store could not be read or written (a file store's directory, a database).
     #[error("the conversation store failed: {0}")]
     Storage(String),
 }
@@ -149,27 +154,35 @@ pub struct Begun {
 /// server signs no one in (and for the command line).
 pub type Owner<'a> = Option<&'a str>;
 
+/// What a store's method returns: a future, so a networked store can wait on its server.
+pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
 /// Where conversations live between questions.
+///
+/// A store that needs no waiting (memory, files) does its work when the method is
+/// called and returns a ready future, so a dropped [`TurnLease`] gives its conversation
+/// back before `drop` returns.
 pub trait ConversationStore: Send + Sync {
     /// Begins a turn: of a new conversation (`id` None) that `owner` then owns, or of
     /// `id`, refused when that is unknown, expired or another owner's (all three
     /// [`ConversationError::NotFound`]), or is answering a question.
-    fn begin(
-        &self,
-        id: Option<&ConversationId>,
-        owner: Owner<'_>,
-    ) -> Result<Begun, ConversationError>;
+    fn begin<'a>(
+        &'a self,
+        id: Option<&'a ConversationId>,
+        owner: Owner<'a>,
+    ) -> StoreFuture<'a, Result<Begun, ConversationError>>;
 
     /// Ends the turn `begin` gave: records it (`Some`) or leaves the conversation as it
     /// was (`None`). Either way the conversation takes questions again.
-    fn end(&self, id: &ConversationId, turn: Option<Turn>);
+    fn end<'a>(&'a self, id: &'a ConversationId, turn: Option<Turn>) -> StoreFuture<'a, ()>;
 
     /// How many conversations are held.
-    fn len(&self) -> usize;
+    fn count(&self) -> StoreFuture<'_, usize>;
+}
 
-    fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
+/// A ready future: what the stores that never wait return.
+fn ready<'a, T: Send + 'a>(value: T) -> StoreFuture<'a, T> {
+    Box::pin(std::future::ready(value))
 }
 
 /// A turn in flight: holds its conversation busy until it is finished or dropped.
@@ -181,12 +194,12 @@ pub struct TurnLease {
 
 impl TurnLease {
     /// Begins a turn in `store` as `owner` ([`ConversationStore::begin`]).
-    pub fn begin(
+    pub async fn begin(
         store: &Arc<dyn ConversationStore>,
         id: Option<&ConversationId>,
         owner: Owner<'_>,
     ) -> Result<TurnLease, ConversationError> {
-        let begun = store.begin(id, owner)?;
+        let begun = store.begin(id, owner).await?;
         Ok(TurnLease {
             store: Arc::clone(store),
             begun,
@@ -209,20 +222,50 @@ impl TurnLease {
     }
 
     /// Records the answered (or declined, given up, clarified) turn.
-    pub fn finish(mut self, result: &AgentResult) {
+    pub async fn finish(mut self, result: &AgentResult) {
         self.ended = true;
         let turn = Turn::from_result(self.begun.number, result);
-        self.store.end(&self.begun.id, Some(turn));
+        self.store.end(&self.begun.id, Some(turn)).await;
     }
 }
 
 impl Drop for TurnLease {
+    /// Gives the conversation back unchanged. `drop` cannot wait on a runtime: there
+    /// the end is polled once (a store that never waits is done then) and what is left
+    /// runs as a task of its own; outside a runtime it runs to its end on a thread of its
+    /// own. Should even that be lost (the process ends), a shared store's lease expires
+    /// by itself.
     fn drop(&mut self) {
-        if !self.ended {
-            self.store.end(&self.begun.id, None);
+        if self.ended {
+            return;
+        }
+        let store = Arc::clone(&self.store);
+        let id = self.begun.id.clone();
+        let mut ending: StoreFuture<'static, ()> =
+            Box::pin(async move { store.end(&id, None).await });
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+                if ending.as_mut().poll(&mut context).is_pending() {
+                    runtime.spawn(ending);
+                }
+            }
+            Err(_) => {
+                let _ = std::thread::spawn(move || {
+                    if let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                    {
+                        runtime.block_on(ending);
+                    }
+                })
+                .join();
+            }
         }
     }
 }
 
+#[cfg(test)]
+mod postgres_tests;
 #[cfg(test)]
 mod tests;

@@ -13,6 +13,7 @@
 //! pure [`retrieval::rank`]; reading JSONL and CSV files is [`import`].
 
 pub mod import;
+pub mod postgres;
 pub mod retrieval;
 pub mod store;
 
@@ -21,6 +22,7 @@ use serde::{Deserialize, Serialize};
 use crate::drift::{self, Snapshot, SnapshotTable};
 use crate::gate::{Gate, Refusal, RefusalReason};
 use crate::schema::SchemaNotes;
+pub use postgres::PostgresExampleStore;
 pub use store::{ExampleStore, MemoryExampleStore, SqliteExampleStore, StoreFuture};
 
 /// The longest question an example may hold: the agent's own limit

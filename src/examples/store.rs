@@ -1,6 +1,6 @@
 //! Where verified examples are kept: the [`ExampleStore`] trait, small enough that a
 //! store shared by several replicas (PostgreSQL, in askdb's own schema) is one more
-//! implementation, and [`SqliteExampleStore`], one SQLite file in askdb's data directory
+//! implementation (`examples::postgres`), and [`SqliteExampleStore`], one SQLite file in askdb's data directory
 //! for a single process (beside the query log's file), and [`MemoryExampleStore`] for an
 //! evaluation that keeps nothing. Every method is keyed by the
 //! database's identity, so one store holds the examples of many databases.
@@ -152,6 +152,33 @@ fn read_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<(Example, String, Strin
     ))
 }
 
+/// The example with its two lists read from the JSON a store keeps them as (its tables,
+/// and the schema it was verified against); the error says which example and list.
+pub(crate) fn with_lists(
+    mut example: Example,
+    tables: &str,
+    against: &str,
+) -> Result<Example, String> {
+    example.tables = serde_json::from_str(tables)
+        .map_err(|error| format!("example {}: unreadable tables: {error}", example.id))?;
+    example.verified_against =
+        serde_json::from_str::<Vec<SnapshotTable>>(against).map_err(|error| {
+            format!(
+                "example {}: unreadable schema it was verified against: {error}",
+                example.id
+            )
+        })?;
+    Ok(example)
+}
+
+/// The example's two lists as the JSON a store keeps them as.
+pub(crate) fn lists_of(example: &Example) -> Result<(String, String), String> {
+    let tables = serde_json::to_string(&example.tables).map_err(|error| error.to_string())?;
+    let against =
+        serde_json::to_string(&example.verified_against).map_err(|error| error.to_string())?;
+    Ok((tables, against))
+}
+
 impl ExampleStore for SqliteExampleStore {
     fn describe(&self) -> String {
         format!("sqlite:{}", self.path.display())
@@ -177,21 +204,10 @@ impl ExampleStore for SqliteExampleStore {
                 .map_err(|error| store.fail(error))?;
             let mut examples = Vec::new();
             for row in rows {
-                let (mut example, tables, against) = row.map_err(|error| store.fail(error))?;
-                example.tables = serde_json::from_str(&tables).map_err(|error| {
-                    store.fail(format!(
-                        "example {}: unreadable tables: {error}",
-                        example.id
-                    ))
-                })?;
-                example.verified_against = serde_json::from_str::<Vec<SnapshotTable>>(&against)
-                    .map_err(|error| {
-                        store.fail(format!(
-                            "example {}: unreadable schema it was verified against: {error}",
-                            example.id
-                        ))
-                    })?;
-                examples.push(example);
+                let (example, tables, against) = row.map_err(|error| store.fail(error))?;
+                examples.push(
+                    with_lists(example, &tables, &against).map_err(|error| store.fail(error))?,
+                );
             }
             Ok(examples)
         })
@@ -223,10 +239,7 @@ impl ExampleStore for SqliteExampleStore {
             }
             let mut ids = Vec::with_capacity(examples.len());
             for example in &examples {
-                let tables =
-                    serde_json::to_string(&example.tables).map_err(|error| store.fail(error))?;
-                let against = serde_json::to_string(&example.verified_against)
-                    .map_err(|error| store.fail(error))?;
+                let (tables, against) = lists_of(example).map_err(|error| store.fail(error))?;
                 transaction
                     .execute(
                         &format!(

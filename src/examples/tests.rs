@@ -37,11 +37,35 @@ fn store(dir: &tempfile::TempDir) -> SqliteExampleStore {
     SqliteExampleStore::new(dir.path().join("state").join("examples.sqlite"))
 }
 
-#[tokio::test]
-async fn the_gate_refuses_restricted_columns_hidden_tables_and_writes_at_save() {
+/// A scratch PostgreSQL database with the examples' tables and a pool on it, or None
+/// after a SKIPPED line.
+async fn postgres_examples(
+    test: &str,
+) -> Option<(crate::scratch::Scratch, deadpool_postgres::Pool)> {
+    let scratch = crate::scratch::Scratch::new(test, "examples")?;
+    scratch.create_empty_database().await;
+    let pool = scratch.pool();
+    postgres::ensure_tables(&pool)
+        .await
+        .expect("the tables are created");
+    Some((scratch, pool))
+}
+
+/// Runs one store test's body on the SQLite store, then on the PostgreSQL one: both
+/// keep the same promises.
+async fn on_each_store(test: &str, body: impl AsyncFn(&dyn ExampleStore)) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    body(&store(&dir)).await;
+    if let Some((_scratch, pool)) = postgres_examples(test).await {
+        body(&PostgresExampleStore::new(pool)).await;
+    }
+}
+
+async fn the_gate_refuses_restricted_columns_hidden_tables_and_writes_at_save_on(
+    store: &dyn ExampleStore,
+) {
     let dir = tempfile::tempdir().expect("temp dir");
     let gate = open(&demo_file(&dir)).await;
-    let store = store(&dir);
     let cases = [
         (
             "SELECT name, phone FROM customers",
@@ -55,7 +79,7 @@ async fn the_gate_refuses_restricted_columns_hidden_tables_and_writes_at_save() 
         ("DELETE FROM bills", RefusalReason::NotAQuery),
     ];
     for (sql, reason) in cases {
-        let error = save(&gate, &store, &draft("Customer phones", sql))
+        let error = save(&gate, store, &draft("Customer phones", sql))
             .await
             .expect_err(sql);
         assert_eq!(error.refusal_reason(), Some(reason), "{sql}: {error}");
@@ -65,7 +89,7 @@ async fn the_gate_refuses_restricted_columns_hidden_tables_and_writes_at_save() 
 
     let saved = save(
         &gate,
-        &store,
+        store,
         &Draft {
             notes: Some("VOID bills never count".to_string()),
             ..draft(
@@ -111,28 +135,28 @@ async fn bad_fields_are_refused_with_the_field_named() {
     );
 }
 
-#[tokio::test]
-async fn the_same_question_confirmed_again_replaces_the_earlier_example() {
+async fn the_same_question_confirmed_again_replaces_the_earlier_example_on(
+    store: &dyn ExampleStore,
+) {
     let dir = tempfile::tempdir().expect("temp dir");
     let gate = open(&demo_file(&dir)).await;
-    let store = store(&dir);
     let first = save(
         &gate,
-        &store,
+        store,
         &draft("How many bills?", "SELECT count(*) FROM bills"),
     )
     .await
     .expect("saved");
     let other = save(
         &gate,
-        &store,
+        store,
         &draft("How many customers?", "SELECT count(*) FROM customers"),
     )
     .await
     .expect("saved");
     let second = save(
         &gate,
-        &store,
+        store,
         &draft(
             "how many  BILLS",
             "SELECT count(*) FROM bills WHERE status <> 'VOID'",
@@ -149,17 +173,18 @@ async fn the_same_question_confirmed_again_replaces_the_earlier_example() {
         .map(|example| example.id)
         .collect();
     assert_eq!(ids, vec![other.example.id, second.example.id]);
-    remove(&gate, &store, other.example.id)
+    remove(&gate, store, other.example.id)
         .await
         .expect("removed");
-    let error = remove(&gate, &store, other.example.id)
+    let error = remove(&gate, store, other.example.id)
         .await
         .expect_err("gone");
     assert!(matches!(error, ExampleError::NotFound(_)), "{error}");
 }
 
-#[tokio::test]
-async fn drift_sets_aside_examples_whose_sql_fails_or_whose_tables_changed() {
+async fn drift_sets_aside_examples_whose_sql_fails_or_whose_tables_changed_on(
+    store: &dyn ExampleStore,
+) {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("shop.sqlite");
     let connection = rusqlite::Connection::open(&path).expect("creates");
@@ -171,37 +196,32 @@ async fn drift_sets_aside_examples_whose_sql_fails_or_whose_tables_changed() {
              INSERT INTO shops VALUES (1, 'Pune', 3);",
         )
         .expect("written");
-    let store = store(&dir);
     let gate = open(&path).await;
-    let names = save(
-        &gate,
-        &store,
-        &draft("Item names", "SELECT name FROM items"),
-    )
-    .await
-    .expect("saved");
+    let names = save(&gate, store, &draft("Item names", "SELECT name FROM items"))
+        .await
+        .expect("saved");
     let prices = save(
         &gate,
-        &store,
+        store,
         &draft("Item prices", "SELECT price FROM items"),
     )
     .await
     .expect("saved");
     let cities = save(
         &gate,
-        &store,
+        store,
         &draft("Shop cities", "SELECT city FROM shops"),
     )
     .await
     .expect("saved");
-    assert_eq!(usable(&gate, &store).await.expect("reads").len(), 3);
+    assert_eq!(usable(&gate, store).await.expect("reads").len(), 3);
     drop(gate);
 
     connection
         .execute_batch("ALTER TABLE items RENAME COLUMN name TO title; ALTER TABLE shops ADD COLUMN opened TEXT;")
         .expect("altered");
     let gate = open(&path).await;
-    let all = recheck(&gate, &store).await.expect("rechecks");
+    let all = recheck(&gate, store).await.expect("rechecks");
     let reason = |id: i64| {
         all.iter()
             .find(|example| example.id == id)
@@ -220,7 +240,7 @@ async fn drift_sets_aside_examples_whose_sql_fails_or_whose_tables_changed() {
     );
     // A column added to a table is not drift: the example still answers.
     assert_eq!(reason(cities.example.id), None);
-    let ids: Vec<i64> = usable(&gate, &store)
+    let ids: Vec<i64> = usable(&gate, store)
         .await
         .expect("reads")
         .iter()
@@ -374,27 +394,25 @@ async fn retrieval_ranks_alike_questions_first_and_knows_the_same_question() {
 /// A user under a narrower policy saves and removes through their own gate: an
 /// example whose SQL their guard refuses is neither replaced nor removed by them, and
 /// its id answers as an unknown one would.
-#[tokio::test]
-async fn a_narrower_gate_cannot_replace_or_remove_what_it_cannot_see() {
+async fn a_narrower_gate_cannot_replace_or_remove_what_it_cannot_see_on(store: &dyn ExampleStore) {
     let dir = tempfile::tempdir().expect("temp dir");
     let gate = open(&demo_file(&dir)).await;
     let policy: crate::gate::UserPolicy =
         toml::from_str("hidden_tables = [\"suppliers\"]").expect("policy parses");
     let narrow = gate.narrowed("clerk", &policy).expect("narrowed");
-    let store = store(&dir);
     let question = "How many suppliers do we have?";
     let wide = save(
         &gate,
-        &store,
+        store,
         &draft(question, "SELECT count(*) FROM suppliers"),
     )
     .await
     .expect("saved by a user who sees suppliers");
-    let error = remove(&narrow, &store, wide.example.id)
+    let error = remove(&narrow, store, wide.example.id)
         .await
         .expect_err("hidden from the clerk");
     assert!(matches!(error, ExampleError::NotFound(_)), "{error}");
-    let clerks = save(&narrow, &store, &draft(question, "SELECT 0 AS suppliers"))
+    let clerks = save(&narrow, store, &draft(question, "SELECT 0 AS suppliers"))
         .await
         .expect("the clerk's own answer");
     assert!(clerks.replaced.is_empty(), "{:?}", clerks.replaced);
@@ -409,10 +427,102 @@ async fn a_narrower_gate_cannot_replace_or_remove_what_it_cannot_see() {
     // The wider gate sees both, and replaces both when it confirms the question again.
     let again = save(
         &gate,
-        &store,
+        store,
         &draft(question, "SELECT count(*) AS suppliers FROM suppliers"),
     )
     .await
     .expect("saved");
     assert_eq!(again.replaced, vec![wide.example.id, clerks.example.id]);
+}
+
+#[tokio::test]
+async fn the_gate_refuses_restricted_columns_hidden_tables_and_writes_at_save() {
+    on_each_store(
+        "the_gate_refuses_restricted_columns_hidden_tables_and_writes_at_save",
+        the_gate_refuses_restricted_columns_hidden_tables_and_writes_at_save_on,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn the_same_question_confirmed_again_replaces_the_earlier_example() {
+    on_each_store(
+        "the_same_question_confirmed_again_replaces_the_earlier_example",
+        the_same_question_confirmed_again_replaces_the_earlier_example_on,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn drift_sets_aside_examples_whose_sql_fails_or_whose_tables_changed() {
+    on_each_store(
+        "drift_sets_aside_examples_whose_sql_fails_or_whose_tables_changed",
+        drift_sets_aside_examples_whose_sql_fails_or_whose_tables_changed_on,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_narrower_gate_cannot_replace_or_remove_what_it_cannot_see() {
+    on_each_store(
+        "a_narrower_gate_cannot_replace_or_remove_what_it_cannot_see",
+        a_narrower_gate_cannot_replace_or_remove_what_it_cannot_see_on,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn two_replicas_see_each_others_examples_on_postgres() {
+    let Some((scratch, pool)) =
+        postgres_examples("two_replicas_see_each_others_examples_on_postgres").await
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let gate = open(&demo_file(&dir)).await;
+    let database = database_identity(gate.label());
+    // Two replicas: a pool each on one database.
+    let one = PostgresExampleStore::new(pool);
+    let two = PostgresExampleStore::new(scratch.pool());
+    let saved = save(
+        &gate,
+        &one,
+        &draft("How many bills?", "SELECT count(*) FROM bills"),
+    )
+    .await
+    .expect("saved on one");
+    let listed = two.list(&database).await.expect("listed on two");
+    assert_eq!(listed, vec![saved.example.clone()]);
+    // Confirmed again on two: one replaces it for both.
+    let again = save(
+        &gate,
+        &two,
+        &draft(
+            "how many bills",
+            "SELECT count(*) FROM bills WHERE status <> 'VOID'",
+        ),
+    )
+    .await
+    .expect("saved on two");
+    assert_eq!(again.replaced, vec![saved.example.id]);
+    let on_one = one.list(&database).await.expect("listed on one");
+    assert_eq!(on_one, vec![again.example.clone()]);
+    // Set aside on one, seen set aside on two; removed on two, gone on one.
+    one.set_aside(&database, again.example.id, "the schema changed")
+        .await
+        .expect("set aside");
+    let seen = two.list(&database).await.expect("listed");
+    assert_eq!(seen[0].set_aside.as_deref(), Some("the schema changed"));
+    assert!(usable(&gate, &two).await.expect("reads").is_empty());
+    assert!(two
+        .remove(&database, again.example.id)
+        .await
+        .expect("removed"));
+    assert!(one.list(&database).await.expect("listed").is_empty());
+    assert!(!one
+        .remove(&database, again.example.id)
+        .await
+        .expect("already gone"));
+    // Another database's examples are not these.
+    assert!(two.list("another").await.expect("listed").is_empty());
 }

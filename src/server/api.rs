@@ -90,7 +90,7 @@ pub struct PreparedAsk {
 /// Checks the input, then the model, a free slot and the client's rate, in that order
 /// (so neither bad input nor a busy server costs a token). Shared by `POST /api/ask`
 /// and `POST /api/ask/stream`, so both refuse the same requests in the same words.
-pub fn prepare_ask(
+pub async fn prepare_ask(
     state: &AppState,
     client: IpAddr,
     user: Option<Extension<SignedIn>>,
@@ -127,6 +127,7 @@ pub fn prepare_ask(
         .transpose()
         .map_err(from_conversation)?;
     let lease = TurnLease::begin(&state.shared.conversations, id.as_ref(), user.as_deref())
+        .await
         .map_err(from_conversation)?;
     // The slot first: a client told "busy" has not spent a token of its rate. A
     // rate-limited request gives the slot back at once when it returns.
@@ -273,7 +274,7 @@ pub async fn run_ask(
         log.record(record);
     }
     // Recorded before the answer is sent, so a client's next question finds it.
-    lease.finish(&result);
+    lease.finish(&result).await;
     eprintln!(
         "askdb serve: ask from {}: {:?} after {} attempt(s) in {} ms, ${:.4}",
         prepared.client, result.decision, result.attempts, result.latency_ms, result.cost_usd
@@ -292,7 +293,7 @@ pub async fn ask(
     user: Option<Extension<SignedIn>>,
     ApiJson(request): ApiJson<AskRequest>,
 ) -> Result<Json<AskResponse>, AppError> {
-    let mut prepared = prepare_ask(&state, client, user, &request)?;
+    let mut prepared = prepare_ask(&state, client, user, &request).await?;
     let response = run_ask(&state, &mut prepared, &NoObserver).await?;
     Ok(Json(response))
 }

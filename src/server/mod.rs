@@ -129,6 +129,27 @@ struct Shared {
     team: team::Team,
 }
 
+/// Where the server keeps what outlives a question: its conversations and, when it uses
+/// them, its verified examples.
+pub struct Stores {
+    pub conversations: Arc<dyn ConversationStore>,
+    pub examples: Option<Arc<dyn ExampleStore>>,
+}
+
+impl Stores {
+    /// One process's own: conversations in its memory, examples in the SQLite file
+    /// `--examples` names (none without it).
+    pub fn of_one_process(config: &ServerConfig) -> Stores {
+        Stores {
+            conversations: Arc::new(InMemoryStore::new(config.conversations)),
+            examples: config
+                .examples
+                .as_ref()
+                .map(|path| Arc::new(SqliteExampleStore::new(path)) as Arc<dyn ExampleStore>),
+        }
+    }
+}
+
 /// Everything the handlers share. Cheap to clone.
 #[derive(Clone)]
 pub struct AppState {
@@ -162,10 +183,24 @@ impl AppState {
         local_model: Option<Arc<LocalModel>>,
         config: ServerConfig,
     ) -> Result<AppState, ServeError> {
-        let examples: Option<Arc<dyn ExampleStore>> = config
-            .examples
-            .as_ref()
-            .map(|path| Arc::new(SqliteExampleStore::new(path)) as Arc<dyn ExampleStore>);
+        let stores = Stores::of_one_process(&config);
+        AppState::with_stores(gate, model, local_model, config, stores).await
+    }
+
+    /// The state keeping its conversations and verified examples in `stores`: this
+    /// process's own ([`Stores::of_one_process`]) or ones several replicas share
+    /// (`conversation::postgres`, `examples::postgres`; decision 0080).
+    pub async fn with_stores(
+        gate: Gate,
+        model: Result<ModelClient, LlmError>,
+        local_model: Option<Arc<LocalModel>>,
+        config: ServerConfig,
+        stores: Stores,
+    ) -> Result<AppState, ServeError> {
+        let Stores {
+            conversations,
+            examples,
+        } = stores;
         // Every policy narrows the gate once, here: one that would widen the notes stops
         // the server from starting.
         let spend_cap = model.as_ref().ok().map(|client| client.ledger().cap_usd());
@@ -185,8 +220,6 @@ impl AppState {
             QueryLogSetting::Off(reason) => Err(reason.clone()),
         };
         let telemetry = Telemetry::start(config.telemetry.clone());
-        let conversations: Arc<dyn ConversationStore> =
-            Arc::new(InMemoryStore::new(config.conversations));
         Ok(AppState {
             shared: Arc::new(Shared {
                 rate: RateLimiter::new(config.asks_per_minute),

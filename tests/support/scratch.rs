@@ -142,3 +142,37 @@ impl Drop for Scratch {
         }
     }
 }
+
+impl Scratch {
+    /// Creates this test's database, empty (no demo, no roles).
+    pub async fn create_empty_database(&self) {
+        let admin = pg_connect(&self.admin_url)
+            .await
+            .expect("the admin connects");
+        admin
+            .batch_execute(&format!("CREATE DATABASE \"{}\"", self.database))
+            .await
+            .expect("the scratch database is created");
+    }
+
+    /// A connection pool on this test's database as the admin: what askdb's shared
+    /// state hands its stores.
+    pub fn pool(&self) -> deadpool_postgres::Pool {
+        let mut config: tokio_postgres::Config =
+            self.admin_url.parse().expect("the admin URL parses");
+        config.dbname(&self.database);
+        config.connect_timeout(Duration::from_secs(3));
+        let manager = deadpool_postgres::Manager::from_config(
+            config,
+            tokio_postgres::NoTls,
+            deadpool_postgres::ManagerConfig {
+                recycling_method: deadpool_postgres::RecyclingMethod::Fast,
+            },
+        );
+        deadpool_postgres::Pool::builder(manager)
+            .max_size(4)
+            .runtime(deadpool_postgres::Runtime::Tokio1)
+            .build()
+            .expect("the pool builds")
+    }
+}

@@ -1,0 +1,203 @@
+//! Verified examples in askdb's own PostgreSQL schema (`askdb_state`), shared by every
+//! replica of `askdb serve` (decision 0080): an example saved on one replica is listed
+//! by all, and a replacement (the same question confirmed again) is one transaction, so
+//! no replica ever sees both the old and the new or neither. The same behaviour as
+//! [`super::SqliteExampleStore`], whose tests this store runs too.
+
+use deadpool_postgres::Pool;
+
+use super::store::{lists_of, with_lists, ExampleStore, StoreFuture};
+use super::{CheckedExample, Example, ExampleError};
+
+/// askdb's own schema, which `askdb db setup` creates with the shared state; here too,
+/// for a database set up before the stores existed. The conversations' store applies
+/// the same statement.
+pub const CREATE_SCHEMA: &str = "CREATE SCHEMA IF NOT EXISTS askdb_state";
+
+/// One row an example; `tables` and `verified_against` as JSON text, as the SQLite
+/// store keeps them.
+pub const CREATE_EXAMPLES: &str = "CREATE TABLE IF NOT EXISTS askdb_state.examples (\
+     id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, \
+     database text NOT NULL, \
+     question text NOT NULL, \
+     sql text NOT NULL, \
+     verified_by text NOT NULL, \
+     verified_at text NOT NULL, \
+     schema_fingerprint text NOT NULL, \
+     tables text NOT NULL, \
+     verified_against text NOT NULL, \
+     notes text, \
+     set_aside text)";
+
+/// Every read is one database's examples.
+pub const CREATE_DATABASE_INDEX: &str = "CREATE INDEX IF NOT EXISTS examples_database \
+     ON askdb_state.examples (database, id)";
+
+/// The statements, in order.
+pub const DDL: [&str; 3] = [CREATE_SCHEMA, CREATE_EXAMPLES, CREATE_DATABASE_INDEX];
+
+/// What [`PostgresExampleStore::describe`] says.
+const DESCRIPTION: &str = "postgres:askdb_state.examples";
+
+fn fail(error: impl std::fmt::Display) -> ExampleError {
+    ExampleError::Store {
+        store: DESCRIPTION.to_string(),
+        error: error.to_string(),
+    }
+}
+
+/// Applies [`DDL`]: each statement creates only what is missing.
+pub async fn ensure_tables(pool: &Pool) -> Result<(), ExampleError> {
+    let client = pool.get().await.map_err(fail)?;
+    for statement in DDL {
+        client.batch_execute(statement).await.map_err(fail)?;
+    }
+    Ok(())
+}
+
+/// The store over one pool; its tables must exist ([`ensure_tables`]).
+#[derive(Clone)]
+pub struct PostgresExampleStore {
+    pool: Pool,
+}
+
+impl PostgresExampleStore {
+    pub fn new(pool: Pool) -> PostgresExampleStore {
+        PostgresExampleStore { pool }
+    }
+
+    async fn list_now(&self, database: &str) -> Result<Vec<Example>, ExampleError> {
+        let client = self.pool.get().await.map_err(fail)?;
+        let rows = client
+            .query(
+                "SELECT id, database, question, sql, verified_by, verified_at, \
+                 schema_fingerprint, tables, verified_against, notes, set_aside \
+                 FROM askdb_state.examples WHERE database = $1 ORDER BY id",
+                &[&database],
+            )
+            .await
+            .map_err(fail)?;
+        let mut examples = Vec::with_capacity(rows.len());
+        for row in rows {
+            let example = Example {
+                id: row.get(0),
+                database: row.get(1),
+                question: row.get(2),
+                sql: row.get(3),
+                verified_by: row.get(4),
+                verified_at: row.get(5),
+                schema_fingerprint: row.get(6),
+                tables: Vec::new(),
+                notes: row.get(9),
+                set_aside: row.get(10),
+                verified_against: Vec::new(),
+            };
+            let (tables, against): (String, String) = (row.get(7), row.get(8));
+            examples.push(with_lists(example, &tables, &against).map_err(fail)?);
+        }
+        Ok(examples)
+    }
+
+    async fn write_now(
+        &self,
+        database: &str,
+        examples: &[CheckedExample],
+        replacing: &[i64],
+    ) -> Result<Vec<i64>, ExampleError> {
+        let mut client = self.pool.get().await.map_err(fail)?;
+        let transaction = client.transaction().await.map_err(fail)?;
+        if !replacing.is_empty() {
+            transaction
+                .execute(
+                    "DELETE FROM askdb_state.examples WHERE database = $1 AND id = ANY($2)",
+                    &[&database, &replacing],
+                )
+                .await
+                .map_err(fail)?;
+        }
+        let mut ids = Vec::with_capacity(examples.len());
+        for checked in examples {
+            let example = checked.example();
+            let (tables, against) = lists_of(example).map_err(fail)?;
+            let row = transaction
+                .query_one(
+                    "INSERT INTO askdb_state.examples (database, question, sql, verified_by, \
+                     verified_at, schema_fingerprint, tables, verified_against, notes, \
+                     set_aside) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id",
+                    &[
+                        &database,
+                        &example.question,
+                        &example.sql,
+                        &example.verified_by,
+                        &example.verified_at,
+                        &example.schema_fingerprint,
+                        &tables,
+                        &against,
+                        &example.notes,
+                        &example.set_aside,
+                    ],
+                )
+                .await
+                .map_err(fail)?;
+            ids.push(row.get(0));
+        }
+        transaction.commit().await.map_err(fail)?;
+        Ok(ids)
+    }
+
+    async fn remove_now(&self, database: &str, id: i64) -> Result<bool, ExampleError> {
+        let client = self.pool.get().await.map_err(fail)?;
+        let removed = client
+            .execute(
+                "DELETE FROM askdb_state.examples WHERE database = $1 AND id = $2",
+                &[&database, &id],
+            )
+            .await
+            .map_err(fail)?;
+        Ok(removed > 0)
+    }
+
+    async fn set_aside_now(
+        &self,
+        database: &str,
+        id: i64,
+        reason: &str,
+    ) -> Result<(), ExampleError> {
+        let client = self.pool.get().await.map_err(fail)?;
+        client
+            .execute(
+                "UPDATE askdb_state.examples SET set_aside = $3 WHERE database = $1 AND id = $2",
+                &[&database, &id, &reason],
+            )
+            .await
+            .map_err(fail)?;
+        Ok(())
+    }
+}
+
+impl ExampleStore for PostgresExampleStore {
+    fn describe(&self) -> String {
+        DESCRIPTION.to_string()
+    }
+
+    fn list<'a>(&'a self, database: &'a str) -> StoreFuture<'a, Vec<Example>> {
+        Box::pin(self.list_now(database))
+    }
+
+    fn write<'a>(
+        &'a self,
+        database: &'a str,
+        examples: &'a [CheckedExample],
+        replacing: &'a [i64],
+    ) -> StoreFuture<'a, Vec<i64>> {
+        Box::pin(self.write_now(database, examples, replacing))
+    }
+
+    fn remove<'a>(&'a self, database: &'a str, id: i64) -> StoreFuture<'a, bool> {
+        Box::pin(self.remove_now(database, id))
+    }
+
+    fn set_aside<'a>(&'a self, database: &'a str, id: i64, reason: &'a str) -> StoreFuture<'a, ()> {
+        Box::pin(self.set_aside_now(database, id, reason))
+    }
+}
