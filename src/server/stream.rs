@@ -87,7 +87,7 @@ pub async fn ask_stream(
     user: Option<Extension<SignedIn>>,
     ApiJson(request): ApiJson<AskRequest>,
 ) -> Result<Response, AppError> {
-    let mut prepared = prepare_ask(&state, client, user, &request)?;
+    let mut prepared = prepare_ask(&state, client, user, &request).await?;
     let (sender, receiver) = unbounded_channel();
     let task = tokio::spawn(async move {
         let observer = Forward(sender.clone());
