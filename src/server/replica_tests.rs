@@ -286,3 +286,28 @@ async fn one_asker_has_one_bucket_across_replicas() {
         "a user has its own bucket"
     );
 }
+
+#[tokio::test]
+async fn health_says_whether_the_shared_state_answers_without_its_password() {
+    let test = "health_says_whether_the_shared_state_answers_without_its_password";
+    let Some((_scratch, url)) = state_database(test).await else {
+        return;
+    };
+    // The test server trusts local connections, so a password is sent and ignored.
+    let Some((scheme, rest)) = url.split_once("://") else {
+        panic!("a URL: {url}");
+    };
+    let Some((user, host)) = rest.split_once('@') else {
+        return;
+    };
+    let with_password = format!("{scheme}://{user}:s3cret-word@{host}");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let state = replica(dir.path(), &with_password, None, ServerConfig::default()).await;
+    let (_, body) = call(&state, super::tests::get("/api/health")).await;
+    assert_eq!(body["shared_state_enabled"], true, "{body}");
+    assert_eq!(body["shared_state_reachable"], true, "{body}");
+    assert_eq!(body["authentication_configured"], false, "{body}");
+    let detail = body["details"]["shared_state"].as_str().expect("detail");
+    assert!(detail.contains("SELECT 1"), "{detail}");
+    assert!(!body.to_string().contains("s3cret-word"), "{body}");
+}

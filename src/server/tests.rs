@@ -70,7 +70,7 @@ pub(super) fn post_json(path: &str, body: &str) -> Request<Body> {
         .expect("request")
 }
 
-fn get(path: &str) -> Request<Body> {
+pub(super) fn get(path: &str) -> Request<Body> {
     Request::get(path).body(Body::empty()).expect("request")
 }
 
