@@ -579,8 +579,10 @@ pub enum DemoCommand {
 #[derive(Subcommand)]
 pub enum DbCommand {
     /// Create (or refresh) the demo database, the query log and the askdb_ro and askdb_log
-    /// roles (users on MySQL and MariaDB), then prove both roles. Idempotent. Passwords come from ASKDB_RO_PASSWORD and
-    /// ASKDB_LOG_PASSWORD, or are generated and printed once.
+    /// roles (users on MySQL and MariaDB), then prove both roles; on PostgreSQL also the
+    /// replicas' shared state (schema and role askdb_state, for `serve --state-url`).
+    /// Idempotent. Passwords come from ASKDB_RO_PASSWORD, ASKDB_LOG_PASSWORD and
+    /// ASKDB_STATE_PASSWORD, or are generated and printed once.
     #[command(
         after_help = "Example:\n  askdb db setup --admin-url postgres://postgres@127.0.0.1:5432/postgres --database askdb_demo"
     )]
