@@ -105,6 +105,12 @@ fn start(bin: &str, home: &std::path::Path, state_url: &str) -> Replica {
 
 #[tokio::main]
 async fn main() {
+    // `cargo bench` passes --bench; `cargo test --all-targets` does not, and this starts
+    // three servers for a minute: it is no test.
+    if !std::env::args().any(|arg| arg == "--bench") {
+        println!("replicas: run with `cargo bench --bench replicas --profile dev`");
+        return;
+    }
     let asks = env_usize("ASKDB_REPLICAS_ASKS", 2000);
     let concurrency = env_usize("ASKDB_REPLICAS_CONCURRENCY", 32);
     let bin = env!("CARGO_BIN_EXE_askdb");
