@@ -111,7 +111,7 @@ pub enum CliError {
     SharedData(#[from] crate::home::SharedDataMissing),
     #[error(transparent)]
     Server(#[from] crate::server::ServeError),
-    #[error("{0}")]
+    #[error(transparent)]
     State(#[from] crate::state::StateError),
     #[error(transparent)]
     Mcp(#[from] crate::mcp::McpError),
