@@ -14,6 +14,8 @@
 //!   query log;
 //! - the log role (`askdb_log`): LOGIN, CONNECT, USAGE on `public`, INSERT on the
 //!   query log and USAGE on its sequence, nothing else;
+//! - the shared state of several `askdb serve` replicas (`admin/state.rs`): the schema
+//!   `askdb_state` and the role `askdb_state` that may use only it;
 //! - the proof: it connects as each role, with the very URL it reports, and tries what
 //!   the role must not be able to do. A wrong grant fails setup loudly.
 //!
@@ -29,6 +31,7 @@ mod mysql_copy;
 mod mysql_proof;
 mod proof;
 mod rls;
+mod state;
 
 use std::fmt;
 use std::io::Read;
@@ -44,6 +47,7 @@ pub use mysql::{mysql_reachable, remove_mysql_setup};
 pub use mysql_copy::{copy_sqlite_into_mysql, drop_mysql_database, CopyReport};
 pub use proof::prove_roles;
 pub use rls::{UserCity, USER_CITY_FUNCTION};
+pub use state::{setup_state, StateSetupReport, DEFAULT_STATE_ROLE, STATE_PASSWORD_ENV};
 
 /// The database the CLI sets up unless told otherwise.
 pub const DEFAULT_DATABASE: &str = "askdb_demo";

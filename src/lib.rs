@@ -59,6 +59,7 @@ pub mod rng;
 pub mod schema;
 pub mod server;
 pub mod sql_text;
+pub mod state;
 pub mod telemetry;
 pub mod text;
 pub mod text_table;

@@ -6,8 +6,8 @@
 //! `*_tests.rs` files are test code):
 //! - a module uses only modules of lower layers (and itself);
 //! - a database crate (rusqlite, tokio-postgres, deadpool-postgres, mysql_async) is used
-//!   only in the gate, the administration module, the demo writer, the query log's writer
-//!   and the verified examples' store;
+//!   only in the gate, the administration module, the demo writer, the query log's writer,
+//!   the verified examples' store and the replicas' shared state;
 //! - no `unwrap()` or `expect()`, and no `panic!`, `unreachable!`, `todo!` or
 //!   `unimplemented!`;
 //! - a model's messages (`Message`, `ModelRequest`) are built only in
@@ -39,13 +39,14 @@ const DATABASE_CRATES: [&str; 4] = [
     "deadpool_postgres",
     "mysql_async",
 ];
-const DATABASE_MODULES: [&str; 6] = [
+const DATABASE_MODULES: [&str; 7] = [
     "gate",
     "admin",
     "demo",
     "querylog",
     "examples",
     "conversation",
+    "state",
 ];
 /// OpenTelemetry stays behind one module: the agent and the server feed it events.
 const TELEMETRY_CRATES: [&str; 3] = ["opentelemetry", "opentelemetry_sdk", "opentelemetry_otlp"];

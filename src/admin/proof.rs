@@ -101,7 +101,7 @@ fn row_count(rows: u64) -> String {
     }
 }
 
-async fn expect_refusal(
+pub(super) async fn expect_refusal(
     client: &mut Client,
     role: &str,
     sql: &str,
@@ -145,7 +145,11 @@ async fn expect_refusal(
     }
 }
 
-async fn expect_success(client: &mut Client, role: &str, sql: &str) -> Result<Proof, SetupError> {
+pub(super) async fn expect_success(
+    client: &mut Client,
+    role: &str,
+    sql: &str,
+) -> Result<Proof, SetupError> {
     match attempt(client, sql).await {
         Ok(rows) => Ok(Proof {
             role: role.to_string(),

@@ -174,6 +174,10 @@ pub enum Command {
     /// the page needs `Authorization: Bearer TOKEN`.
     #[command(after_help = "Example:\n  askdb users add ana")]
     Users {
+        /// The state replicas share (`askdb serve --state-url`): a revocation is also
+        /// written there, so every replica refuses the token within seconds.
+        #[arg(long, env = "ASKDB_STATE_URL", hide_env_values = true)]
+        state_url: Option<String>,
         #[command(subcommand)]
         command: UsersCommand,
     },
@@ -456,8 +460,11 @@ pub enum UsersCommand {
     /// List the users, revoked ones too (never their tokens).
     #[command(after_help = "Example:\n  askdb users list")]
     List,
-    /// Revoke a user's token; a running server refuses it from the next request.
-    #[command(after_help = "Example:\n  askdb users revoke ana")]
+    /// Revoke a user's token; a running server refuses it from the next request (with
+    /// --state-url, every replica within seconds).
+    #[command(
+        after_help = "Examples:\n  askdb users revoke ana\n  askdb users --state-url postgres://askdb_state:PASSWORD@db:5432/askdb_demo revoke ana"
+    )]
     Revoke { name: String },
 }
 
@@ -581,8 +588,10 @@ pub enum DemoCommand {
 #[derive(Subcommand)]
 pub enum DbCommand {
     /// Create (or refresh) the demo database, the query log and the askdb_ro and askdb_log
-    /// roles (users on MySQL and MariaDB), then prove both roles. Idempotent. Passwords come from ASKDB_RO_PASSWORD and
-    /// ASKDB_LOG_PASSWORD, or are generated and printed once.
+    /// roles (users on MySQL and MariaDB), then prove both roles; on PostgreSQL also the
+    /// replicas' shared state (schema and role askdb_state, for `serve --state-url`).
+    /// Idempotent. Passwords come from ASKDB_RO_PASSWORD, ASKDB_LOG_PASSWORD and
+    /// ASKDB_STATE_PASSWORD, or are generated and printed once.
     #[command(
         after_help = "Example:\n  askdb db setup --admin-url postgres://postgres@127.0.0.1:5432/postgres --database askdb_demo"
     )]

@@ -112,6 +112,8 @@ pub enum CliError {
     #[error(transparent)]
     Server(#[from] crate::server::ServeError),
     #[error(transparent)]
+    State(#[from] crate::state::StateError),
+    #[error(transparent)]
     Mcp(#[from] crate::mcp::McpError),
     #[error(transparent)]
     Drift(#[from] crate::drift::DriftError),
@@ -283,9 +285,13 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
             let log_on = args.query_log;
             let snapshot = args.schema_snapshot.clone();
             let every = std::time::Duration::from_secs(args.drift_check_secs);
+            let state_url = args.state_url.clone();
             let users = crate::users::UserFile::in_data_dir();
             let sign_in = users.sign_in()?;
             let mut config = args.resolve((users, sign_in)).map_err(CliError::Settings)?;
+            if let Some(url) = state_url {
+                config.state = Some(crate::state::SharedState::connect(&url).await?);
+            }
             config.policies = load_policies(config.users.as_ref(), cli.global.notes.as_deref())?;
             let gate = settings.open_gate().await?;
             config.query_log = query_log_setting(&settings, &gate, log_on, log_url);
@@ -316,7 +322,7 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
             command: ModelCommand::Check,
         } => model_check().await,
         Command::Completions { shell } => Ok(completions(shell)),
-        Command::Users { command } => users(command),
+        Command::Users { state_url, command } => users(command, state_url.as_deref()).await,
     }
 }
 
@@ -350,8 +356,9 @@ fn load_policies(
     Ok(policies)
 }
 
-/// `askdb users`: the users file in askdb's data directory.
-fn users(command: UsersCommand) -> Result<Output, CliError> {
+/// `askdb users`: the users file in askdb's data directory, and a revocation in the
+/// replicas' shared state too when `state_url` names it.
+async fn users(command: UsersCommand, state_url: Option<&str>) -> Result<Output, CliError> {
     let file = crate::users::UserFile::in_data_dir();
     match command {
         UsersCommand::Add { name, policy } => {
@@ -394,6 +401,9 @@ fn users(command: UsersCommand) -> Result<Output, CliError> {
         }
         UsersCommand::Revoke { name } => {
             file.revoke(&name)?;
+            if let Some(url) = state_url {
+                crate::state::sign_in::revoke(url, &name).await?;
+            }
             Output::new(
                 &serde_json::json!({"name": name, "revoked": true}),
                 format!("{name}'s token is revoked\n"),
@@ -665,7 +675,14 @@ async fn db_setup(
     options.read_only_role.password = from_env(admin::READ_ONLY_PASSWORD_ENV);
     options.log_role.password = from_env(admin::LOG_PASSWORD_ENV);
     let report = admin::setup(&options).await?;
-    let view = SetupView::of(&report);
+    let mut view = SetupView::of(&report);
+    // The replicas' shared state lives in PostgreSQL only (decision 0079).
+    if crate::text::mysql_url(&options.admin_url).is_none() {
+        let mut role = admin::RoleSpec::new(admin::DEFAULT_STATE_ROLE);
+        role.password = from_env(admin::STATE_PASSWORD_ENV);
+        let state = admin::setup_state(&options.admin_url, &options.database, &role).await?;
+        view = view.with_state(&state);
+    }
     let text = view.text();
     Output::new(&view, text, Exit::Success)
 }

@@ -177,6 +177,24 @@ pub struct ProofView {
     pub outcome: String,
 }
 
+/// One role of `askdb db setup`'s report: its URL without the password, and the
+/// password itself only when setup generated it.
+fn role_view(login: &crate::admin::RoleLogin, env: &str, purpose: &'static str) -> RoleView {
+    RoleView {
+        role: login.role.clone(),
+        url: login.display_url(),
+        password_source: if login.password_generated {
+            "generated".to_string()
+        } else {
+            env.to_string()
+        },
+        generated_password: login
+            .password_generated
+            .then(|| login.password.expose().to_string()),
+        purpose,
+    }
+}
+
 /// `askdb db setup --json`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SetupView {
@@ -191,19 +209,7 @@ pub struct SetupView {
 impl SetupView {
     pub fn of(report: &SetupReport) -> SetupView {
         use crate::admin::{LOG_PASSWORD_ENV, READ_ONLY_PASSWORD_ENV};
-        let role = |login: &crate::admin::RoleLogin, env: &str, purpose: &'static str| RoleView {
-            role: login.role.clone(),
-            url: login.display_url(),
-            password_source: if login.password_generated {
-                "generated".to_string()
-            } else {
-                env.to_string()
-            },
-            generated_password: login
-                .password_generated
-                .then(|| login.password.expose().to_string()),
-            purpose,
-        };
+        let role = role_view;
         SetupView {
             ok: true,
             database: report.database.clone(),
@@ -230,6 +236,22 @@ impl SetupView {
                 })
                 .collect(),
         }
+    }
+
+    /// The same view with the shared state's role and proofs (PostgreSQL only).
+    pub fn with_state(mut self, report: &crate::admin::StateSetupReport) -> SetupView {
+        self.roles.push(role_view(
+            &report.role,
+            crate::admin::STATE_PASSWORD_ENV,
+            "askdb serve --state-url",
+        ));
+        self.proofs
+            .extend(report.proofs.iter().map(|proof| ProofView {
+                role: proof.role.clone(),
+                attempt: proof.attempt.clone(),
+                outcome: proof.outcome.clone(),
+            }));
+        self
     }
 
     pub fn text(&self) -> String {

@@ -140,31 +140,39 @@ async fn a_lease_left_by_a_replica_that_died_runs_out_by_itself() {
     assert_eq!(questions, vec!["q1", "q2"]);
 }
 
-/// What a turn costs on PostgreSQL: `begin` and `end` of a follow-up, two transactions
-/// on a warm pool, timed 200 times (the figures of decision 0080; printed with
-/// `--nocapture`).
+/// Two hundred follow-ups on one conversation, each `begin` and `end` two transactions
+/// on a warm pool: numbers run on and the prompt keeps only the cap's worth of turns.
+/// The time a turn takes is printed with `--nocapture` (decision 0080 quotes it); it is
+/// a figure, not a verdict.
 #[tokio::test]
-async fn a_turn_costs_two_short_transactions() {
-    let Some((_scratch, pool)) = database("a_turn_costs_two_short_transactions").await else {
+async fn two_hundred_turns_number_on_and_keep_the_cap() {
+    let Some((_scratch, pool)) = database("two_hundred_turns_number_on_and_keep_the_cap").await
+    else {
         return;
     };
-    let store = PostgresConversationStore::new(pool, Limits::default());
+    let limits = Limits::default();
+    let store = PostgresConversationStore::new(pool, limits);
     let first = store.begin(None, None).await.expect("new");
     store.end(&first.id, Some(turn(1, "q1"))).await;
     let mut times = Vec::new();
+    let mut last = None;
     for number in 2..=201 {
         let started = std::time::Instant::now();
         let begun = store.begin(Some(&first.id), None).await.expect("turn");
+        assert_eq!(begun.number, number);
         store.end(&begun.id, Some(turn(number, "q"))).await;
         times.push(started.elapsed());
+        last = Some(begun);
     }
+    let last = last.expect("asked");
+    assert_eq!(last.context.turns.len(), limits.turns_kept);
     times.sort();
-    let (p50, p95) = (times[times.len() / 2], times[times.len() * 95 / 100]);
     eprintln!(
-        "postgres turn (begin + end): p50 {p50:?}, p95 {p95:?}, n {}",
+        "postgres turn (begin + end): p50 {:?}, p95 {:?}, n {}",
+        times[times.len() / 2],
+        times[times.len() * 95 / 100],
         times.len()
     );
-    assert!(p50 < Duration::from_millis(100), "p50 {p50:?}");
 }
 
 /// Two replicas taking one conversation at the same moment: PostgreSQL orders them, one

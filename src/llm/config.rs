@@ -14,7 +14,7 @@
 //! | `ASKDB_PRICES` | a prices TOML replacing the built-in `config/prices.toml` | built in |
 //! | `ASKDB_MODEL_TIMEOUT_SECS` | per-attempt timeout | 300 |
 //! | `ASKDB_MODEL_MAX_ATTEMPTS` | attempts per call (key switches not counted) | 4 |
-//! | `ASKDB_MODEL_METERED` | `true`/`false`: whether calls cost money | true, except OpenAI-compatible servers on loopback |
+//! | `ASKDB_MODEL_METERED` | `true`/`false`: whether calls cost money | true, except OpenAI-compatible servers on loopback and scripted replies |
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -241,7 +241,10 @@ pub fn build_provider(config: &ProviderConfig) -> Result<Arc<dyn Provider>, LlmE
                     "the scripted provider needs ASKDB_SCRIPT=path/to/replies.jsonl".to_string(),
                 )
             })?;
-            Ok(Arc::new(ScriptedProvider::load(path, &config.model)?))
+            Ok(Arc::new(
+                ScriptedProvider::load(path, &config.model)?
+                    .metered(config.metered.unwrap_or(false)),
+            ))
         }
         ProviderKind::None => Err(LlmError::NotConfigured),
     }

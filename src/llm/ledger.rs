@@ -14,6 +14,13 @@
 //! line gives it back when the call failed). A reservation that is never settled (the
 //! process died, or the disk filled up after the call) keeps counting at its worst case
 //! when the file is read again: the ledger may overcount, never undercount.
+//!
+//! Shared by several `askdb serve` replicas (`--state-url`, decision 0079), the ledger
+//! keeps its reservations behind [`SharedSpend`] (PostgreSQL's implementation is
+//! `state::ledger`): the reservation and the settlement are each one transaction there,
+//! so the cap holds across replicas as it holds across tasks here. The caller does not
+//! know which: [`SpendLedger::reserve_call`] and [`Reservation::settle_call`] take
+//! either path.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -22,7 +29,9 @@ use std::sync::{Mutex, MutexGuard};
 
 use serde::{Deserialize, Serialize};
 
-use super::{Completion, LlmError, Purpose};
+use std::sync::Arc;
+
+use super::{BoxFuture, Completion, LlmError, Purpose};
 use crate::calendar::unix_seconds;
 
 #[derive(Debug, Default)]
@@ -78,11 +87,44 @@ enum LedgerLine {
     Released(ReleasedLine),
 }
 
+/// What a ledger has booked: settled (and expired) spend, money set aside by calls in
+/// flight, calls counted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct SpendTotals {
+    pub spent_usd: f64,
+    pub reserved_usd: f64,
+    pub calls: u64,
+}
+
+/// A ledger kept outside this process and shared with other replicas. Each method is
+/// one transaction where it is kept: a reservation checks the cap and books the worst
+/// case together, so two replicas can never both take the last room under the cap.
+pub trait SharedSpend: Send + Sync + std::fmt::Debug {
+    /// Books `estimate_usd` for a call about to be made (its id), or refuses with
+    /// [`LlmError::SpendCapReached`] when `cap_usd` would be passed.
+    fn reserve(
+        &self,
+        cap_usd: Option<f64>,
+        estimate_usd: f64,
+        purpose: Purpose,
+    ) -> BoxFuture<'_, Result<i64, LlmError>>;
+    /// Replaces reservation `id`'s worst case with the call's real cost.
+    fn settle<'a>(&'a self, id: i64, entry: &'a LedgerEntry)
+        -> BoxFuture<'a, Result<(), LlmError>>;
+    /// Gives reservation `id` back: its call failed and cost nothing.
+    fn release(&self, id: i64) -> BoxFuture<'_, Result<(), LlmError>>;
+    /// Everything booked by every replica.
+    fn totals(&self) -> BoxFuture<'_, Result<SpendTotals, LlmError>>;
+}
+
 /// Money spent on model calls, with an optional hard cap in dollars.
 #[derive(Debug)]
 pub struct SpendLedger {
     cap_usd: Option<f64>,
     file: Option<PathBuf>,
+    /// Where reservations are kept when replicas share the ledger; the counts in
+    /// `state` are then this process's share only.
+    shared: Option<Arc<dyn SharedSpend>>,
     /// Makes this process's reservation ids unique in a file other runs share.
     session: String,
     state: Mutex<LedgerState>,
@@ -94,9 +136,58 @@ impl SpendLedger {
         SpendLedger {
             cap_usd,
             file: None,
+            shared: None,
             session: String::new(),
             state: Mutex::new(LedgerState::default()),
         }
+    }
+
+    /// A ledger every replica shares through `store`, with this replica's cap.
+    pub fn shared(store: Arc<dyn SharedSpend>, cap_usd: Option<f64>) -> SpendLedger {
+        SpendLedger {
+            shared: Some(store),
+            ..SpendLedger::in_memory(cap_usd)
+        }
+    }
+
+    /// Whether the ledger is shared with other replicas.
+    pub fn is_shared(&self) -> bool {
+        self.shared.is_some()
+    }
+
+    /// Everything booked: by every replica when the ledger is shared, else here.
+    pub async fn totals(&self) -> Result<SpendTotals, LlmError> {
+        if let Some(shared) = &self.shared {
+            return shared.totals().await;
+        }
+        let state = self.lock();
+        Ok(SpendTotals {
+            spent_usd: state.spent_usd,
+            reserved_usd: state.reserved_usd,
+            calls: state.calls,
+        })
+    }
+
+    /// Reserves `estimate_usd` for a call about to be made, wherever the ledger is
+    /// kept: [`SpendLedger::reserve_for`] here, one transaction when it is shared.
+    pub async fn reserve_call(
+        &self,
+        estimate_usd: f64,
+        purpose: Purpose,
+    ) -> Result<Reservation<'_>, LlmError> {
+        let Some(shared) = &self.shared else {
+            return self.reserve_for(estimate_usd, purpose);
+        };
+        let estimate_usd = finite_estimate(estimate_usd);
+        let id = shared.reserve(self.cap_usd, estimate_usd, purpose).await?;
+        self.lock().reserved_usd += estimate_usd;
+        Ok(Reservation {
+            ledger: self,
+            estimate_usd,
+            id: None,
+            shared: Some(id),
+            settled: false,
+        })
     }
 
     /// A ledger kept in a JSONL file; what the file records already counts against the
@@ -160,6 +251,7 @@ impl SpendLedger {
         Ok(SpendLedger {
             cap_usd,
             file: Some(path.to_path_buf()),
+            shared: None,
             session: format!("{}-{started}", std::process::id()),
             state: Mutex::new(state),
         })
@@ -198,11 +290,7 @@ impl SpendLedger {
         estimate_usd: f64,
         purpose: Purpose,
     ) -> Result<Reservation<'_>, LlmError> {
-        let estimate_usd = if estimate_usd.is_finite() {
-            estimate_usd.max(0.0)
-        } else {
-            0.0
-        };
+        let estimate_usd = finite_estimate(estimate_usd);
         let mut state = self.lock();
         if let Some(cap_usd) = self.cap_usd {
             let committed = state.spent_usd + state.reserved_usd;
@@ -240,13 +328,25 @@ impl SpendLedger {
             ledger: self,
             estimate_usd,
             id,
+            shared: None,
             settled: false,
         })
     }
 
-    fn release(&self, estimate_usd: f64, id: Option<&str>) {
+    fn release(&self, estimate_usd: f64, id: Option<&str>, shared_id: Option<i64>) {
         let mut state = self.lock();
         state.reserved_usd = (state.reserved_usd - estimate_usd).max(0.0);
+        if let (Some(shared), Some(id)) = (&self.shared, shared_id) {
+            // Drop cannot wait: the release runs on its own. Lost (no runtime, the
+            // state unreachable), the reservation expires and counts at its worst case:
+            // an overcount, never an undercount.
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                let shared = Arc::clone(shared);
+                runtime.spawn(async move {
+                    let _ = shared.release(id).await;
+                });
+            }
+        }
         if let (Some(path), Some(id)) = (&self.file, id) {
             // Best effort: without the line the reservation keeps counting at its worst
             // case when the file is read again, which overcounts but never undercounts.
@@ -258,6 +358,15 @@ impl SpendLedger {
                 },
             );
         }
+    }
+}
+
+/// A negative or non-finite estimate reserves nothing rather than freeing room.
+fn finite_estimate(estimate_usd: f64) -> f64 {
+    if estimate_usd.is_finite() {
+        estimate_usd.max(0.0)
+    } else {
+        0.0
     }
 }
 
@@ -290,10 +399,38 @@ pub struct Reservation<'a> {
     estimate_usd: f64,
     /// The reservation's id in the ledger file (None in memory).
     id: Option<String>,
+    /// The reservation's id in the shared ledger, when replicas share it.
+    shared: Option<i64>,
     settled: bool,
 }
 
 impl Reservation<'_> {
+    /// Books the call's real cost wherever the ledger is kept. Shared, a settlement
+    /// that cannot be written is not an error either: the reservation stays booked at
+    /// its worst case and expires as spent.
+    pub async fn settle_call(
+        mut self,
+        cost_usd: f64,
+        purpose: Purpose,
+        provider: &str,
+        completion: &Completion,
+    ) -> Result<(), LlmError> {
+        let (Some(shared), Some(id)) = (&self.ledger.shared, self.shared) else {
+            return self.settle(cost_usd, purpose, provider, completion);
+        };
+        self.settled = true;
+        {
+            let mut state = self.ledger.lock();
+            state.reserved_usd = (state.reserved_usd - self.estimate_usd).max(0.0);
+            state.spent_usd += cost_usd;
+            state.calls += 1;
+        }
+        let entry = ledger_entry(cost_usd, purpose, provider, completion, None);
+        // Ignored on purpose (see above): the reply was paid for and is returned.
+        let _ = shared.settle(id, &entry).await;
+        Ok(())
+    }
+
     /// Books the call's real cost (and appends it to the ledger file, if any). The call
     /// has been made by now, so a line that cannot be written is not an error: the
     /// reservation written ahead already counts it at its worst case.
@@ -314,26 +451,38 @@ impl Reservation<'_> {
         let Some(path) = &self.ledger.file else {
             return Ok(());
         };
-        let entry = LedgerEntry {
-            at: unix_seconds(),
-            provider: provider.to_string(),
-            model: completion.model.clone(),
-            purpose,
-            input_tokens: completion.input_tokens,
-            output_tokens: completion.output_tokens,
-            cost_usd,
-            reservation: self.id.clone(),
-        };
+        let entry = ledger_entry(cost_usd, purpose, provider, completion, self.id.clone());
         // Ignored on purpose (see above): the reply was paid for and is returned.
         let _ = append_line(path, &entry);
         Ok(())
     }
 }
 
+/// The settled line of one call.
+fn ledger_entry(
+    cost_usd: f64,
+    purpose: Purpose,
+    provider: &str,
+    completion: &Completion,
+    reservation: Option<String>,
+) -> LedgerEntry {
+    LedgerEntry {
+        at: unix_seconds(),
+        provider: provider.to_string(),
+        model: completion.model.clone(),
+        purpose,
+        input_tokens: completion.input_tokens,
+        output_tokens: completion.output_tokens,
+        cost_usd,
+        reservation,
+    }
+}
+
 impl Drop for Reservation<'_> {
     fn drop(&mut self) {
         if !self.settled {
-            self.ledger.release(self.estimate_usd, self.id.as_deref());
+            self.ledger
+                .release(self.estimate_usd, self.id.as_deref(), self.shared);
         }
     }
 }

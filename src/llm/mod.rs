@@ -61,7 +61,7 @@ pub use cache::ResponseCache;
 pub use config::{build_provider, ProviderConfig, ProviderKind};
 pub use json::{parse_json_reply, JsonReplyError};
 pub use keys::{ApiKey, KeyRing};
-pub use ledger::SpendLedger;
+pub use ledger::{LedgerEntry, SharedSpend, SpendLedger, SpendTotals};
 pub use prices::{ModelPrice, PriceTable};
 pub use resilience::RetryPolicy;
 
@@ -743,6 +743,12 @@ impl ModelClient {
         &self.ledger
     }
 
+    /// The same client booking its calls in `ledger` (the replicas' shared ledger).
+    pub fn with_ledger(mut self, ledger: Arc<SpendLedger>) -> ModelClient {
+        self.ledger = ledger;
+        self
+    }
+
     /// The real token count of `text` where the provider's endpoint has a tokenizer,
     /// else the estimate (about four characters a token). `true` when it is real.
     pub async fn count_tokens(&self, text: &str) -> (u64, bool) {
@@ -831,7 +837,7 @@ impl ModelClient {
             }
         }
         let estimate = self.worst_case_cost(request);
-        let reservation = match self.ledger.reserve_for(estimate, request.purpose) {
+        let reservation = match self.ledger.reserve_call(estimate, request.purpose).await {
             Ok(reservation) => reservation,
             Err(error) => {
                 log.push(self.failure_record(request.purpose, started.elapsed(), &error));
@@ -843,8 +849,9 @@ impl ModelClient {
         match outcome {
             Ok(completion) => {
                 let cost = self.cost(&completion);
-                if let Err(error) =
-                    reservation.settle(cost, request.purpose, self.provider.name(), &completion)
+                if let Err(error) = reservation
+                    .settle_call(cost, request.purpose, self.provider.name(), &completion)
+                    .await
                 {
                     log.push(self.failure_record(request.purpose, latency, &error));
                     return Err(error);

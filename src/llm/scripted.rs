@@ -28,6 +28,11 @@
 //!   prompt carried, such as a follow-up's earlier turns).
 //! - Blank lines and lines starting with `#` are ignored.
 //!
+//! Scripted replies are free unless `ASKDB_MODEL_METERED=true` (or
+//! [`ScriptedProvider::metered`]): then each is priced by its tokens at the prices
+//! file's `provider = "scripted"` line (`ASKDB_PRICES`), and a spend cap holds, so the
+//! ledger can be measured without a paid model.
+//!
 //! Replies for the same (question, purpose) are used in file order, each once; asking
 //! once more than the file has lines is a [`LlmError::ScriptExhausted`] error.
 
@@ -168,6 +173,8 @@ type ScriptKey = (String, Purpose);
 #[derive(Debug)]
 pub struct ScriptedProvider {
     model: String,
+    /// Whether replies cost money (at the prices file's `scripted` price).
+    metered: bool,
     path: PathBuf,
     replies: Mutex<HashMap<ScriptKey, VecDeque<ScriptedReply>>>,
 }
@@ -230,9 +237,16 @@ impl ScriptedProvider {
         }
         Ok(ScriptedProvider {
             model: model.to_string(),
+            metered: false,
             path: PathBuf::new(),
             replies: Mutex::new(replies),
         })
+    }
+
+    /// The same provider with replies that cost money, priced by their tokens.
+    pub fn metered(mut self, metered: bool) -> ScriptedProvider {
+        self.metered = metered;
+        self
     }
 
     /// Replies not yet used, over all questions and purposes.
@@ -332,7 +346,7 @@ impl Provider for ScriptedProvider {
     }
 
     fn is_metered(&self) -> bool {
-        false
+        self.metered
     }
 
     fn complete<'a>(

@@ -350,7 +350,7 @@ impl Access {
     /// cookie, or with anything in its URL's query (a token there ends up in logs and
     /// browser history); Err(429) for a token from a `client` ([`sign_in_client`]) that
     /// failed too often; Err(403) for a change on a cookie alone without the page's Origin.
-    fn signed_in(
+    async fn signed_in(
         &self,
         method: &Method,
         uri: &axum::http::Uri,
@@ -379,7 +379,7 @@ impl Access {
         let mut values = headers.get_all(header::AUTHORIZATION).iter();
         let value = match (values.next(), values.next()) {
             (Some(value), None) => value,
-            (None, _) => return self.cookie_signed_in(users, method, headers),
+            (None, _) => return self.cookie_signed_in(users, method, headers).await,
             (Some(_), Some(_)) => return Err(AppError::Unauthorized),
         };
         let token = value
@@ -410,19 +410,28 @@ impl Access {
     /// browser sends to askdb, so a change made on one alone must also carry an Origin
     /// askdb answers for ([`Access::refusal`] has refused any other): a request with
     /// neither header is a script's, and a script sends its token.
-    fn cookie_signed_in(
+    async fn cookie_signed_in(
         &self,
         users: &UserFile,
         method: &Method,
         headers: &HeaderMap,
     ) -> Result<Option<SignedIn>, AppError> {
-        let Some(user) = super::session::cookie_user(&self.sessions, users, headers)? else {
+        let Some(user) = super::session::cookie_user(&self.sessions, users, headers).await? else {
             return Err(AppError::Unauthorized);
         };
         if !is_safe(method) && headers.get(header::ORIGIN).is_none() {
             return Err(AppError::CrossSite);
         }
         Ok(Some(SignedIn::from(user)))
+    }
+
+    /// 401 for a user the shared state says was revoked: the users file of this
+    /// replica may not know yet (decision 0079). Without replicas, nothing to check.
+    async fn not_revoked(&self, user: &SignedIn) -> Result<(), AppError> {
+        if self.sessions.is_revoked(&user.name).await? {
+            return Err(AppError::Unauthorized);
+        }
+        Ok(())
     }
 
     /// Whether `authority` (a Host header, or the host and port of an Origin with the
@@ -557,6 +566,9 @@ pub async fn guard(
             return AppError::CrossSite.into_response();
         }
         Ok(Some(user)) => {
+            if let Err(refusal) = access.not_revoked(&user).await {
+                return refusal.into_response();
+            }
             request.extensions_mut().insert(user);
             return next.run(request).await;
         }
@@ -570,8 +582,14 @@ pub async fn guard(
         .map(|ConnectInfo(addr)| addr.ip())
         .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
     let client = sign_in_client(access.proxy.as_ref(), client, request.headers());
-    match access.signed_in(request.method(), &uri, request.headers(), client) {
+    match access
+        .signed_in(request.method(), &uri, request.headers(), client)
+        .await
+    {
         Ok(Some(user)) => {
+            if let Err(refusal) = access.not_revoked(&user).await {
+                return refusal.into_response();
+            }
             request.extensions_mut().insert(user);
             next.run(request).await
         }

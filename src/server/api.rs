@@ -138,9 +138,11 @@ pub async fn prepare_ask(
         });
     };
     let asker = super::limits::Asker::of(user.as_deref(), client);
-    if let Err(retry_after) = state.shared.rate.check(asker, Instant::now()) {
-        state.metrics().refused("rate_limited");
-        return Err(AppError::RateLimited { retry_after });
+    if let Err(refusal) = state.shared.rate.take(&asker).await {
+        if matches!(refusal, AppError::RateLimited { .. }) {
+            state.metrics().refused("rate_limited");
+        }
+        return Err(refusal);
     }
     // The user's policy: its own pace and its share of the spend cap.
     if let (Some(policed), Some(signed_in)) = (policed, &signed_in) {
@@ -441,13 +443,20 @@ fn local_model_not_offered() -> AppError {
 pub async fn health(State(state): State<AppState>) -> Response {
     let gate = state.gate();
     let substitute = state.shared.read_only_substitute.get().copied();
-    let (database, read_only, model, query_log, tracing) = tokio::join!(
+    let (database, read_only, model, query_log, tracing, shared_state) = tokio::join!(
         health::check_database(gate),
         health::check_read_only(gate, substitute),
         model_status(&state),
         health::check_query_log(state.query_log(), state.shared.query_log.as_ref().err()),
         state.telemetry().check(),
+        health::check_shared_state(state.config().state.as_ref()),
     );
+    let authentication_configured = state.config().proxy.is_some()
+        || state.config().users.as_ref().is_some_and(|users| {
+            users
+                .sign_in()
+                .is_ok_and(|sign_in| sign_in == crate::users::SignIn::Required)
+        });
     let drift = state.drift_status();
     let (model_configured, model_reachable, model_detail) = model;
     let mut details = std::collections::BTreeMap::new();
@@ -457,6 +466,7 @@ pub async fn health(State(state): State<AppState>) -> Response {
     details.insert("query_log".to_string(), query_log.detail.clone());
     details.insert("schema_drift".to_string(), drift.detail.clone());
     details.insert("tracing".to_string(), tracing.detail.clone());
+    details.insert("shared_state".to_string(), shared_state.2.clone());
     let client = state.model_client();
     let client = client.as_ref();
     let query_log_ok = !query_log.enabled || query_log.writable;
@@ -469,7 +479,8 @@ pub async fn health(State(state): State<AppState>) -> Response {
             && model_reachable
             && query_log_ok
             && drift_ok
-            && tracing_ok,
+            && tracing_ok
+            && (!shared_state.0 || shared_state.1),
         read_only_confirmed: read_only.0,
         database_reachable: database.0,
         model_configured,
@@ -492,6 +503,9 @@ pub async fn health(State(state): State<AppState>) -> Response {
         trace_export_failures: tracing.failed,
         details,
         local_model: state.local_model_status(),
+        authentication_configured,
+        shared_state_enabled: shared_state.0,
+        shared_state_reachable: shared_state.1,
     };
     let status = if report.ok {
         StatusCode::OK

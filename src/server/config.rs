@@ -107,6 +107,11 @@ pub struct ServeArgs {
     /// Conversations held at once; past it a new one replaces the one idle longest.
     #[arg(long, env = "ASKDB_MAX_CONVERSATIONS", default_value_t = crate::conversation::DEFAULT_MAX_CONVERSATIONS)]
     pub max_conversations: usize,
+    /// Several replicas acting as one: a PostgreSQL URL (the askdb_state role `askdb db
+    /// setup` made) where the spend ledger, the pace per asker, the sign-in sessions and
+    /// the revoked users are kept for every replica. Without it, all stay in this process.
+    #[arg(long, env = "ASKDB_STATE_URL", hide_env_values = true)]
+    pub state_url: Option<String>,
 }
 
 /// Minutes a conversation is kept after its latest question, by default.
@@ -152,6 +157,9 @@ pub struct ServerConfig {
     /// The users' policies by the name their users store (decision 0076), read by the
     /// CLI at start; the server narrows its gate by each once.
     pub policies: std::collections::BTreeMap<String, crate::gate::UserPolicy>,
+    /// The state replicas share (connected by the CLI from `--state-url`); None: the
+    /// ledger, pace and sessions are this process's own.
+    pub state: Option<crate::state::SharedState>,
 }
 
 impl Default for ServerConfig {
@@ -175,6 +183,7 @@ impl Default for ServerConfig {
             conversations: crate::conversation::Limits::default(),
             examples: None,
             policies: std::collections::BTreeMap::new(),
+            state: None,
         }
     }
 }
@@ -260,6 +269,7 @@ impl ServeArgs {
             },
             examples: None,
             policies: std::collections::BTreeMap::new(),
+            state: None,
         })
     }
 }

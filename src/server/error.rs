@@ -60,6 +60,9 @@ pub enum AppError {
     SpendLedger(String),
     /// 503: every database connection was in use and none came free in time.
     DatabaseBusy { retry_after: Duration },
+    /// 503: the state replicas share (`--state-url`) did not answer, so nothing that
+    /// needs it (a pace, a session) is decided. The text is logged, never sent.
+    SharedState(String),
     /// 502: the model could not be asked (timeouts, quota, authentication, ...).
     Model(LlmError),
     /// 504: the question took longer than the server allows.
@@ -88,6 +91,7 @@ impl AppError {
             | AppError::ModelNotConfigured(_)
             | AppError::SpendCapReached
             | AppError::SpendLedger(_)
+            | AppError::SharedState(_)
             | AppError::DatabaseBusy { .. } => StatusCode::SERVICE_UNAVAILABLE,
             AppError::Model(_) => StatusCode::BAD_GATEWAY,
             AppError::AskTimeout(_) => StatusCode::GATEWAY_TIMEOUT,
@@ -115,6 +119,7 @@ impl AppError {
             AppError::ModelNotConfigured(_) => "model_not_configured",
             AppError::SpendCapReached => "spend_cap_reached",
             AppError::SpendLedger(_) => "spend_ledger_unavailable",
+            AppError::SharedState(_) => "shared_state_unavailable",
             AppError::DatabaseBusy { .. } => "database_busy",
             AppError::Model(_) => "model_unavailable",
             AppError::AskTimeout(_) => "ask_timeout",
@@ -172,7 +177,11 @@ impl AppError {
                     .to_string()
             }
             AppError::SpendLedger(_) => {
-                "the spend ledger cannot be written (ASKDB_SPEND_LEDGER), so askdb makes no model call it could not count; the server log says why"
+                "the spend ledger cannot be written (ASKDB_SPEND_LEDGER, or the shared state of --state-url), so askdb makes no model call it could not count; the server log says why"
+                    .to_string()
+            }
+            AppError::SharedState(_) => {
+                "the state askdb's replicas share does not answer; try again shortly (the server log says why)"
                     .to_string()
             }
             AppError::DatabaseBusy { retry_after } => format!(
@@ -199,6 +208,7 @@ impl AppError {
         match self {
             AppError::Internal(text) => eprintln!("askdb serve: internal error: {text}"),
             AppError::SpendLedger(text) => eprintln!("askdb serve: no model call: {text}"),
+            AppError::SharedState(text) => eprintln!("askdb serve: shared state: {text}"),
             AppError::Model(error) => eprintln!("askdb serve: model call failed: {error}"),
             _ => {}
         }

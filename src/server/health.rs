@@ -2,6 +2,8 @@
 //! through the whole gate; a harmless write is attempted below the guard and must be
 //! refused ([`Gate::probe_read_only`]); the model gets one tiny `check` call, whose
 //! outcome is kept for [`MODEL_CHECK_TTL`] so polling health costs almost nothing.
+//! Health also says whether sign-in is configured and, for replicas, whether the
+//! shared state answers (one `SELECT 1` round trip; its URL shown without password).
 //! `ok` is true only when every check passed.
 
 use std::collections::BTreeMap;
@@ -122,6 +124,51 @@ pub struct HealthReport {
     /// The local model this server offers or runs (None when another model is
     /// configured): its phase, download progress and load time.
     pub local_model: Option<crate::local_model::LocalModelStatus>,
+    /// Requests must sign in (a user exists, or a trusted proxy names users).
+    pub authentication_configured: bool,
+    /// The ledger, pace and sessions are shared with other replicas (`--state-url`).
+    pub shared_state_enabled: bool,
+    /// The shared state answered a round trip just now (false when not enabled).
+    pub shared_state_reachable: bool,
+}
+
+/// The shared state's part of health: (enabled, reachable, detail).
+pub async fn check_shared_state(state: Option<&crate::state::SharedState>) -> (bool, bool, String) {
+    let Some(state) = state else {
+        return (
+            false,
+            false,
+            "no --state-url: the spend ledger, pace and sessions are this server's own".to_string(),
+        );
+    };
+    match tokio::time::timeout(DATABASE_CHECK_TIMEOUT, state.ping()).await {
+        Ok(Ok(took)) => (
+            true,
+            true,
+            format!(
+                "SELECT 1 on the shared state at {} answered in {} ms",
+                state.shown_url(),
+                took.as_millis()
+            ),
+        ),
+        Ok(Err(error)) => {
+            eprintln!("askdb serve: shared state check failed: {error}");
+            (
+                true,
+                false,
+                format!("the shared state at {} did not answer", state.shown_url()),
+            )
+        }
+        Err(_) => (
+            true,
+            false,
+            format!(
+                "the shared state at {} did not answer within {} s",
+                state.shown_url(),
+                DATABASE_CHECK_TIMEOUT.as_secs()
+            ),
+        ),
+    }
 }
 
 /// The outcome of one model check, kept for a while.

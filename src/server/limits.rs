@@ -2,6 +2,9 @@
 //! cannot spend everyone's budget) and a cap on questions answered at once (so a burst
 //! from many clients queues nowhere: the extra ones are told to come back, never kept
 //! waiting). Both answer at once; neither ever blocks a request.
+//!
+//! The pace is kept behind [`Pace`], chosen once at start: this process's
+//! [`RateLimiter`], or the buckets replicas share (`--state-url`, [`SharedPace`]).
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -9,6 +12,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use super::error::AppError;
+use crate::llm::BoxFuture;
+use crate::state::pace::SharedBuckets;
 
 /// Buckets kept before idle ones are dropped: bounds memory under a flood of addresses.
 const MAX_TRACKED_CLIENTS: usize = 10_000;
@@ -40,6 +47,58 @@ impl Asker {
             Some(name) => Asker::User(name.to_string()),
             None => Asker::Address(address),
         }
+    }
+
+    /// The asker as the shared buckets' key: a user and an address never collide.
+    pub fn key(&self) -> String {
+        match self {
+            Asker::User(name) => format!("user:{name}"),
+            Asker::Address(address) => format!("address:{address}"),
+        }
+    }
+}
+
+/// A server's pace: takes one question's token for an asker, or refuses with
+/// [`AppError::RateLimited`] (or [`AppError::SharedState`] when the shared buckets do
+/// not answer: no question is let through uncounted).
+pub trait Pace: Send + Sync {
+    fn take<'a>(&'a self, asker: &'a Asker) -> BoxFuture<'a, Result<(), AppError>>;
+}
+
+impl Pace for RateLimiter<Asker> {
+    fn take<'a>(&'a self, asker: &'a Asker) -> BoxFuture<'a, Result<(), AppError>> {
+        let taken = self
+            .check(asker.clone(), Instant::now())
+            .map_err(|retry_after| AppError::RateLimited { retry_after });
+        Box::pin(async move { taken })
+    }
+}
+
+/// The pace every replica shares: the same bucket per asker, kept in the shared state.
+#[derive(Debug, Clone)]
+pub struct SharedPace {
+    buckets: SharedBuckets,
+    per_minute: u32,
+}
+
+impl SharedPace {
+    pub fn new(buckets: SharedBuckets, per_minute: u32) -> SharedPace {
+        SharedPace {
+            buckets,
+            per_minute,
+        }
+    }
+}
+
+impl Pace for SharedPace {
+    fn take<'a>(&'a self, asker: &'a Asker) -> BoxFuture<'a, Result<(), AppError>> {
+        Box::pin(async move {
+            match self.buckets.take(&asker.key(), self.per_minute).await {
+                Ok(Ok(())) => Ok(()),
+                Ok(Err(retry_after)) => Err(AppError::RateLimited { retry_after }),
+                Err(error) => Err(AppError::SharedState(error.to_string())),
+            }
+        })
     }
 }
 

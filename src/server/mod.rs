@@ -54,6 +54,8 @@ pub mod team;
 pub mod warm_up;
 
 #[cfg(test)]
+mod replica_tests;
+#[cfg(test)]
 mod team_tests;
 #[cfg(test)]
 mod tests;
@@ -75,7 +77,7 @@ use crate::conversation::memory::InMemoryStore;
 use crate::conversation::ConversationStore;
 use crate::examples::{ExampleStore, SqliteExampleStore};
 use crate::gate::Gate;
-use crate::llm::{LlmError, ModelClient, ProviderConfig};
+use crate::llm::{LlmError, ModelClient, ProviderConfig, SpendLedger};
 use crate::local_model::{LocalModel, LocalModelStatus, ReadyModel};
 use crate::querylog::QueryLog;
 use crate::telemetry::Telemetry;
@@ -85,6 +87,10 @@ use health::ModelCheck;
 use limits::{AskSlots, RateLimiter};
 use metrics::Metrics;
 use monitor::{DriftStatus, QueryLogSetting};
+
+/// How long past the ask timeout a shared reservation waits for its settlement before
+/// it counts as spent: a question's last call ends by the timeout.
+const RESERVATION_MARGIN: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Whether questions can be answered, and if not, what to tell the user.
 enum ModelSetup {
@@ -102,8 +108,9 @@ struct Shared {
     /// The endpoint of the local model questions go to, once one was installed.
     local_model_url: tokio::sync::Mutex<Option<String>>,
     config: ServerConfig,
-    /// The server's pace: per signed-in user, else per address.
-    rate: RateLimiter<limits::Asker>,
+    /// The server's pace: per signed-in user, else per address; this process's
+    /// buckets, or the replicas' shared ones.
+    rate: Arc<dyn limits::Pace>,
     slots: AskSlots,
     /// The last model check, reused for [`health::MODEL_CHECK_TTL`]. An async mutex so
     /// concurrent health requests wait for one check instead of making several calls.
@@ -137,6 +144,26 @@ pub struct Stores {
 }
 
 impl Stores {
+    /// The stores `config` asks for: with `--state-url`, the ones every replica shares in
+    /// `askdb_state` (decision 0080), else [`Stores::of_one_process`].
+    pub fn for_config(config: &ServerConfig) -> Stores {
+        match &config.state {
+            Some(shared) => Stores {
+                conversations: Arc::new(
+                    crate::conversation::postgres::PostgresConversationStore::new(
+                        shared.pool().clone(),
+                        config.conversations,
+                    )
+                    .with_lease(config.ask_timeout + RESERVATION_MARGIN),
+                ),
+                examples: Some(Arc::new(crate::examples::postgres::PostgresExampleStore::new(
+                    shared.pool().clone(),
+                ))),
+            },
+            None => Stores::of_one_process(config),
+        }
+    }
+
     /// One process's own: conversations in its memory, examples in the SQLite file
     /// `--examples` names (none without it).
     pub fn of_one_process(config: &ServerConfig) -> Stores {
@@ -183,7 +210,7 @@ impl AppState {
         local_model: Option<Arc<LocalModel>>,
         config: ServerConfig,
     ) -> Result<AppState, ServeError> {
-        let stores = Stores::of_one_process(&config);
+        let stores = Stores::for_config(&config);
         AppState::with_stores(gate, model, local_model, config, stores).await
     }
 
@@ -203,6 +230,30 @@ impl AppState {
         } = stores;
         // Every policy narrows the gate once, here: one that would widen the notes stops
         // the server from starting.
+        // With replicas, the ledger, the pace and the sessions are the shared state's,
+        // chosen here once; no request path knows which (decision 0079).
+        let model = match (&config.state, model) {
+            (Some(shared), Ok(client)) => {
+                let cap = client.ledger().cap_usd();
+                let ttl = config.ask_timeout + RESERVATION_MARGIN;
+                let store = crate::state::ledger::PgLedger::new(shared.clone(), ttl);
+                Ok(client.with_ledger(Arc::new(SpendLedger::shared(Arc::new(store), cap))))
+            }
+            (_, model) => model,
+        };
+        let rate: Arc<dyn limits::Pace> = match &config.state {
+            Some(shared) => Arc::new(limits::SharedPace::new(
+                crate::state::pace::SharedBuckets::new(shared.clone()),
+                config.asks_per_minute,
+            )),
+            None => Arc::new(RateLimiter::<limits::Asker>::new(config.asks_per_minute)),
+        };
+        let sessions = match &config.state {
+            Some(shared) => session::Sessions::with_store(Arc::new(
+                crate::state::sign_in::SharedSignIn::new(shared.clone()),
+            )),
+            None => session::Sessions::default(),
+        };
         let spend_cap = model.as_ref().ok().map(|client| client.ledger().cap_usd());
         let team = team::Team::build(&gate, &config.policies, config.asks_per_minute, spend_cap)?;
         if let Ok(client) = &model {
@@ -222,7 +273,7 @@ impl AppState {
         let telemetry = Telemetry::start(config.telemetry.clone());
         Ok(AppState {
             shared: Arc::new(Shared {
-                rate: RateLimiter::new(config.asks_per_minute),
+                rate,
                 slots: AskSlots::new(config.max_concurrent_asks),
                 gate,
                 model: std::sync::RwLock::new(model),
@@ -238,7 +289,7 @@ impl AppState {
                 warm_up: warm_up::WarmUp::default(),
                 conversations,
                 examples,
-                sessions: Arc::new(session::Sessions::default()),
+                sessions: Arc::new(sessions),
                 team,
             }),
         })

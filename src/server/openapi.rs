@@ -78,7 +78,7 @@ pub fn document() -> Value {
         "409": error_response("The conversation is still answering its previous question: questions on one conversation are answered one at a time, never interleaved.", "conversation_busy", "conversation 0123456789abcdef0123456789abcdef is still answering its previous question; ask again once it has answered"),
         "429": with_retry_after(error_response("This client asked too often (per-address token bucket).", "rate_limited", "too many questions from this address; try again in 3 s")),
         "502": error_response("The model could not be asked (timeout, quota, authentication...).", "model_unavailable", "the model could not be asked (timeout); try again later"),
-        "503": with_retry_after(error_response("No model is configured (no Retry-After), the spend cap is reached, the spend ledger cannot be written (spend_ledger_unavailable: no model call is made), or every ask slot is taken (busy, with Retry-After).", "busy", "askdb is answering as many questions as it allows at once; try again in 5 s")),
+        "503": with_retry_after(error_response("No model is configured (no Retry-After), the spend cap is reached, the spend ledger cannot be written (spend_ledger_unavailable: no model call is made), the replicas' shared state does not answer (shared_state_unavailable), or every ask slot is taken (busy, with Retry-After).", "busy", "askdb is answering as many questions as it allows at once; try again in 5 s")),
         "504": error_response("No answer within the server's ask timeout.", "ask_timeout", "no answer within 600 s; try a simpler question or try again later")
     });
     merge(&mut ask_responses, bad_body_responses());
@@ -427,6 +427,15 @@ fn schemas() -> Value {
         properties.insert("conversation_id".to_string(), json!({"type": "string", "description": "The conversation this question belongs to: send it back to ask a follow-up."}));
         properties.insert("turn".to_string(), json!({"type": "integer", "minimum": 1, "description": "The question's turn in its conversation (1 for the first)."}));
         properties.insert("understood_as".to_string(), json!({"type": "string", "description": "A follow-up as one standalone question (\"the number of bills voided in 2024\"): what was answered. Absent for a conversation's first question."}));
+    }
+    // Replicas' fields, added here: the json! above is at the macro's recursion limit.
+    if let Some(properties) = all
+        .pointer_mut("/Health/properties")
+        .and_then(Value::as_object_mut)
+    {
+        properties.insert("authentication_configured".to_string(), json!({"type": "boolean", "description": "Requests must sign in: a user exists, or a trusted proxy names users."}));
+        properties.insert("shared_state_enabled".to_string(), json!({"type": "boolean", "description": "The spend ledger, pace and sessions are shared with other replicas (--state-url)."}));
+        properties.insert("shared_state_reachable".to_string(), json!({"type": "boolean", "description": "The shared state answered SELECT 1 just now (its URL is shown in details without its password)."}));
     }
     merge(&mut all, example_schemas());
     all

@@ -1,8 +1,11 @@
 //! The page's sign-in (decision 0070): a user's token, typed once into the page, is
 //! exchanged for a session cookie (`askdb_session`: HttpOnly, SameSite=Strict, Secure
 //! when the page was served over TLS), so the token never sits in the page's script or
-//! storage. Sessions live here, in memory: a random id (only its SHA-256 is kept), the
-//! user, an expiry; every request on one checks again that the user is not revoked.
+//! storage. A session is a random id (only its SHA-256 is kept), the user, an expiry;
+//! every request on one checks again that the user is not revoked. Sessions are kept
+//! behind [`SessionStore`], chosen once at start: in this process's memory
+//! ([`LocalSessions`]), or in the state replicas share (`--state-url`,
+//! [`crate::state::sign_in::SharedSignIn`], where revocations are read too).
 //! Failed sign-ins (and wrong bearer tokens) are counted per client address in a
 //! bounded map and refused for the rest of a window once too many; behind a trusted
 //! proxy the client is the one it forwarded for ([`super::access::sign_in_client`],
@@ -16,7 +19,7 @@
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::extract::State;
@@ -31,6 +34,8 @@ use super::access::SignedIn;
 use super::api::ClientIp;
 use super::error::{ApiJson, AppError};
 use super::AppState;
+use crate::llm::BoxFuture;
+use crate::state::sign_in::SharedSignIn;
 use crate::users::{SignIn, UserFile};
 
 /// The cookie's name.
@@ -57,12 +62,144 @@ struct Failures {
     since: Instant,
 }
 
-/// The sessions of one process and the failed sign-ins per address.
+/// Where sessions are kept, and whom the shared state says was revoked. Each method
+/// answers for every replica that shares the store.
+pub trait SessionStore: Send + Sync {
+    /// Keeps a session (`digest` of its cookie) for `user` for [`SESSION_TTL`].
+    fn start<'a>(&'a self, digest: &'a str, user: &'a str) -> BoxFuture<'a, Result<(), AppError>>;
+    /// The user of a live session.
+    fn user<'a>(&'a self, digest: &'a str) -> BoxFuture<'a, Result<Option<String>, AppError>>;
+    fn end<'a>(&'a self, digest: &'a str) -> BoxFuture<'a, Result<(), AppError>>;
+    /// Ends every session of `user` (its token was revoked).
+    fn end_user<'a>(&'a self, user: &'a str) -> BoxFuture<'a, Result<(), AppError>>;
+    /// Whether a revocation outside this server's users file ended `user` (the shared
+    /// state's list); the users file itself is read by the caller.
+    fn is_revoked<'a>(&'a self, user: &'a str) -> BoxFuture<'a, Result<bool, AppError>>;
+}
+
+/// The sessions of one process, in memory.
 #[derive(Default)]
-pub struct Sessions {
+pub struct LocalSessions {
     /// By the SHA-256 of the cookie's value: a memory dump holds no usable cookie.
     live: Mutex<HashMap<String, Session>>,
+}
+
+impl LocalSessions {
+    fn insert(&self, digest: &str, user: &str, now: Instant) {
+        let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        if live.len() >= MAX_SESSIONS {
+            live.retain(|_, session| session.expires > now);
+        }
+        if live.len() >= MAX_SESSIONS {
+            let soonest = live
+                .iter()
+                .min_by_key(|(_, session)| session.expires)
+                .map(|(key, _)| key.clone());
+            if let Some(key) = soonest {
+                live.remove(&key);
+            }
+        }
+        live.insert(
+            digest.to_string(),
+            Session {
+                user: user.to_string(),
+                expires: now + SESSION_TTL,
+            },
+        );
+    }
+
+    /// The user of a live session; an expired one is forgotten.
+    fn user_at(&self, digest: &str, now: Instant) -> Option<String> {
+        let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        match live.get(digest) {
+            Some(session) if session.expires > now => Some(session.user.clone()),
+            Some(_) => {
+                live.remove(digest);
+                None
+            }
+            None => None,
+        }
+    }
+}
+
+impl SessionStore for LocalSessions {
+    fn start<'a>(&'a self, digest: &'a str, user: &'a str) -> BoxFuture<'a, Result<(), AppError>> {
+        self.insert(digest, user, Instant::now());
+        Box::pin(async { Ok(()) })
+    }
+
+    fn user<'a>(&'a self, digest: &'a str) -> BoxFuture<'a, Result<Option<String>, AppError>> {
+        let user = self.user_at(digest, Instant::now());
+        Box::pin(async move { Ok(user) })
+    }
+
+    fn end<'a>(&'a self, digest: &'a str) -> BoxFuture<'a, Result<(), AppError>> {
+        let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        live.remove(digest);
+        Box::pin(async { Ok(()) })
+    }
+
+    fn end_user<'a>(&'a self, user: &'a str) -> BoxFuture<'a, Result<(), AppError>> {
+        let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        live.retain(|_, session| session.user != user);
+        Box::pin(async { Ok(()) })
+    }
+
+    /// One process has only its users file, which the caller reads.
+    fn is_revoked<'a>(&'a self, _user: &'a str) -> BoxFuture<'a, Result<bool, AppError>> {
+        Box::pin(async { Ok(false) })
+    }
+}
+
+fn shared_error(error: crate::state::StateError) -> AppError {
+    AppError::SharedState(error.to_string())
+}
+
+impl SessionStore for SharedSignIn {
+    fn start<'a>(&'a self, digest: &'a str, user: &'a str) -> BoxFuture<'a, Result<(), AppError>> {
+        Box::pin(async move {
+            SharedSignIn::start(self, digest, user, SESSION_TTL)
+                .await
+                .map_err(shared_error)
+        })
+    }
+
+    fn user<'a>(&'a self, digest: &'a str) -> BoxFuture<'a, Result<Option<String>, AppError>> {
+        Box::pin(async move { SharedSignIn::user(self, digest).await.map_err(shared_error) })
+    }
+
+    fn end<'a>(&'a self, digest: &'a str) -> BoxFuture<'a, Result<(), AppError>> {
+        Box::pin(async move { SharedSignIn::end(self, digest).await.map_err(shared_error) })
+    }
+
+    fn end_user<'a>(&'a self, user: &'a str) -> BoxFuture<'a, Result<(), AppError>> {
+        Box::pin(async move {
+            SharedSignIn::end_user(self, user)
+                .await
+                .map_err(shared_error)
+        })
+    }
+
+    fn is_revoked<'a>(&'a self, user: &'a str) -> BoxFuture<'a, Result<bool, AppError>> {
+        Box::pin(async move {
+            SharedSignIn::is_revoked(self, user)
+                .await
+                .map_err(shared_error)
+        })
+    }
+}
+
+/// The server's sessions (wherever they are kept) and this process's failed sign-ins
+/// per address.
+pub struct Sessions {
+    store: Arc<dyn SessionStore>,
     failures: Mutex<HashMap<IpAddr, Failures>>,
+}
+
+impl Default for Sessions {
+    fn default() -> Self {
+        Sessions::with_store(Arc::new(LocalSessions::default()))
+    }
 }
 
 impl std::fmt::Debug for Sessions {
@@ -79,59 +216,42 @@ fn digest(value: &str) -> String {
 }
 
 impl Sessions {
+    /// Sessions kept in `store`.
+    pub fn with_store(store: Arc<dyn SessionStore>) -> Sessions {
+        Sessions {
+            store,
+            failures: Mutex::new(HashMap::new()),
+        }
+    }
+
     /// A new session for `user`: the cookie's value, 32 random bytes in hex.
-    pub fn start(&self, user: &str, now: Instant) -> Result<String, AppError> {
+    pub async fn start(&self, user: &str) -> Result<String, AppError> {
         let mut bytes = [0u8; 32];
         getrandom::fill(&mut bytes)
             .map_err(|error| AppError::Internal(format!("no random bytes: {error}")))?;
         let value: String = bytes.iter().map(|byte| format!("{byte:02x}")).collect();
-        let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
-        if live.len() >= MAX_SESSIONS {
-            live.retain(|_, session| session.expires > now);
-        }
-        if live.len() >= MAX_SESSIONS {
-            let soonest = live
-                .iter()
-                .min_by_key(|(_, session)| session.expires)
-                .map(|(key, _)| key.clone());
-            if let Some(key) = soonest {
-                live.remove(&key);
-            }
-        }
-        live.insert(
-            digest(&value),
-            Session {
-                user: user.to_string(),
-                expires: now + SESSION_TTL,
-            },
-        );
+        self.store.start(&digest(&value), user).await?;
         Ok(value)
     }
 
-    /// The user of a live session; an expired one is forgotten.
-    pub fn user(&self, cookie: &str, now: Instant) -> Option<String> {
-        let key = digest(cookie);
-        let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
-        match live.get(&key) {
-            Some(session) if session.expires > now => Some(session.user.clone()),
-            Some(_) => {
-                live.remove(&key);
-                None
-            }
-            None => None,
-        }
+    /// The user of a live session.
+    pub async fn user(&self, cookie: &str) -> Result<Option<String>, AppError> {
+        self.store.user(&digest(cookie)).await
     }
 
     /// Ends one session (signing out).
-    pub fn end(&self, cookie: &str) {
-        let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
-        live.remove(&digest(cookie));
+    pub async fn end(&self, cookie: &str) -> Result<(), AppError> {
+        self.store.end(&digest(cookie)).await
     }
 
     /// Ends every session of `user` (its token was revoked).
-    pub fn end_user(&self, user: &str) {
-        let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
-        live.retain(|_, session| session.user != user);
+    pub async fn end_user(&self, user: &str) -> Result<(), AppError> {
+        self.store.end_user(user).await
+    }
+
+    /// Whether the shared state says `user` was revoked (never, for one process).
+    pub async fn is_revoked(&self, user: &str) -> Result<bool, AppError> {
+        self.store.is_revoked(user).await
     }
 
     /// The key an address is counted under: its own, or the shared one when the map
@@ -200,8 +320,9 @@ pub fn cookie_value(headers: &HeaderMap) -> Option<String> {
 }
 
 /// The user a session cookie signs in as: None without a cookie or with one that is
-/// unknown or expired; a revoked user's sessions all end here.
-pub fn cookie_user(
+/// unknown or expired; a revoked user's sessions all end here (revoked in the users
+/// file or, with replicas, in the shared state).
+pub async fn cookie_user(
     sessions: &Sessions,
     users: &UserFile,
     headers: &HeaderMap,
@@ -209,14 +330,17 @@ pub fn cookie_user(
     let Some(cookie) = cookie_value(headers) else {
         return Ok(None);
     };
-    let Some(user) = sessions.user(&cookie, Instant::now()) else {
+    let Some(user) = sessions.user(&cookie).await? else {
         return Ok(None);
     };
-    let live = users
+    let mut live = users
         .live(&user)
         .map_err(|error| AppError::Internal(error.to_string()))?;
+    if live.is_some() && sessions.is_revoked(&user).await? {
+        live = None;
+    }
     if live.is_none() {
-        sessions.end_user(&user);
+        sessions.end_user(&user).await?;
     }
     Ok(live)
 }
@@ -294,7 +418,9 @@ pub async fn status(
     };
     let user = match proxied {
         Some(Extension(signed_in)) => Some(signed_in.name),
-        None => cookie_user(state.sessions(), users, &headers)?.map(|user| user.name),
+        None => cookie_user(state.sessions(), users, &headers)
+            .await?
+            .map(|user| user.name),
     };
     Ok(Json(SessionStatus {
         sign_in: SignIn::Required,
@@ -328,7 +454,11 @@ pub async fn sign_in(
         sessions.failed(client, now);
         return Err(AppError::Unauthorized);
     };
-    let value = sessions.start(&user.name, now)?;
+    if sessions.is_revoked(&user.name).await? {
+        sessions.failed(client, now);
+        return Err(AppError::Unauthorized);
+    }
+    let value = sessions.start(&user.name).await?;
     let cookie = set_cookie(&value, Some(SESSION_TTL), over_tls(&headers))?;
     let mut response =
         (StatusCode::OK, Json(serde_json::json!({"user": user.name}))).into_response();
@@ -345,7 +475,7 @@ pub async fn sign_out(
     headers: HeaderMap,
 ) -> Result<Response, AppError> {
     if let Some(cookie) = cookie_value(&headers) {
-        state.sessions().end(&cookie);
+        state.sessions().end(&cookie).await?;
     }
     let mut response = StatusCode::NO_CONTENT.into_response();
     response.headers_mut().insert(
@@ -359,30 +489,45 @@ pub async fn sign_out(
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_session_lives_until_its_end_sign_out_or_its_users_revocation() {
+    #[tokio::test]
+    async fn a_session_lives_until_its_end_sign_out_or_its_users_revocation() {
         let sessions = Sessions::default();
-        let now = Instant::now();
-        let ana = sessions.start("ana", now).expect("started");
-        let ben = sessions.start("ben", now).expect("started");
+        let ana = sessions.start("ana").await.expect("started");
+        let ben = sessions.start("ben").await.expect("started");
         assert_eq!(ana.len(), 64);
         assert_ne!(ana, ben);
-        assert_eq!(sessions.user(&ana, now).as_deref(), Some("ana"));
-        assert_eq!(sessions.user("not-a-session", now), None);
-        assert_eq!(sessions.user(&ana, now + SESSION_TTL), None, "expired");
         assert_eq!(
-            sessions.user(&ana, now),
+            sessions.user(&ana).await.expect("read").as_deref(),
+            Some("ana")
+        );
+        assert_eq!(sessions.user("not-a-session").await.expect("read"), None);
+        sessions.end_user("ben").await.expect("ended");
+        assert_eq!(sessions.user(&ben).await.expect("read"), None);
+        let again = sessions.start("ana").await.expect("started");
+        sessions.end(&again).await.expect("ended");
+        assert_eq!(sessions.user(&again).await.expect("read"), None);
+    }
+
+    #[test]
+    fn a_local_session_expires_and_only_its_digest_is_kept() {
+        let local = LocalSessions::default();
+        let now = Instant::now();
+        let cookie = "ab".repeat(32);
+        local.insert(&digest(&cookie), "ana", now);
+        assert_eq!(local.user_at(&digest(&cookie), now).as_deref(), Some("ana"));
+        assert_eq!(
+            local.user_at(&digest(&cookie), now + SESSION_TTL),
+            None,
+            "expired"
+        );
+        assert_eq!(
+            local.user_at(&digest(&cookie), now),
             None,
             "an expired one is forgotten"
         );
-        sessions.end_user("ben");
-        assert_eq!(sessions.user(&ben, now), None);
-        let again = sessions.start("ana", now).expect("started");
-        sessions.end(&again);
-        assert_eq!(sessions.user(&again, now), None);
-        // Only digests are kept.
-        let live = sessions.live.lock().expect("lock");
-        assert!(live.keys().all(|key| key.len() == 64 && *key != ana));
+        local.insert(&digest(&cookie), "ana", now);
+        let live = local.live.lock().expect("lock");
+        assert!(live.keys().all(|key| key.len() == 64 && *key != cookie));
     }
 
     #[test]

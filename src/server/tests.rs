@@ -17,7 +17,7 @@ struct Fixture {
     state: AppState,
 }
 
-async fn gate(dir: &std::path::Path) -> Gate {
+pub(super) async fn gate(dir: &std::path::Path) -> Gate {
     let path = dir.join("demo.sqlite");
     crate::demo::write_sqlite(&path).expect("demo database");
     crate::database::open_gate(
@@ -50,7 +50,7 @@ async fn fixture(model: Option<&str>, config: ServerConfig) -> Fixture {
     Fixture { _dir: dir, state }
 }
 
-async fn call(state: &AppState, request: Request<Body>) -> (StatusCode, Value) {
+pub(super) async fn call(state: &AppState, request: Request<Body>) -> (StatusCode, Value) {
     let response = app(state.clone())
         .oneshot(request)
         .await
@@ -63,14 +63,14 @@ async fn call(state: &AppState, request: Request<Body>) -> (StatusCode, Value) {
     (status, value)
 }
 
-fn post_json(path: &str, body: &str) -> Request<Body> {
+pub(super) fn post_json(path: &str, body: &str) -> Request<Body> {
     Request::post(path)
         .header(header::CONTENT_TYPE, "application/json")
         .body(Body::from(body.to_string()))
         .expect("request")
 }
 
-fn get(path: &str) -> Request<Body> {
+pub(super) fn get(path: &str) -> Request<Body> {
     Request::get(path).body(Body::empty()).expect("request")
 }
 

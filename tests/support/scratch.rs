@@ -58,6 +58,8 @@ pub struct Scratch {
     pub database: String,
     pub read_only_role: String,
     pub log_role: String,
+    /// For the replicas' shared state (`askdb_state` in production).
+    pub state_role: String,
 }
 
 impl Scratch {
@@ -95,11 +97,16 @@ impl Scratch {
             database: format!("askdb_{kind}_test_{suffix}"),
             read_only_role: format!("askdb_ro_{kind}{suffix}"),
             log_role: format!("askdb_log_{kind}{suffix}"),
+            state_role: format!("askdb_st_{kind}{suffix}"),
         })
     }
 
-    pub fn roles(&self) -> [String; 2] {
-        [self.read_only_role.clone(), self.log_role.clone()]
+    pub fn roles(&self) -> [String; 3] {
+        [
+            self.read_only_role.clone(),
+            self.log_role.clone(),
+            self.state_role.clone(),
+        ]
     }
 }
 

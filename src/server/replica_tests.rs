@@ -1,0 +1,313 @@
+//! Replicas over one shared state (`--state-url`, decision 0079): two `AppState`s in
+//! one process, each with its own pool to the same PostgreSQL schema, as two
+//! `askdb serve` processes would be. The spend cap holds under concurrent asks on both,
+//! a session made on one is taken by the other, a revocation written to the state is
+//! refused by the other within 5 s, and the pace is one bucket per asker for both.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::http::{header, Request, StatusCode};
+use serde_json::Value;
+use tower::ServiceExt;
+
+use super::tests::{call, gate, post_json};
+use super::*;
+use crate::llm::scripted::ScriptedProvider;
+use crate::llm::{PriceTable, SpendLedger};
+use crate::scratch::{pg_connect, Scratch};
+use crate::state::SharedState;
+use crate::users::UserFile;
+
+/// Scripted replies at $10 per million tokens in and out: a reply of 1,000 tokens in
+/// and 100 out costs $0.011.
+const PRICES: &str = r#"
+prices_as_of = "2026-01-01"
+[[model]]
+provider = "scripted"
+prefix = "scripted"
+input = 10.0
+output = 10.0
+"#;
+
+const QUESTION: &str = "How many customers are there?";
+
+/// A scratch database holding the state schema, and its superuser URL.
+async fn state_database(test: &str) -> Option<(Scratch, String)> {
+    let scratch = Scratch::new(test, "state")?;
+    let admin = pg_connect(&scratch.admin_url)
+        .await
+        .expect("admin connects");
+    admin
+        .execute(
+            format!("CREATE DATABASE \"{}\"", scratch.database).as_str(),
+            &[],
+        )
+        .await
+        .expect("scratch database");
+    let url = crate::admin::url_with_database(&scratch.admin_url, &scratch.database);
+    let client = pg_connect(&url)
+        .await
+        .expect("connects to the scratch database");
+    crate::state::apply_schema(&client)
+        .await
+        .expect("state schema");
+    Some((scratch, url))
+}
+
+/// A metered scripted model with `replies` answers to [`QUESTION`], each taking a
+/// moment so asks overlap.
+fn priced_model(replies: usize, cap_usd: Option<f64>) -> ModelClient {
+    let line = r#"{"question": "*", "purpose": "write_sql", "reply": {"sql": "SELECT count(*) AS customers FROM customers"}, "input_tokens": 1000, "output_tokens": 100, "delay_ms": 20}
+"#;
+    let provider = ScriptedProvider::parse(&line.repeat(replies), "scripted")
+        .expect("script parses")
+        .metered(true);
+    ModelClient::new(
+        Arc::new(provider),
+        &PriceTable::parse(PRICES, "the test's prices").expect("prices"),
+        Arc::new(SpendLedger::in_memory(cap_usd)),
+        None,
+    )
+    .expect("client")
+}
+
+/// One replica: its own demo file and gate, its own pool to the shared state.
+async fn replica(
+    dir: &std::path::Path,
+    url: &str,
+    model: Option<ModelClient>,
+    config: ServerConfig,
+) -> AppState {
+    let own = tempfile::tempdir_in(dir).expect("replica's folder").keep();
+    let shared = SharedState::connect(url).await.expect("shared state");
+    let config = ServerConfig {
+        state: Some(shared),
+        explain: false,
+        warm_up: false,
+        ..config
+    };
+    let model = model.ok_or(LlmError::NotConfigured);
+    AppState::with_local_model(gate(&own).await, model, None, config)
+        .await
+        .expect("replica")
+}
+
+async fn spend_totals(url: &str) -> (f64, f64, i64) {
+    let client = pg_connect(url).await.expect("connects");
+    let row = client
+        .query_one(
+            "SELECT spent_usd::float8, reserved_usd::float8, calls FROM askdb_state.spend_total",
+            &[],
+        )
+        .await
+        .expect("totals");
+    (row.get(0), row.get(1), row.get(2))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_spend_cap_holds_across_two_replicas_asked_at_once() {
+    let test = "the_spend_cap_holds_across_two_replicas_asked_at_once";
+    let Some((_scratch, url)) = state_database(test).await else {
+        return;
+    };
+    let cap = 0.2;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = ServerConfig {
+        asks_per_minute: 0,
+        max_concurrent_asks: 64,
+        ..ServerConfig::default()
+    };
+    let replicas = [
+        replica(
+            dir.path(),
+            &url,
+            Some(priced_model(40, Some(cap))),
+            config.clone(),
+        )
+        .await,
+        replica(dir.path(), &url, Some(priced_model(40, Some(cap))), config).await,
+    ];
+    let mut asks = tokio::task::JoinSet::new();
+    for n in 0..60 {
+        let state = replicas[n % 2].clone();
+        asks.spawn(async move {
+            let body = format!("{{\"question\": \"{QUESTION}\", \"mode\": \"baseline\"}}");
+            call(&state, post_json("/api/ask", &body)).await
+        });
+    }
+    let (mut answered, mut capped, mut paid) = (0, 0, 0.0);
+    while let Some(outcome) = asks.join_next().await {
+        let (status, body) = outcome.expect("ask task");
+        match status {
+            StatusCode::OK => {
+                answered += 1;
+                paid += body["cost_usd"].as_f64().expect("cost");
+            }
+            StatusCode::SERVICE_UNAVAILABLE => {
+                assert_eq!(body["error"], "spend_cap_reached", "{body}");
+                capped += 1;
+            }
+            other => panic!("unexpected {other}: {body}"),
+        }
+    }
+    let (spent, reserved, calls) = spend_totals(&url).await;
+    assert!(
+        answered > 0 && capped > 0,
+        "{answered} answered, {capped} capped"
+    );
+    assert!(spent <= cap + 1e-9, "spent {spent} past the cap {cap}");
+    assert!(reserved.abs() < 1e-9, "nothing left in flight: {reserved}");
+    assert_eq!(calls, answered, "one settled call per answer");
+    assert!(
+        (spent - paid).abs() < 1e-9,
+        "the shared ledger holds every answer's cost: {spent} against {paid}"
+    );
+}
+
+/// The request with the Cookie or Authorization header, as a browser or a script sends.
+fn with_header(path: &str, name: header::HeaderName, value: &str) -> Request<Body> {
+    Request::get(path)
+        .header(name, value)
+        .body(Body::empty())
+        .expect("request")
+}
+
+#[tokio::test]
+async fn a_session_made_on_one_replica_is_taken_by_the_other_until_a_revocation_reaches_it() {
+    let test = "a_session_made_on_one_replica_is_taken_by_the_other_until_a_revocation_reaches_it";
+    let Some((_scratch, url)) = state_database(test).await else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    // Two machines, two copies of the same users file.
+    let (file_a, file_b) = (dir.path().join("a.json"), dir.path().join("b.json"));
+    let token = UserFile::at(&file_a).add("ana", None).expect("user added");
+    std::fs::copy(&file_a, &file_b).expect("copied");
+    let config = |file: &std::path::Path| ServerConfig {
+        users: Some(UserFile::at(file)),
+        ..ServerConfig::default()
+    };
+    let a = replica(dir.path(), &url, None, config(&file_a)).await;
+    let b = replica(dir.path(), &url, None, config(&file_b)).await;
+
+    let response = app(a.clone())
+        .oneshot(post_json(
+            "/api/session",
+            &format!("{{\"token\": \"{token}\"}}"),
+        ))
+        .await
+        .expect("infallible");
+    assert_eq!(response.status(), StatusCode::OK);
+    let cookie = response
+        .headers()
+        .get(header::SET_COOKIE)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.split(';').next())
+        .expect("a cookie")
+        .to_string();
+    let (status, body) = call(&b, with_header("/api/session", header::COOKIE, &cookie)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["user"], "ana", "the other replica knows the session");
+    let bearer = format!("Bearer {token}");
+    let (status, _) = call(
+        &b,
+        with_header("/api/schema", header::AUTHORIZATION, &bearer),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+
+    // `askdb users revoke ana --state-url`: replica A's file and the shared state.
+    UserFile::at(&file_a).revoke("ana").expect("revoked");
+    crate::state::sign_in::revoke(&url, "ana")
+        .await
+        .expect("revoked in the state");
+    let revoked = Instant::now();
+    loop {
+        let (status, _) = call(
+            &b,
+            with_header("/api/schema", header::AUTHORIZATION, &bearer),
+        )
+        .await;
+        if status == StatusCode::UNAUTHORIZED {
+            break;
+        }
+        assert!(
+            revoked.elapsed() < Duration::from_secs(5),
+            "replica B still takes the revoked token after 5 s"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (_, body) = call(&b, with_header("/api/session", header::COOKIE, &cookie)).await;
+    assert_eq!(
+        body["user"],
+        Value::Null,
+        "the session ended with the token"
+    );
+    assert!(revoked.elapsed() < Duration::from_secs(5));
+    assert!(
+        UserFile::at(&file_b).is_live("ana").expect("read"),
+        "replica B's own file never heard of the revocation"
+    );
+}
+
+#[tokio::test]
+async fn one_asker_has_one_bucket_across_replicas() {
+    let test = "one_asker_has_one_bucket_across_replicas";
+    let Some((_scratch, url)) = state_database(test).await else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = ServerConfig {
+        asks_per_minute: 3,
+        ..ServerConfig::default()
+    };
+    let a = replica(dir.path(), &url, None, config.clone()).await;
+    let b = replica(dir.path(), &url, None, config).await;
+    let address: IpAddr = [192, 0, 2, 7].into();
+    let asker = limits::Asker::of(None, address);
+    for state in [&a, &b, &a] {
+        let taken = state.shared.rate.take(&asker).await;
+        assert!(taken.is_ok(), "{taken:?}");
+    }
+    let refused = b.shared.rate.take(&asker).await.expect_err("bucket empty");
+    match refused {
+        AppError::RateLimited { retry_after } => assert!(
+            retry_after > Duration::from_secs(15) && retry_after <= Duration::from_secs(20),
+            "{retry_after:?}"
+        ),
+        other => panic!("expected rate_limited, got {other:?}"),
+    }
+    let user = limits::Asker::of(Some("ana"), address);
+    assert!(
+        a.shared.rate.take(&user).await.is_ok(),
+        "a user has its own bucket"
+    );
+}
+
+#[tokio::test]
+async fn health_says_whether_the_shared_state_answers_without_its_password() {
+    let test = "health_says_whether_the_shared_state_answers_without_its_password";
+    let Some((_scratch, url)) = state_database(test).await else {
+        return;
+    };
+    // The test server trusts local connections, so a password is sent and ignored.
+    let Some((scheme, rest)) = url.split_once("://") else {
+        panic!("a URL: {url}");
+    };
+    let Some((user, host)) = rest.split_once('@') else {
+        return;
+    };
+    let with_password = format!("{scheme}://{user}:s3cret-word@{host}");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let state = replica(dir.path(), &with_password, None, ServerConfig::default()).await;
+    let (_, body) = call(&state, super::tests::get("/api/health")).await;
+    assert_eq!(body["shared_state_enabled"], true, "{body}");
+    assert_eq!(body["shared_state_reachable"], true, "{body}");
+    assert_eq!(body["authentication_configured"], false, "{body}");
+    let detail = body["details"]["shared_state"].as_str().expect("detail");
+    assert!(detail.contains("SELECT 1"), "{detail}");
+    assert!(!body.to_string().contains("s3cret-word"), "{body}");
+}

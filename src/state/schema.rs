@@ -1,0 +1,79 @@
+//! The shared state's tables: the schema `askdb_state` as a list of statements, each
+//! `CREATE ... IF NOT EXISTS`, applied in order by `askdb db setup` (and by the tests on
+//! their scratch databases). One `const` per table, so a table is added by appending a
+//! constant and its line in [`STATEMENTS`], never by editing another's.
+
+/// The schema every shared table lives in; the state role may use nothing else.
+pub const SCHEMA: &str = "askdb_state";
+
+pub const CREATE_SCHEMA: &str = "CREATE SCHEMA IF NOT EXISTS askdb_state";
+
+/// The spend ledger's running totals: one row (`id` is always true), locked by every
+/// reservation, settlement and release, so the cap check and the booking are one step
+/// for all replicas. `numeric`, so millions of additions and subtractions never drift.
+pub const SPEND_TOTAL: &str = "CREATE TABLE IF NOT EXISTS askdb_state.spend_total (
+    id boolean PRIMARY KEY DEFAULT true CHECK (id),
+    spent_usd numeric NOT NULL DEFAULT 0,
+    reserved_usd numeric NOT NULL DEFAULT 0,
+    calls bigint NOT NULL DEFAULT 0
+)";
+
+/// One model call: reserved at its worst case before the call, settled with its real
+/// cost after, or expired (never settled by its replica: counted at its worst case).
+/// A call that failed has no row.
+pub const SPEND_ENTRIES: &str = "CREATE TABLE IF NOT EXISTS askdb_state.spend_entries (
+    id bigserial PRIMARY KEY,
+    replica text NOT NULL,
+    purpose text NOT NULL,
+    estimate_usd numeric NOT NULL,
+    status text NOT NULL DEFAULT 'reserved' CHECK (status IN ('reserved', 'settled', 'expired')),
+    reserved_at timestamptz NOT NULL DEFAULT now(),
+    expires_at timestamptz NOT NULL,
+    cost_usd numeric,
+    provider text,
+    model text,
+    input_tokens bigint,
+    output_tokens bigint,
+    settled_at timestamptz
+)";
+
+/// The askers' token buckets (`limits::Asker` as text: `user:NAME` or `address:IP`).
+pub const RATE_BUCKETS: &str = "CREATE TABLE IF NOT EXISTS askdb_state.rate_buckets (
+    asker text PRIMARY KEY,
+    tokens double precision NOT NULL,
+    updated_at timestamptz NOT NULL
+)";
+
+/// The page's sign-in sessions, by the SHA-256 of the cookie's value.
+pub const SESSIONS: &str = "CREATE TABLE IF NOT EXISTS askdb_state.sessions (
+    digest text PRIMARY KEY,
+    user_name text NOT NULL,
+    expires_at timestamptz NOT NULL
+)";
+
+/// Users whose tokens were revoked (`askdb users revoke NAME --state-url ...`): every
+/// replica refuses them, whatever its own users file says.
+pub const REVOKED_USERS: &str = "CREATE TABLE IF NOT EXISTS askdb_state.revoked_users (
+    user_name text PRIMARY KEY,
+    revoked_at timestamptz NOT NULL DEFAULT now()
+)";
+
+/// Every statement, in the order they are applied.
+pub const STATEMENTS: &[&str] = &[
+    CREATE_SCHEMA,
+    SPEND_TOTAL,
+    SPEND_ENTRIES,
+    RATE_BUCKETS,
+    SESSIONS,
+    REVOKED_USERS,
+    // The replicas' verified examples and conversations (decision 0080).
+    crate::examples::postgres::CREATE_EXAMPLES,
+    crate::examples::postgres::CREATE_DATABASE_INDEX,
+    crate::conversation::postgres::CREATE_CONVERSATIONS,
+    crate::conversation::postgres::CREATE_TURNS,
+    crate::conversation::postgres::CREATE_LAST_USED_INDEX,
+];
+
+/// A table every replica needs, looked for when a replica connects: its absence means
+/// `askdb db setup` has not made the schema.
+pub const PROBE_TABLE: &str = "askdb_state.spend_total";
