@@ -156,9 +156,9 @@ impl Stores {
                     )
                     .with_lease(config.ask_timeout + RESERVATION_MARGIN),
                 ),
-                examples: Some(Arc::new(crate::examples::postgres::PostgresExampleStore::new(
-                    shared.pool().clone(),
-                ))),
+                examples: Some(Arc::new(
+                    crate::examples::postgres::PostgresExampleStore::new(shared.pool().clone()),
+                )),
             },
             None => Stores::of_one_process(config),
         }

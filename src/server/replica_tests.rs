@@ -82,6 +82,18 @@ async fn replica(
     config: ServerConfig,
 ) -> AppState {
     let own = tempfile::tempdir_in(dir).expect("replica's folder").keep();
+    replica_over(&own, url, model, config).await
+}
+
+/// A replica over the demo file in `database_dir`: replicas given the same folder serve
+/// the same database, as replicas of one deployment do.
+async fn replica_over(
+    database_dir: &std::path::Path,
+    url: &str,
+    model: Option<ModelClient>,
+    config: ServerConfig,
+) -> AppState {
+    let own = database_dir;
     let shared = SharedState::connect(url).await.expect("shared state");
     let config = ServerConfig {
         state: Some(shared),
@@ -90,7 +102,18 @@ async fn replica(
         ..config
     };
     let model = model.ok_or(LlmError::NotConfigured);
-    AppState::with_local_model(gate(&own).await, model, None, config)
+    let path = own.join("demo.sqlite");
+    let gate = if path.exists() {
+        crate::database::open_gate(
+            &crate::database::DatabaseUrl::Sqlite(path),
+            crate::gate::GateOptions::default(),
+        )
+        .await
+        .expect("gate")
+    } else {
+        gate(own).await
+    };
+    AppState::with_local_model(gate, model, None, config)
         .await
         .expect("replica")
 }
@@ -310,4 +333,68 @@ async fn health_says_whether_the_shared_state_answers_without_its_password() {
     let detail = body["details"]["shared_state"].as_str().expect("detail");
     assert!(detail.contains("SELECT 1"), "{detail}");
     assert!(!body.to_string().contains("s3cret-word"), "{body}");
+}
+
+/// With `--state-url` the conversations and the verified examples are the replicas'
+/// shared stores (decision 0080): a conversation begun on one replica continues on the
+/// other with its earlier turn, and an example saved on one is listed by the other and
+/// answers there without a model call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conversation_and_an_example_are_shared_by_the_replicas() {
+    let test = "a_conversation_and_an_example_are_shared_by_the_replicas";
+    let Some((_scratch, url)) = state_database(test).await else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = ServerConfig {
+        asks_per_minute: 0,
+        ..ServerConfig::default()
+    };
+    // One database behind both, as a deployment's replicas have.
+    let a = replica_over(
+        dir.path(),
+        &url,
+        Some(priced_model(4, None)),
+        config.clone(),
+    )
+    .await;
+    let b = replica_over(dir.path(), &url, Some(priced_model(4, None)), config).await;
+    let (status, first) = call(
+        &a,
+        post_json(
+            "/api/ask",
+            &serde_json::json!({"question": QUESTION}).to_string(),
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{first}");
+    let id = first["conversation_id"]
+        .as_str()
+        .expect("an id")
+        .to_string();
+    let follow_up =
+        serde_json::json!({"question": "And of those, how many?", "conversation_id": id});
+    let (status, second) = call(&b, post_json("/api/ask", &follow_up.to_string())).await;
+    assert_eq!(status, StatusCode::OK, "{second}");
+    assert_eq!(second["conversation_id"], id.as_str());
+    assert_eq!(second["turn"], 2, "replica B continued A's conversation");
+    let unknown = serde_json::json!({"question": "And?", "conversation_id": "0".repeat(32)});
+    let (status, _) = call(&b, post_json("/api/ask", &unknown.to_string())).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
+    let example = serde_json::json!({
+        "question": "How many customers are on the books?",
+        "sql": "SELECT count(*) AS on_the_books FROM customers",
+        "verified_by": "asha"
+    });
+    let (status, saved) = call(&a, post_json("/api/examples", &example.to_string())).await;
+    assert_eq!(status, StatusCode::CREATED, "{saved}");
+    let (status, listed) = call(&b, super::tests::get("/api/examples")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(listed[0]["question"], example["question"], "{listed}");
+    assert_eq!(listed[0]["verified_by"], "asha", "{listed}");
+    let asked = serde_json::json!({"question": "How many customers are on the books?"});
+    let (status, answered) = call(&b, post_json("/api/ask", &asked.to_string())).await;
+    assert_eq!(status, StatusCode::OK, "{answered}");
+    assert_eq!(answered["answered_from_example"], saved["example"]["id"]);
 }
