@@ -31,21 +31,38 @@ pub fn mysql_url(text: &str) -> Option<String> {
         .then(|| format!("mysql://{rest}"))
 }
 
-/// Replaces the password of a `scheme://user:password@host` URL with `***`.
+/// Replaces the password of a `scheme://user:password@host` URL with `***`, and the value
+/// of a `password=` query parameter. The credentials end at the last `@` before the query,
+/// as the clients read them, so a password holding `/`, `:` or `@` is hidden whole; a
+/// URL that cannot be read is hidden past its user rather than shown.
 pub fn redact_password(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_string();
     };
-    let (authority, tail) = match rest.find('/') {
-        Some(index) => rest.split_at(index),
-        None => (rest, ""),
+    let (main, query) = match rest.split_once('?') {
+        Some((main, query)) => (main, Some(query)),
+        None => (rest, None),
     };
-    match authority.rsplit_once('@') {
-        Some((credentials, host)) => match credentials.split_once(':') {
-            Some((user, _password)) => format!("{scheme}://{user}:***@{host}{tail}"),
-            None => url.to_string(),
+    let main = match main.rfind('@') {
+        Some(at) => match main[..at].split_once(':') {
+            Some((user, _password)) => format!("{user}:***{}", &main[at..]),
+            None => main.to_string(),
         },
-        None => url.to_string(),
+        None => main.to_string(),
+    };
+    let query = query.map(|query| {
+        query
+            .split('&')
+            .map(|pair| match pair.split_once('=') {
+                Some((key, _)) if key.eq_ignore_ascii_case("password") => format!("{key}=***"),
+                _ => pair.to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join("&")
+    });
+    match query {
+        Some(query) => format!("{scheme}://{main}?{query}"),
+        None => format!("{scheme}://{main}"),
     }
 }
 
@@ -152,6 +169,19 @@ mod tests {
         );
         assert_eq!(redact_password("postgres://u@h/db"), "postgres://u@h/db");
         assert_eq!(redact_password("demo"), "demo");
+        // Where a client ends the credentials: at the last `@`, past any `/` or `@`.
+        assert_eq!(
+            redact_password("postgres://askdb_state:ab/cd@db/askdb"),
+            "postgres://askdb_state:***@db/askdb"
+        );
+        assert_eq!(
+            redact_password("mysql://root:p@ss:w/rd@h:3306/db"),
+            "mysql://root:***@h:3306/db"
+        );
+        assert_eq!(
+            redact_password("postgres://u@h/db?sslmode=require&password=s3cret"),
+            "postgres://u@h/db?sslmode=require&password=***"
+        );
     }
 
     #[test]

@@ -199,7 +199,22 @@ impl TurnLease {
         id: Option<&ConversationId>,
         owner: Owner<'_>,
     ) -> Result<TurnLease, ConversationError> {
-        let begun = store.begin(id, owner).await?;
+        // In a task of its own: a request dropped while a shared store begins the turn
+        // (the client went away) must not leave the conversation answering until its
+        // lease runs out, so a turn begun for nobody is given back at once.
+        let (sender, receiver) = tokio::sync::oneshot::channel();
+        let task_store = Arc::clone(store);
+        let id = id.cloned();
+        let owner = owner.map(str::to_string);
+        tokio::spawn(async move {
+            let begun = task_store.begin(id.as_ref(), owner.as_deref()).await;
+            if let Err(Ok(begun)) = sender.send(begun) {
+                task_store.end(&begun.id, None).await;
+            }
+        });
+        let begun = receiver.await.map_err(|_| {
+            ConversationError::Storage("the conversation store stopped while beginning a turn".into())
+        })??;
         Ok(TurnLease {
             store: Arc::clone(store),
             begun,
@@ -225,7 +240,11 @@ impl TurnLease {
     pub async fn finish(mut self, result: &AgentResult) {
         self.ended = true;
         let turn = Turn::from_result(self.begun.number, result);
-        self.store.end(&self.begun.id, Some(turn)).await;
+        // In a task of its own, so the turn is recorded and the conversation freed even
+        // when the request that asked is dropped while this waits.
+        let store = Arc::clone(&self.store);
+        let id = self.begun.id.clone();
+        let _ = tokio::spawn(async move { store.end(&id, Some(turn)).await }).await;
     }
 }
 

@@ -139,10 +139,14 @@ impl PostgresConversationStore {
             if held >= cap {
                 let replaced = transaction
                     .execute(
+                        // The lease is tested again on the row deleted: a replica that
+                        // took the conversation while this waited for its lock has made
+                        // it answering, and the subquery's pick would not see that.
                         "DELETE FROM askdb_state.conversations WHERE id = (\
                          SELECT id FROM askdb_state.conversations \
                          WHERE lease_until IS NULL OR lease_until <= clock_timestamp() \
-                         ORDER BY last_used LIMIT 1)",
+                         ORDER BY last_used LIMIT 1 FOR UPDATE SKIP LOCKED) \
+                         AND (lease_until IS NULL OR lease_until <= clock_timestamp())",
                         &[],
                     )
                     .await

@@ -95,11 +95,25 @@ pub fn publish_run(run: &Path, repo: &Path) -> Result<PathBuf, EvalError> {
     })?;
     let name = published_name(&summary);
     let target = dir.join(format!("{name}.summary.json"));
-    write(&target, &summary_text)?;
+    // The run folder keeps the database URL whole (a resumed run reads it); what is
+    // committed never carries its password.
+    let without_password = |text: &str| match &summary.settings.db {
+        Some(db) if crate::text::redact_password(db) != *db => {
+            let quoted = |value: &str| serde_json::to_string(value).unwrap_or_default();
+            let redacted = crate::text::redact_password(db);
+            text.replace(&quoted(db), &quoted(&redacted))
+                .replace(db.as_str(), &redacted)
+        }
+        _ => text.to_string(),
+    };
+    write(&target, &without_password(&summary_text))?;
     let report_path = run.join("report.md");
     if report_path.exists() {
         let report = read(&report_path)?;
-        write(&dir.join(format!("{name}.report.md")), &report)?;
+        write(
+            &dir.join(format!("{name}.report.md")),
+            &without_password(&report),
+        )?;
     }
     update_generated_documents(repo)?;
     Ok(target)
@@ -991,4 +1005,4 @@ pub const EMBEDDED_SUMMARIES: [(&str, &str); 8] = [
 ];
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

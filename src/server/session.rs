@@ -336,10 +336,21 @@ pub async fn cookie_user(
     let mut live = users
         .live(&user)
         .map_err(|error| AppError::Internal(error.to_string()))?;
-    if live.is_some() && sessions.is_revoked(&user).await? {
+    let revoked_here = match live {
+        Some(_) => false,
+        // Listed as revoked here; a name this replica's file does not list yet (a user
+        // added while the file is copied to each replica) is refused here alone.
+        None => users
+            .list()
+            .map_err(|error| AppError::Internal(error.to_string()))?
+            .iter()
+            .any(|listed| listed.name == user && listed.revoked.is_some()),
+    };
+    let revoked = revoked_here || (live.is_some() && sessions.is_revoked(&user).await?);
+    if revoked {
         live = None;
-    }
-    if live.is_none() {
+        // Revoked for good: every session of the user ends, on every replica sharing
+        // the sessions.
         sessions.end_user(&user).await?;
     }
     Ok(live)

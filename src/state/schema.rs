@@ -37,6 +37,11 @@ pub const SPEND_ENTRIES: &str = "CREATE TABLE IF NOT EXISTS askdb_state.spend_en
     settled_at timestamptz
 )";
 
+/// Every reservation looks for expired ones while holding the totals' lock: this index
+/// keeps that to the few reservations open, however long the ledger's history grows.
+pub const SPEND_OPEN_RESERVATIONS: &str = "CREATE INDEX IF NOT EXISTS spend_entries_open \
+     ON askdb_state.spend_entries (expires_at) WHERE status = 'reserved'";
+
 /// The askers' token buckets (`limits::Asker` as text: `user:NAME` or `address:IP`).
 pub const RATE_BUCKETS: &str = "CREATE TABLE IF NOT EXISTS askdb_state.rate_buckets (
     asker text PRIMARY KEY,
@@ -63,6 +68,7 @@ pub const STATEMENTS: &[&str] = &[
     CREATE_SCHEMA,
     SPEND_TOTAL,
     SPEND_ENTRIES,
+    SPEND_OPEN_RESERVATIONS,
     RATE_BUCKETS,
     SESSIONS,
     REVOKED_USERS,

@@ -51,7 +51,10 @@ async fn a_reservation_never_settled_expires_as_spent_and_a_release_gives_it_bac
         return;
     };
     let state = SharedState::connect(&url).await.expect("connects");
-    let ledger = PgLedger::new(state.clone(), Duration::from_millis(500));
+    // Reservations live 3 s: the settle and release below finish well inside that on a
+    // loaded machine, and the orphan's expiry is waited for.
+    let lifetime = Duration::from_secs(3);
+    let ledger = PgLedger::new(state.clone(), lifetime);
     let cap = Some(1.0);
 
     let settled = ledger
@@ -79,7 +82,7 @@ async fn a_reservation_never_settled_expires_as_spent_and_a_release_gives_it_bac
         .reserve(cap, 0.3, Purpose::WriteSql)
         .await
         .expect("room");
-    tokio::time::sleep(Duration::from_millis(700)).await;
+    tokio::time::sleep(lifetime + Duration::from_millis(500)).await;
     let totals = ledger.totals().await.expect("totals");
     assert!(
         (totals.spent_usd - 0.4).abs() < 1e-12,

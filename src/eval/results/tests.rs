@@ -2,6 +2,34 @@
 
 use super::*;
 
+/// A copy of the repository's documents and committed results in a temporary folder,
+/// for publishing into without touching the checkout.
+pub(crate) fn scratch_repo() -> tempfile::TempDir {
+    fn copy_tree(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).expect("dir");
+        for entry in std::fs::read_dir(from).expect("readable") {
+            let path = entry.expect("entry").path();
+            let name = path.file_name().expect("name");
+            let target = to.join(name);
+            if path.is_dir() && name == "runs" {
+                // A checkout's own evaluation runs: not part of the documents.
+                continue;
+            } else if path.is_dir() {
+                copy_tree(&path, &target);
+            } else {
+                std::fs::copy(&path, &target).expect("copied");
+            }
+        }
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let repo = tempfile::tempdir().expect("temp dir");
+    for dir in ["evals", "benches/results", "docs"] {
+        copy_tree(&root.join(dir), &repo.path().join(dir));
+    }
+    std::fs::copy(root.join("README.md"), repo.path().join("README.md")).expect("readme");
+    repo
+}
+
 /// Compares a document with its blocks regenerated from the committed files;
 /// `ASKDB_UPDATE_SNAPSHOTS=1` rewrites it instead (after a bench, a script or a change
 /// of layout wrote new figures).
@@ -110,4 +138,32 @@ fn bench_reports_sit_under_the_document_headings() {
         "From `benches/results/x.md`:\n\n### Title\n\ntext\n#### Part\n"
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_published_run_never_carries_its_database_password() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut summary: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(root.join("evals/results/spider.summary.json")).expect("read"),
+    )
+    .expect("a summary");
+    summary["settings"]["db"] = serde_json::json!("mysql://root:pw0rd-x@127.0.0.1:3306/");
+    let run = tempfile::tempdir().expect("run folder");
+    std::fs::write(run.path().join("summary.json"), summary.to_string()).expect("written");
+    std::fs::write(
+        run.path().join("report.md"),
+        "asked on mysql://root:pw0rd-x@127.0.0.1:3306/\n",
+    )
+    .expect("written");
+    let repo = scratch_repo();
+    let written = publish_run(run.path(), repo.path()).expect("published");
+    assert!(written.ends_with("spider-mysql.summary.json"), "{}", written.display());
+    let published = std::fs::read_to_string(&written).expect("read");
+    assert!(!published.contains("pw0rd"), "{published}");
+    assert!(published.contains("mysql://root:***@127.0.0.1:3306/"), "{published}");
+    let report = std::fs::read_to_string(written.with_file_name("spider-mysql.report.md"))
+        .expect("report");
+    assert!(!report.contains("pw0rd"), "{report}");
+    let readme = std::fs::read_to_string(repo.path().join("README.md")).expect("readme");
+    assert!(readme.contains("on MariaDB copies of the databases"));
 }

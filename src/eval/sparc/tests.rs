@@ -295,28 +295,7 @@ async fn most_gold_turns_return_rows_on_the_spiderman_files() {
 /// documents and results: the report lands in `evals/results/sparc.json` and the README's
 /// SParC block shows it.
 fn publishes_into_the_readme(run_dir: &Path) {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let repo = tempfile::tempdir().expect("temp dir");
-    fn copy_tree(from: &Path, to: &Path) {
-        std::fs::create_dir_all(to).expect("dir");
-        for entry in std::fs::read_dir(from).expect("readable") {
-            let path = entry.expect("entry").path();
-            let name = path.file_name().expect("name");
-            let target = to.join(name);
-            if path.is_dir() && name == "runs" {
-                // A checkout's own evaluation runs: not part of the documents.
-                continue;
-            } else if path.is_dir() {
-                copy_tree(&path, &target);
-            } else {
-                std::fs::copy(&path, &target).expect("copied");
-            }
-        }
-    }
-    for dir in ["evals", "benches/results", "docs"] {
-        copy_tree(&root.join(dir), &repo.path().join(dir));
-    }
-    std::fs::copy(root.join("README.md"), repo.path().join("README.md")).expect("readme");
+    let repo = crate::eval::results::tests::scratch_repo();
     let written = crate::eval::results::publish_run(run_dir, repo.path()).expect("published");
     assert_eq!(written, repo.path().join("evals/results/sparc.json"));
     let readme = std::fs::read_to_string(repo.path().join("README.md")).expect("readme");
