@@ -213,7 +213,9 @@ impl TurnLease {
             }
         });
         let begun = receiver.await.map_err(|_| {
-            ConversationError::Storage("the conversation store stopped while beginning a turn".into())
+            ConversationError::Storage(
+                "the conversation store stopped while beginning a turn".into(),
+            )
         })??;
         Ok(TurnLease {
             store: Arc::clone(store),

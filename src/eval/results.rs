@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::eval::guard_check::EquivalenceReport;
-use crate::eval::runner::{rate_text, AskPath, EvalError, RunSummary};
+use crate::eval::runner::{rate_text, AskPath, EvalError, ExampleSource, RunSummary};
 
 /// The guard-equivalence results file, relative to the repository's root.
 pub const GUARD_RESULTS: &str = "evals/results/guard_equivalence.json";
@@ -156,8 +156,9 @@ fn sparc_block(results: &Path) -> Result<String, EvalError> {
 
 /// The name a run is published under: its set, then `-report` for a sample taken after
 /// the first questions of the shuffle (a report sample beside the tuning sample the set's
-/// own name holds), `-mysql` when its databases were MySQL or MariaDB copies, then the
-/// path users take when the agent was asked on one.
+/// own name holds), `-mysql` when its databases were MySQL or MariaDB copies,
+/// `-examples` when each question had the database's other questions as verified
+/// examples, then the path users take when the agent was asked on one.
 pub fn published_name(summary: &RunSummary) -> String {
     let mut name = summary.set.clone();
     if summary.settings.sample.is_some() && summary.settings.sample_offset > 0 {
@@ -165,6 +166,9 @@ pub fn published_name(summary: &RunSummary) -> String {
     }
     if asked_on_mysql(summary) {
         name.push_str("-mysql");
+    }
+    if summary.settings.examples == ExampleSource::LeaveOneOut {
+        name.push_str("-examples");
     }
     match summary.settings.ask_path {
         AskPath::Harness => {}
@@ -198,6 +202,9 @@ fn asked_text(summary: &RunSummary, questions: u64) -> String {
     };
     if asked_on_mysql(summary) {
         text.push_str(", on MariaDB copies of the databases");
+    }
+    if summary.settings.examples == ExampleSource::LeaveOneOut {
+        text.push_str(", verified examples: the database's other questions");
     }
     match summary.settings.ask_path {
         AskPath::Harness => {}
@@ -969,7 +976,7 @@ pub fn bench_report_block(dir: &Path, file: &str) -> Result<String, EvalError> {
 /// The summaries published in this repository when the binary was built, so an
 /// installed `askdb serve` can show its evaluation card without the source tree:
 /// (file name, contents).
-pub const EMBEDDED_SUMMARIES: [(&str, &str); 8] = [
+pub const EMBEDDED_SUMMARIES: [(&str, &str); 10] = [
     (
         "chinook.summary.json",
         include_str!("../../evals/results/chinook.summary.json"),
@@ -993,6 +1000,14 @@ pub const EMBEDDED_SUMMARIES: [(&str, &str); 8] = [
     (
         "spider-ask.summary.json",
         include_str!("../../evals/results/spider-ask.summary.json"),
+    ),
+    (
+        "spider-examples.summary.json",
+        include_str!("../../evals/results/spider-examples.summary.json"),
+    ),
+    (
+        "spider-mysql.summary.json",
+        include_str!("../../evals/results/spider-mysql.summary.json"),
     ),
     (
         "spider-report-ask.summary.json",

@@ -157,12 +157,19 @@ fn a_published_run_never_carries_its_database_password() {
     .expect("written");
     let repo = scratch_repo();
     let written = publish_run(run.path(), repo.path()).expect("published");
-    assert!(written.ends_with("spider-mysql.summary.json"), "{}", written.display());
+    assert!(
+        written.ends_with("spider-mysql.summary.json"),
+        "{}",
+        written.display()
+    );
     let published = std::fs::read_to_string(&written).expect("read");
     assert!(!published.contains("pw0rd"), "{published}");
-    assert!(published.contains("mysql://root:***@127.0.0.1:3306/"), "{published}");
-    let report = std::fs::read_to_string(written.with_file_name("spider-mysql.report.md"))
-        .expect("report");
+    assert!(
+        published.contains("mysql://root:***@127.0.0.1:3306/"),
+        "{published}"
+    );
+    let report =
+        std::fs::read_to_string(written.with_file_name("spider-mysql.report.md")).expect("report");
     assert!(!report.contains("pw0rd"), "{report}");
     let readme = std::fs::read_to_string(repo.path().join("README.md")).expect("readme");
     assert!(readme.contains("on MariaDB copies of the databases"));
