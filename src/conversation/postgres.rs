@@ -24,7 +24,7 @@ use super::{
 };
 use crate::agent::conversation::{Context, Turn};
 // The schema's statement is the examples' store's, the lower layer of the two.
-use crate::examples::postgres::CREATE_SCHEMA;
+use crate::state::schema;
 
 /// How long a question may hold its conversation before another may take it: a minute
 /// past the server's default longest ask (`--ask-timeout-secs`, 600), so a live
@@ -32,34 +32,12 @@ use crate::examples::postgres::CREATE_SCHEMA;
 /// ([`PostgresConversationStore::with_lease`]).
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(660);
 
-/// One row a conversation: its owner (NULL: nobody's), the next turn's number, when it
-/// was last asked, and the lease of a question answering on it.
-pub const CREATE_CONVERSATIONS: &str = "CREATE TABLE IF NOT EXISTS askdb_state.conversations (\
-     id text PRIMARY KEY, \
-     owner text, \
-     next_number integer NOT NULL, \
-     last_used timestamptz NOT NULL, \
-     lease_until timestamptz)";
-
-/// The turns kept, as JSON (`agent::conversation::Turn`), at most the store's
-/// `turns_kept` a conversation; gone with their conversation.
-pub const CREATE_TURNS: &str = "CREATE TABLE IF NOT EXISTS askdb_state.conversation_turns (\
-     conversation_id text NOT NULL \
-     REFERENCES askdb_state.conversations (id) ON DELETE CASCADE, \
-     number integer NOT NULL, \
-     turn text NOT NULL, \
-     PRIMARY KEY (conversation_id, number))";
-
-/// The idlest conversation is looked for by its last use.
-pub const CREATE_LAST_USED_INDEX: &str = "CREATE INDEX IF NOT EXISTS conversations_last_used \
-     ON askdb_state.conversations (last_used)";
-
 /// The statements, in order.
 pub const DDL: [&str; 4] = [
-    CREATE_SCHEMA,
-    CREATE_CONVERSATIONS,
-    CREATE_TURNS,
-    CREATE_LAST_USED_INDEX,
+    schema::CREATE_SCHEMA,
+    schema::CONVERSATIONS,
+    schema::CONVERSATION_TURNS,
+    schema::CONVERSATIONS_LAST_USED_INDEX,
 ];
 
 /// The advisory lock key new conversations take (the bytes of "askdbcnv").

@@ -8,33 +8,14 @@ use deadpool_postgres::Pool;
 
 use super::store::{lists_of, with_lists, ExampleStore, StoreFuture};
 use super::{CheckedExample, Example, ExampleError};
-
-/// askdb's own schema, which `askdb db setup` creates with the shared state; here too,
-/// for a database set up before the stores existed. The conversations' store applies
-/// the same statement.
-pub const CREATE_SCHEMA: &str = "CREATE SCHEMA IF NOT EXISTS askdb_state";
-
-/// One row an example; `tables` and `verified_against` as JSON text, as the SQLite
-/// store keeps them.
-pub const CREATE_EXAMPLES: &str = "CREATE TABLE IF NOT EXISTS askdb_state.examples (\
-     id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, \
-     database text NOT NULL, \
-     question text NOT NULL, \
-     sql text NOT NULL, \
-     verified_by text NOT NULL, \
-     verified_at text NOT NULL, \
-     schema_fingerprint text NOT NULL, \
-     tables text NOT NULL, \
-     verified_against text NOT NULL, \
-     notes text, \
-     set_aside text)";
-
-/// Every read is one database's examples.
-pub const CREATE_DATABASE_INDEX: &str = "CREATE INDEX IF NOT EXISTS examples_database \
-     ON askdb_state.examples (database, id)";
+use crate::state::schema;
 
 /// The statements, in order.
-pub const DDL: [&str; 3] = [CREATE_SCHEMA, CREATE_EXAMPLES, CREATE_DATABASE_INDEX];
+pub const DDL: [&str; 3] = [
+    schema::CREATE_SCHEMA,
+    schema::EXAMPLES,
+    schema::EXAMPLES_DATABASE_INDEX,
+];
 
 /// What [`PostgresExampleStore::describe`] says.
 const DESCRIPTION: &str = "postgres:askdb_state.examples";

@@ -63,6 +63,48 @@ pub const REVOKED_USERS: &str = "CREATE TABLE IF NOT EXISTS askdb_state.revoked_
     revoked_at timestamptz NOT NULL DEFAULT now()
 )";
 
+/// One row an example; `tables` and `verified_against` as JSON text, as the SQLite
+/// store keeps them.
+pub const EXAMPLES: &str = "CREATE TABLE IF NOT EXISTS askdb_state.examples (\
+     id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, \
+     database text NOT NULL, \
+     question text NOT NULL, \
+     sql text NOT NULL, \
+     verified_by text NOT NULL, \
+     verified_at text NOT NULL, \
+     schema_fingerprint text NOT NULL, \
+     tables text NOT NULL, \
+     verified_against text NOT NULL, \
+     notes text, \
+     set_aside text)";
+
+/// Every read is one database's examples.
+pub const EXAMPLES_DATABASE_INDEX: &str = "CREATE INDEX IF NOT EXISTS examples_database \
+     ON askdb_state.examples (database, id)";
+
+/// One row a conversation: its owner (NULL: nobody's), the next turn's number, when it
+/// was last asked, and the lease of a question answering on it.
+pub const CONVERSATIONS: &str = "CREATE TABLE IF NOT EXISTS askdb_state.conversations (\
+     id text PRIMARY KEY, \
+     owner text, \
+     next_number integer NOT NULL, \
+     last_used timestamptz NOT NULL, \
+     lease_until timestamptz)";
+
+/// The turns kept, as JSON (`agent::conversation::Turn`), at most the store's
+/// `turns_kept` a conversation; gone with their conversation.
+pub const CONVERSATION_TURNS: &str = "CREATE TABLE IF NOT EXISTS askdb_state.conversation_turns (\
+     conversation_id text NOT NULL \
+     REFERENCES askdb_state.conversations (id) ON DELETE CASCADE, \
+     number integer NOT NULL, \
+     turn text NOT NULL, \
+     PRIMARY KEY (conversation_id, number))";
+
+/// The idlest conversation is looked for by its last use.
+pub const CONVERSATIONS_LAST_USED_INDEX: &str =
+    "CREATE INDEX IF NOT EXISTS conversations_last_used \
+     ON askdb_state.conversations (last_used)";
+
 /// Every statement, in the order they are applied.
 pub const STATEMENTS: &[&str] = &[
     CREATE_SCHEMA,
@@ -73,11 +115,11 @@ pub const STATEMENTS: &[&str] = &[
     SESSIONS,
     REVOKED_USERS,
     // The replicas' verified examples and conversations (decision 0080).
-    crate::examples::postgres::CREATE_EXAMPLES,
-    crate::examples::postgres::CREATE_DATABASE_INDEX,
-    crate::conversation::postgres::CREATE_CONVERSATIONS,
-    crate::conversation::postgres::CREATE_TURNS,
-    crate::conversation::postgres::CREATE_LAST_USED_INDEX,
+    EXAMPLES,
+    EXAMPLES_DATABASE_INDEX,
+    CONVERSATIONS,
+    CONVERSATION_TURNS,
+    CONVERSATIONS_LAST_USED_INDEX,
 ];
 
 /// A table every replica needs, looked for when a replica connects: its absence means
