@@ -1,8 +1,10 @@
 // The Correct and Wrong buttons under an answer (verified examples, issue 35). Only a
 // person's click saves an example: "Correct" sends the question (a follow-up as the
 // standalone question it was understood as) and the SQL that ran to
-// POST /api/examples; "Wrong" opens the SQL in the console, and once a corrected query
-// runs there, "Save as the answer to this question" sends that one. The example names
+// POST /api/examples; "Wrong" records that the answer is wrong, with the verified
+// examples it used (POST /api/answers/wrong, so `askdb examples list --caused-wrong` can
+// find a bad example; nothing is saved), and opens the SQL in the console; once a
+// corrected query runs there, "Save as the answer to this question" sends that one. The example names
 // who confirmed it: the signed-in user, or (with no users) the name typed beside the
 // buttons, kept in this browser. A refusal (a restricted column, a hidden table, a
 // write) is shown in the server's words. Without an example store the buttons stay
@@ -16,7 +18,7 @@
   const NAME_KEY = "askdb.verifier";
 
   let examplesOn = false; // GET /api/examples answers: this server keeps examples
-  let shown = null; // {question, sql} of the answer on show
+  let shown = null; // {question, sql, examples, marked} of the answer on show
   let correcting = null; // the question whose answer is being corrected in the console
   let corrected = null; // the SQL of the console's last successful run while correcting
 
@@ -59,7 +61,13 @@
     if (!examplesOn || result.decision !== "answer" || !result.sql) return;
     // A follow-up ("and in 2026?") is saved as the standalone question it was
     // understood as: the example must make sense without the conversation.
-    shown = { question: result.understood_as || result.question, sql: result.sql };
+    shown = {
+      question: result.understood_as || result.question,
+      sql: result.sql,
+      // The verified examples this answer used: what a Wrong blames.
+      examples: (result.examples || []).map((example) => example.id),
+      marked: false,
+    };
     $("verify").hidden = false;
     const signedIn = Boolean(page.account && page.account.user());
     $("verifier-box").hidden = signedIn;
@@ -92,6 +100,36 @@
     return false;
   }
 
+  // Records once that the answer on show is wrong, in the name of the person clicking.
+  async function recordWrong(answer) {
+    if (answer.marked) return;
+    const fix = " Correct the SQL in the console and run it.";
+    const by = verifier();
+    if (!by) {
+      $("verifier-box").hidden = false;
+      say("verify-status", "bad", "Type your name beside Correct and Wrong and click Wrong again to record that this answer is wrong." + fix);
+      return;
+    }
+    answer.marked = true;
+    const response = await page.api("POST", "/api/answers/wrong", {
+      question: answer.question,
+      sql: answer.sql,
+      examples: answer.examples,
+      marked_by: by,
+    });
+    const body = response.body || {};
+    if (shown !== answer) return; // another answer is on show now
+    if (!response.ok) {
+      answer.marked = false;
+      say("verify-status", "bad", "Not recorded as wrong: " + (body.detail || body.error || "the request failed") + "." + fix);
+      return;
+    }
+    const used = answer.examples.length
+      ? ", with the verified example" + (answer.examples.length > 1 ? "s" : "") + " it used (#" + answer.examples.join(", #") + ")"
+      : "";
+    say("verify-status", "", "Recorded as wrong by " + by + used + "." + fix);
+  }
+
   function markWrong() {
     if (!shown) return;
     correcting = shown.question;
@@ -102,6 +140,7 @@
     $("save-correction").hidden = true;
     say("correction-status", "", "");
     say("verify-status", "", "Correct the SQL in the console and run it.");
+    recordWrong(shown);
   }
 
   // The console ran `sql` (ok: it returned rows): while correcting, that query may be saved.

@@ -158,9 +158,13 @@ pub enum Command {
     /// kept per database in askdb's data directory. Similar questions get them as worked
     /// examples; the same question is answered by running the verified SQL again.
     #[command(
-        after_help = "Examples:\n  askdb examples add \"How many bills were voided?\" \"SELECT count(*) FROM bills WHERE status = 'VOID'\" --verified-by asha\n  askdb examples import team-examples.jsonl --verified-by asha\n  askdb examples list\n  askdb examples export > examples.jsonl"
+        after_help = "Examples:\n  askdb examples add \"How many bills were voided?\" \"SELECT count(*) FROM bills WHERE status = 'VOID'\" --verified-by asha\n  askdb examples import team-examples.jsonl --verified-by asha\n  askdb examples list\n  askdb examples list --caused-wrong --state-url postgres://askdb_state@db.internal/askdb\n  askdb examples export > examples.jsonl"
     )]
     Examples {
+        /// The state replicas share (`askdb serve --state-url`): the examples, and the
+        /// answers marked wrong, of every replica. Default: askdb's data directory.
+        #[arg(long, env = "ASKDB_STATE_URL", hide_env_values = true, global = true)]
+        state_url: Option<String>,
         #[command(subcommand)]
         command: ExamplesCommand,
     },
@@ -507,13 +511,18 @@ pub enum ExamplesCommand {
     /// List this database's examples, set-aside ones with the reason (each is checked
     /// against today's schema first).
     #[command(
-        after_help = "Examples:\n  askdb examples list --json\n  askdb examples list --unused-days 90"
+        after_help = "Examples:\n  askdb examples list --json\n  askdb examples list --unused-days 90\n  askdb examples list --caused-wrong"
     )]
     List {
         /// Only the examples in use that no question logged in the last N days used
         /// (verified before then): candidates to prune.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "caused_wrong")]
         unused_days: Option<u32>,
+        /// Only the examples that answers a person marked Wrong used, the most often
+        /// blamed first, with how many and the latest such question: candidates to
+        /// check and remove.
+        #[arg(long)]
+        caused_wrong: bool,
         /// With --unused-days on PostgreSQL: a URL that may read the query log (as for
         /// `askdb log stats --from`); SQLite databases use askdb's own log.
         #[arg(long, env = "ASKDB_LOG_READ_URL", hide_env_values = true)]

@@ -1,7 +1,8 @@
 //! `askdb examples add|list|remove|import|export`: a person's hand on the library of
-//! verified examples of the database `--db` names, kept in askdb's data directory. The
-//! checks are the library's (`examples::save`, `examples::recheck`); this file reads the
-//! arguments and files and words the reports.
+//! verified examples of the database `--db` names, kept in askdb's data directory (or,
+//! with `--state-url`, in the store the replicas share). The checks are the library's
+//! (`examples::save`, `examples::recheck`, `examples::wrong::caused_wrong`); this file
+//! reads the arguments and files and words the reports.
 
 use std::path::Path;
 
@@ -10,16 +11,16 @@ use serde::Serialize;
 use super::args::{ExampleFormat, ExamplesCommand};
 use super::{CliError, Exit, Output};
 use crate::examples::import::{self, ExampleLine, FileFormat, LineError};
-use crate::examples::{self, Draft, Example, ExampleError, ExampleStore, SqliteExampleStore};
+use crate::examples::{self, CausedWrong, Draft, Example, ExampleError, ExampleStore};
 use crate::gate::Gate;
 
-/// Runs one `askdb examples` command on the examples of `gate`'s database.
+/// Runs one `askdb examples` command on the examples `store` keeps of `gate`'s database.
 pub async fn run(
     gate: &Gate,
+    store: &dyn ExampleStore,
     postgres: bool,
     command: ExamplesCommand,
 ) -> Result<Output, CliError> {
-    let store = SqliteExampleStore::in_data_dir();
     match command {
         ExamplesCommand::Add {
             question,
@@ -33,7 +34,7 @@ pub async fn run(
                 verified_by: person(verified_by).ok_or_else(no_person)?,
                 notes,
             };
-            match examples::save(gate, &store, &draft).await {
+            match examples::save(gate, store, &draft).await {
                 Ok(saved) => {
                     let mut text = format!(
                         "saved example {}: {}\n  ran as: {}\n",
@@ -48,15 +49,23 @@ pub async fn run(
             }
         }
         ExamplesCommand::List {
+            caused_wrong: true, ..
+        } => {
+            let blamed = examples::wrong::caused_wrong(gate, store).await?;
+            let text = caused_wrong_text(&blamed, store);
+            Output::new(&blamed, text, Exit::Success)
+        }
+        ExamplesCommand::List {
             unused_days: None, ..
         } => {
-            let all = examples::recheck(gate, &store).await?;
-            let text = list_text(&all, &store);
+            let all = examples::recheck(gate, store).await?;
+            let text = list_text(&all, store);
             Output::new(&all, text, Exit::Success)
         }
         ExamplesCommand::List {
             unused_days: Some(days),
             log_from,
+            ..
         } => {
             let source = super::log_source(postgres, log_from, "--log-from")?;
             let since = crate::querylog::format_utc(
@@ -65,7 +74,7 @@ pub async fn run(
                     .unwrap_or(std::time::UNIX_EPOCH),
             );
             let used = crate::querylog::usage::examples_used_since(&source, &since).await?;
-            let unused: Vec<Example> = examples::usable(gate, &store)
+            let unused: Vec<Example> = examples::usable(gate, store)
                 .await?
                 .into_iter()
                 .filter(|example| example.verified_at.as_str() < since.as_str())
@@ -76,11 +85,11 @@ pub async fn run(
                 unused.len()
             );
             if !unused.is_empty() {
-                text.push_str(&list_text(&unused, &store));
+                text.push_str(&list_text(&unused, store));
             }
             Output::new(&unused, text, Exit::Success)
         }
-        ExamplesCommand::Remove { id } => match examples::remove(gate, &store, id).await {
+        ExamplesCommand::Remove { id } => match examples::remove(gate, store, id).await {
             Ok(()) => Output::new(
                 &serde_json::json!({"ok": true, "removed": id}),
                 format!("removed example {id}\n"),
@@ -93,9 +102,9 @@ pub async fn run(
             verified_by,
             format,
             skip_bad,
-        } => import_file(gate, &store, &file, person(verified_by), format, skip_bad).await,
+        } => import_file(gate, store, &file, person(verified_by), format, skip_bad).await,
         ExamplesCommand::Export { out } => {
-            let usable = examples::usable(gate, &store).await?;
+            let usable = examples::usable(gate, store).await?;
             let jsonl = import::export_jsonl(&usable);
             let lines: Vec<ExampleLine> = usable.iter().map(ExampleLine::from).collect();
             match out {
@@ -157,7 +166,41 @@ fn refused(error: ExampleError, what: &str) -> Result<Output, CliError> {
     )
 }
 
-fn list_text(all: &[Example], store: &SqliteExampleStore) -> String {
+/// `--caused-wrong`: each example with how many answers marked wrong used it and the
+/// latest of them, and how to remove it.
+fn caused_wrong_text(blamed: &[CausedWrong], store: &dyn ExampleStore) -> String {
+    if blamed.is_empty() {
+        return format!(
+            "no answer marked wrong used a verified example of this database ({})\n",
+            store.describe()
+        );
+    }
+    let mut text = String::new();
+    for entry in blamed {
+        let example = &entry.example;
+        text.push_str(&format!(
+            "{}  {}\n  {}\n  used by {} answer(s) marked wrong; latest \"{}\" by {} at {}\n",
+            example.id,
+            example.question,
+            example.sql,
+            entry.wrong_answers,
+            entry.latest_question,
+            entry.latest_marked_by,
+            entry.latest_marked_at
+        ));
+        if let Some(reason) = &example.set_aside {
+            text.push_str(&format!("  SET ASIDE: {reason}\n"));
+        }
+    }
+    text.push_str(&format!(
+        "{} example(s) used by answers marked wrong; check each and remove a bad one with \
+         `askdb examples remove ID`\n",
+        blamed.len()
+    ));
+    text
+}
+
+fn list_text(all: &[Example], store: &dyn ExampleStore) -> String {
     if all.is_empty() {
         return format!(
             "no verified examples for this database ({})\n",
@@ -199,7 +242,7 @@ struct ImportReport {
 
 async fn import_file(
     gate: &Gate,
-    store: &SqliteExampleStore,
+    store: &dyn ExampleStore,
     file: &Path,
     verified_by: Option<String>,
     format: Option<ExampleFormat>,
@@ -278,4 +321,141 @@ async fn import_file(
         }
     ));
     Output::new(&report, text, Exit::Success)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::cli::args::{Cli, Command};
+    use crate::examples::{PostgresExampleStore, SqliteExampleStore, WrongDraft};
+
+    async fn demo_gate(dir: &tempfile::TempDir) -> Gate {
+        let path = dir.path().join("demo.sqlite");
+        crate::demo::write_sqlite(&path).expect("demo builds");
+        crate::database::open_gate(
+            &crate::database::DatabaseUrl::Sqlite(path),
+            crate::gate::GateOptions::default(),
+        )
+        .await
+        .expect("the database opens")
+    }
+
+    fn add(question: &str, sql: &str) -> ExamplesCommand {
+        ExamplesCommand::Add {
+            question: question.to_string(),
+            sql: sql.to_string(),
+            verified_by: Some("asha".to_string()),
+            notes: None,
+        }
+    }
+
+    fn list(caused_wrong: bool) -> ExamplesCommand {
+        ExamplesCommand::List {
+            unused_days: None,
+            caused_wrong,
+            log_from: None,
+        }
+    }
+
+    /// `list --caused-wrong` on `store`: the example a marked answer used, with its count
+    /// and latest question; never the unmarked one.
+    async fn caused_wrong_lists_the_blamed_example_on(store: &dyn ExampleStore) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let gate = demo_gate(&dir).await;
+        let exec = |command| run(&gate, store, false, command);
+        let empty = exec(list(true)).await.expect("lists");
+        assert!(
+            empty.text.starts_with("no answer marked wrong"),
+            "{}",
+            empty.text
+        );
+        let blamed = exec(add("How many customers?", "SELECT count(*) FROM customers"))
+            .await
+            .expect("added");
+        let blamed_id = blamed.json["example"]["id"].as_i64().expect("an id");
+        exec(add("How many bills?", "SELECT count(*) FROM bills"))
+            .await
+            .expect("added");
+        let draft = WrongDraft {
+            question: "How many customers joined in 2025?".to_string(),
+            sql: None,
+            examples: vec![blamed_id],
+            marked_by: "ana".to_string(),
+        };
+        examples::wrong::mark(&gate, store, &draft)
+            .await
+            .expect("marked");
+        let listed = exec(list(true)).await.expect("lists");
+        assert_eq!(listed.exit, Exit::Success);
+        let rows = listed.json.as_array().expect("an array");
+        assert_eq!(rows.len(), 1, "{}", listed.json);
+        assert_eq!(rows[0]["example"]["id"], blamed_id);
+        assert_eq!(rows[0]["wrong_answers"], 1);
+        assert!(
+            listed.text.contains("used by 1 answer(s) marked wrong")
+                && listed.text.contains("How many customers joined in 2025?")
+                && listed.text.contains("by ana"),
+            "{}",
+            listed.text
+        );
+        assert!(!listed.text.contains("How many bills?"), "{}", listed.text);
+        // The plain list still shows both.
+        let all = exec(list(false)).await.expect("lists");
+        assert_eq!(all.json.as_array().map(Vec::len), Some(2));
+    }
+
+    #[tokio::test]
+    async fn caused_wrong_lists_the_blamed_example_on_the_local_and_the_shared_store() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        caused_wrong_lists_the_blamed_example_on(&SqliteExampleStore::new(
+            dir.path().join("examples.sqlite"),
+        ))
+        .await;
+        let test = "caused_wrong_lists_the_blamed_example_on_the_local_and_the_shared_store";
+        if let Some(scratch) = crate::scratch::Scratch::new(test, "examples") {
+            scratch.create_empty_database().await;
+            let pool = scratch.pool();
+            crate::examples::postgres::ensure_tables(&pool)
+                .await
+                .expect("the tables are created");
+            caused_wrong_lists_the_blamed_example_on(&PostgresExampleStore::new(pool)).await;
+        }
+    }
+
+    #[test]
+    fn caused_wrong_takes_a_state_url_and_refuses_unused_days_beside_it() {
+        let parsed = Cli::try_parse_from([
+            "askdb",
+            "examples",
+            "list",
+            "--caused-wrong",
+            "--state-url",
+            "postgres://askdb_state@127.0.0.1/askdb",
+        ])
+        .expect("parses");
+        match parsed.command {
+            Command::Examples {
+                state_url,
+                command: ExamplesCommand::List { caused_wrong, .. },
+            } => {
+                assert!(caused_wrong);
+                assert_eq!(
+                    state_url.as_deref(),
+                    Some("postgres://askdb_state@127.0.0.1/askdb")
+                );
+            }
+            _ => panic!("not examples list"),
+        }
+        assert!(Cli::try_parse_from([
+            "askdb",
+            "examples",
+            "list",
+            "--caused-wrong",
+            "--unused-days",
+            "30",
+        ])
+        .is_err());
+    }
 }

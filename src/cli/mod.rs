@@ -311,12 +311,30 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
             crate::server::run(gate, config).await?;
             Ok(Output::done(Exit::Success))
         }
-        Command::Examples { command } => {
+        Command::Examples { state_url, command } => {
             let postgres = matches!(
                 settings.url,
                 crate::database::DatabaseUrl::Postgres(_) | crate::database::DatabaseUrl::Mysql(_)
             );
-            examples::run(&settings.open_gate().await?, postgres, command).await
+            // The store `askdb serve` uses with the same settings: the replicas' shared
+            // one with a state URL, else the file in askdb's data directory.
+            let store: Box<dyn crate::examples::ExampleStore> =
+                match state_url.filter(|url| !url.trim().is_empty()) {
+                    Some(url) => Box::new(crate::examples::PostgresExampleStore::new(
+                        crate::state::SharedState::connect(&url)
+                            .await?
+                            .pool()
+                            .clone(),
+                    )),
+                    None => Box::new(crate::examples::SqliteExampleStore::in_data_dir()),
+                };
+            examples::run(
+                &settings.open_gate().await?,
+                store.as_ref(),
+                postgres,
+                command,
+            )
+            .await
         }
         Command::Model {
             command: ModelCommand::Check,

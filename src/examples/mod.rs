@@ -10,12 +10,14 @@
 //! refuses, or whose tables changed since it was verified (the drift snapshot's
 //! comparison), is set aside with the reason, kept for a person to see, and never
 //! returned by [`usable`]. Storage is behind [`store::ExampleStore`]; retrieval is the
-//! pure [`retrieval::rank`]; reading JSONL and CSV files is [`import`].
+//! pure [`retrieval::rank`]; reading JSONL and CSV files is [`import`]. Answers a person
+//! marked wrong, with the examples they used, are kept beside the examples ([`wrong`]).
 
 pub mod import;
 pub mod postgres;
 pub mod retrieval;
 pub mod store;
+pub mod wrong;
 
 use serde::{Deserialize, Serialize};
 
@@ -24,6 +26,7 @@ use crate::gate::{Gate, Refusal, RefusalReason};
 use crate::schema::SchemaNotes;
 pub use postgres::PostgresExampleStore;
 pub use store::{ExampleStore, MemoryExampleStore, SqliteExampleStore, StoreFuture};
+pub use wrong::{CausedWrong, CheckedMark, WrongDraft, WrongMark};
 
 /// The longest question an example may hold: the agent's own limit
 /// (`agent::MAX_QUESTION_CHARS`), since a longer one could never be asked.
@@ -109,6 +112,12 @@ pub enum ExampleError {
     Refused(Refusal),
     #[error("no example {0} for this database")]
     NotFound(i64),
+    /// A wrong mark named examples this database does not have (or that the user's
+    /// policy hides).
+    #[error("no example {} for this database", ids_text(.0))]
+    UnknownExamples(Vec<i64>),
+    #[error("an answer uses at most {limit} examples; {count} were named")]
+    TooManyExamples { count: usize, limit: usize },
     #[error("the examples store {store}: {error}")]
     Store { store: String, error: String },
 }
@@ -121,6 +130,14 @@ impl ExampleError {
             _ => None,
         }
     }
+}
+
+/// Ids as a person reads them: `3, 7`.
+fn ids_text(ids: &[i64]) -> String {
+    ids.iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// A stable identity of the database behind a gate's label, the same for every process

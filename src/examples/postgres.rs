@@ -1,20 +1,25 @@
 //! Verified examples in askdb's own PostgreSQL schema (`askdb_state`), shared by every
 //! replica of `askdb serve` (decision 0080): an example saved on one replica is listed
 //! by all, and a replacement (the same question confirmed again) is one transaction, so
-//! no replica ever sees both the old and the new or neither. The same behaviour as
-//! [`super::SqliteExampleStore`], whose tests this store runs too.
+//! no replica ever sees both the old and the new or neither. The answers people marked
+//! wrong are kept beside them (`askdb_state.wrong_marks`, decision 0084), so a mark made
+//! on one replica is counted by `askdb examples list --caused-wrong` for all. The same
+//! behaviour as [`super::SqliteExampleStore`], whose tests this store runs too.
 
 use deadpool_postgres::Pool;
 
 use super::store::{lists_of, with_lists, ExampleStore, StoreFuture};
+use super::wrong::{CheckedMark, WrongMark};
 use super::{CheckedExample, Example, ExampleError};
 use crate::state::schema;
 
 /// The statements, in order.
-pub const DDL: [&str; 3] = [
+pub const DDL: [&str; 5] = [
     schema::CREATE_SCHEMA,
     schema::EXAMPLES,
     schema::EXAMPLES_DATABASE_INDEX,
+    schema::WRONG_MARKS,
+    schema::WRONG_MARKS_DATABASE_INDEX,
 ];
 
 /// What [`PostgresExampleStore::describe`] says.
@@ -154,6 +159,54 @@ impl PostgresExampleStore {
             .map_err(fail)?;
         Ok(())
     }
+    async fn record_wrong_now(
+        &self,
+        database: &str,
+        mark: &CheckedMark,
+    ) -> Result<i64, ExampleError> {
+        let mark = mark.mark();
+        let client = self.pool.get().await.map_err(fail)?;
+        let row = client
+            .query_one(
+                "INSERT INTO askdb_state.wrong_marks (database, question, sql, examples, \
+                 marked_by, marked_at) VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
+                &[
+                    &database,
+                    &mark.question,
+                    &mark.sql,
+                    &mark.examples,
+                    &mark.marked_by,
+                    &mark.marked_at,
+                ],
+            )
+            .await
+            .map_err(fail)?;
+        Ok(row.get(0))
+    }
+
+    async fn wrong_marks_now(&self, database: &str) -> Result<Vec<WrongMark>, ExampleError> {
+        let client = self.pool.get().await.map_err(fail)?;
+        let rows = client
+            .query(
+                "SELECT id, database, question, sql, examples, marked_by, marked_at \
+                 FROM askdb_state.wrong_marks WHERE database = $1 ORDER BY id",
+                &[&database],
+            )
+            .await
+            .map_err(fail)?;
+        Ok(rows
+            .iter()
+            .map(|row| WrongMark {
+                id: row.get(0),
+                database: row.get(1),
+                question: row.get(2),
+                sql: row.get(3),
+                examples: row.get(4),
+                marked_by: row.get(5),
+                marked_at: row.get(6),
+            })
+            .collect())
+    }
 }
 
 impl ExampleStore for PostgresExampleStore {
@@ -180,5 +233,17 @@ impl ExampleStore for PostgresExampleStore {
 
     fn set_aside<'a>(&'a self, database: &'a str, id: i64, reason: &'a str) -> StoreFuture<'a, ()> {
         Box::pin(self.set_aside_now(database, id, reason))
+    }
+
+    fn record_wrong<'a>(
+        &'a self,
+        database: &'a str,
+        mark: &'a CheckedMark,
+    ) -> StoreFuture<'a, i64> {
+        Box::pin(self.record_wrong_now(database, mark))
+    }
+
+    fn wrong_marks<'a>(&'a self, database: &'a str) -> StoreFuture<'a, Vec<WrongMark>> {
+        Box::pin(self.wrong_marks_now(database))
     }
 }

@@ -6,13 +6,16 @@
 //! database's identity, so one store holds the examples of many databases.
 //!
 //! The store only keeps what it is given: the checks belong to `examples::save` and
-//! `examples::recheck`, which are the only writers.
+//! `examples::recheck`, which are the only writers of examples. Beside the examples, a
+//! store keeps the answers people marked wrong (`examples::wrong`), written only by
+//! `wrong::mark`.
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::time::Duration;
 
+use super::wrong::{CheckedMark, WrongMark};
 use super::{CheckedExample, Example, ExampleError};
 use crate::drift::SnapshotTable;
 
@@ -21,6 +24,10 @@ pub const SQLITE_EXAMPLES_FILE: &str = "examples.sqlite";
 
 /// The table the SQLite store keeps examples in.
 const TABLE: &str = "askdb_examples";
+
+/// The table the SQLite store keeps answers marked wrong in; `examples` is a JSON array
+/// of ids.
+const WRONG_TABLE: &str = "askdb_wrong_marks";
 
 /// How long a write waits for another process holding the file.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -51,6 +58,14 @@ pub trait ExampleStore: Send + Sync {
 
     /// Marks one example as no longer used, with the reason.
     fn set_aside<'a>(&'a self, database: &'a str, id: i64, reason: &'a str) -> StoreFuture<'a, ()>;
+
+    /// Records one answer a person marked wrong (its id ignored); the new id. Only a
+    /// checked mark can be given (`wrong::prepare`).
+    fn record_wrong<'a>(&'a self, database: &'a str, mark: &'a CheckedMark)
+        -> StoreFuture<'a, i64>;
+
+    /// Every answer of one database marked wrong, oldest first.
+    fn wrong_marks<'a>(&'a self, database: &'a str) -> StoreFuture<'a, Vec<WrongMark>>;
 }
 
 /// Examples in one SQLite file (askdb's data directory by default).
@@ -102,6 +117,17 @@ impl SqliteExampleStore {
                      verified_at TEXT NOT NULL, schema_fingerprint TEXT NOT NULL, \
                      tables TEXT NOT NULL, verified_against TEXT NOT NULL, notes TEXT, \
                      set_aside TEXT)"
+                ),
+                [],
+            )
+            .map_err(|error| self.fail(error))?;
+        connection
+            .execute(
+                &format!(
+                    "CREATE TABLE IF NOT EXISTS {WRONG_TABLE} (\
+                     id INTEGER PRIMARY KEY AUTOINCREMENT, database TEXT NOT NULL, \
+                     question TEXT NOT NULL, sql TEXT, examples TEXT NOT NULL, \
+                     marked_by TEXT NOT NULL, marked_at TEXT NOT NULL)"
                 ),
                 [],
             )
@@ -297,6 +323,79 @@ impl ExampleStore for SqliteExampleStore {
                 .map_err(|error| store.fail(error))
         })
     }
+    fn record_wrong<'a>(
+        &'a self,
+        database: &'a str,
+        mark: &'a CheckedMark,
+    ) -> StoreFuture<'a, i64> {
+        let database = database.to_string();
+        let mark = mark.mark().clone();
+        self.blocking(move |store, connection| {
+            let examples =
+                serde_json::to_string(&mark.examples).map_err(|error| store.fail(error))?;
+            connection
+                .execute(
+                    &format!(
+                        "INSERT INTO {WRONG_TABLE} (database, question, sql, examples, \
+                         marked_by, marked_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
+                    ),
+                    rusqlite::params![
+                        database,
+                        mark.question,
+                        mark.sql,
+                        examples,
+                        mark.marked_by,
+                        mark.marked_at,
+                    ],
+                )
+                .map_err(|error| store.fail(error))?;
+            Ok(connection.last_insert_rowid())
+        })
+    }
+
+    fn wrong_marks<'a>(&'a self, database: &'a str) -> StoreFuture<'a, Vec<WrongMark>> {
+        // Reading never creates the file, as for the examples.
+        if !self.path.exists() {
+            return Box::pin(async { Ok(Vec::new()) });
+        }
+        let database = database.to_string();
+        self.blocking(move |store, connection| {
+            let mut statement = connection
+                .prepare(&format!(
+                    "SELECT id, database, question, sql, examples, marked_by, marked_at \
+                     FROM {WRONG_TABLE} WHERE database = ?1 ORDER BY id"
+                ))
+                .map_err(|error| store.fail(error))?;
+            let rows = statement
+                .query_map([&database], |row| {
+                    Ok((
+                        WrongMark {
+                            id: row.get(0)?,
+                            database: row.get(1)?,
+                            question: row.get(2)?,
+                            sql: row.get(3)?,
+                            examples: Vec::new(),
+                            marked_by: row.get(5)?,
+                            marked_at: row.get(6)?,
+                        },
+                        row.get::<_, String>(4)?,
+                    ))
+                })
+                .map_err(|error| store.fail(error))?;
+            let mut marks = Vec::new();
+            for row in rows {
+                let (mut mark, examples) = row.map_err(|error| store.fail(error))?;
+                mark.examples = serde_json::from_str(&examples).map_err(|error| {
+                    store.fail(format!(
+                        "wrong mark {}: unreadable examples: {error}",
+                        mark.id
+                    ))
+                })?;
+                marks.push(mark);
+            }
+            Ok(marks)
+        })
+    }
 }
 
 /// Examples held in memory, for one process that keeps none on disk: the evaluation's
@@ -310,6 +409,7 @@ pub struct MemoryExampleStore {
 struct MemoryState {
     next_id: i64,
     examples: Vec<Example>,
+    marks: Vec<WrongMark>,
 }
 
 impl MemoryExampleStore {
@@ -388,5 +488,32 @@ impl ExampleStore for MemoryExampleStore {
             }
         });
         Box::pin(async { Ok(()) })
+    }
+    fn record_wrong<'a>(
+        &'a self,
+        database: &'a str,
+        mark: &'a CheckedMark,
+    ) -> StoreFuture<'a, i64> {
+        let id = self.with_state(|state| {
+            let id = state.marks.len() as i64 + 1;
+            let mut mark = mark.mark().clone();
+            mark.id = id;
+            mark.database = database.to_string();
+            state.marks.push(mark);
+            id
+        });
+        Box::pin(async move { Ok(id) })
+    }
+
+    fn wrong_marks<'a>(&'a self, database: &'a str) -> StoreFuture<'a, Vec<WrongMark>> {
+        let marks = self.with_state(|state| {
+            state
+                .marks
+                .iter()
+                .filter(|mark| mark.database == database)
+                .cloned()
+                .collect()
+        });
+        Box::pin(async move { Ok(marks) })
     }
 }

@@ -9,7 +9,7 @@ use super::retrieval::{rank, same_question};
 use super::*;
 use crate::gate::GateOptions;
 
-async fn open(path: &Path) -> Gate {
+pub(super) async fn open(path: &Path) -> Gate {
     crate::database::open_gate(
         &crate::database::DatabaseUrl::Sqlite(path.to_path_buf()),
         GateOptions::default(),
@@ -18,13 +18,13 @@ async fn open(path: &Path) -> Gate {
     .expect("the database opens")
 }
 
-fn demo_file(dir: &tempfile::TempDir) -> PathBuf {
+pub(super) fn demo_file(dir: &tempfile::TempDir) -> PathBuf {
     let path = dir.path().join("demo.sqlite");
     crate::demo::write_sqlite(&path).expect("demo builds");
     path
 }
 
-fn draft(question: &str, sql: &str) -> Draft {
+pub(super) fn draft(question: &str, sql: &str) -> Draft {
     Draft {
         question: question.to_string(),
         sql: sql.to_string(),
@@ -39,7 +39,7 @@ fn store(dir: &tempfile::TempDir) -> SqliteExampleStore {
 
 /// A scratch PostgreSQL database with the examples' tables and a pool on it, or None
 /// after a SKIPPED line.
-async fn postgres_examples(
+pub(super) async fn postgres_examples(
     test: &str,
 ) -> Option<(crate::scratch::Scratch, deadpool_postgres::Pool)> {
     let scratch = crate::scratch::Scratch::new(test, "examples")?;
@@ -53,7 +53,7 @@ async fn postgres_examples(
 
 /// Runs one store test's body on the SQLite store, then on the PostgreSQL one: both
 /// keep the same promises.
-async fn on_each_store(test: &str, body: impl AsyncFn(&dyn ExampleStore)) {
+pub(super) async fn on_each_store(test: &str, body: impl AsyncFn(&dyn ExampleStore)) {
     let dir = tempfile::tempdir().expect("temp dir");
     body(&store(&dir)).await;
     if let Some((_scratch, pool)) = postgres_examples(test).await {

@@ -4,6 +4,10 @@
 //! signed-in request must be the user; the gate checks the SQL) and
 //! `DELETE /api/examples/{id}` removes one. Besides `askdb examples`, this POST is the
 //! only way an example is made: nothing saves one because it ran.
+//!
+//! `POST /api/answers/wrong` is a person's "Wrong" on an answer: the question, the SQL
+//! and the verified examples that answer used, recorded beside the examples with who
+//! marked it (`examples::wrong`, decision 0084). It never saves or changes an example.
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -13,7 +17,9 @@ use serde::Deserialize;
 use super::access::SignedIn;
 use super::error::{ApiJson, AppError};
 use super::AppState;
-use crate::examples::{self, Draft, Example, ExampleError, ExampleStore, Saved};
+use crate::examples::{
+    self, Draft, Example, ExampleError, ExampleStore, Saved, WrongDraft, WrongMark,
+};
 
 /// The body of POST /api/examples: what a person confirmed, and who they are.
 #[derive(Debug, Deserialize)]
@@ -25,6 +31,23 @@ pub struct SaveExampleRequest {
     pub verified_by: String,
     #[serde(default)]
     pub notes: Option<String>,
+}
+
+/// The body of POST /api/answers/wrong: the answer a person marked wrong, and who they
+/// are.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WrongAnswerRequest {
+    /// The question as the answer understood it.
+    pub question: String,
+    /// The SQL the answer ran.
+    #[serde(default)]
+    pub sql: Option<String>,
+    /// The ids of the verified examples the answer used (its `examples`).
+    #[serde(default)]
+    pub examples: Vec<i64>,
+    /// The person marking it: required, so no mark is made without one.
+    pub marked_by: String,
 }
 
 fn store(state: &AppState) -> Result<&dyn ExampleStore, AppError> {
@@ -39,8 +62,14 @@ fn store(state: &AppState) -> Result<&dyn ExampleStore, AppError> {
 
 fn app_error(error: ExampleError) -> AppError {
     match error {
-        ExampleError::Empty(_) | ExampleError::TooLong { .. } => AppError::BadRequest {
+        ExampleError::Empty(_)
+        | ExampleError::TooLong { .. }
+        | ExampleError::TooManyExamples { .. } => AppError::BadRequest {
             code: "invalid_example",
+            detail: error.to_string(),
+        },
+        ExampleError::UnknownExamples(_) => AppError::BadRequest {
+            code: "unknown_example",
             detail: error.to_string(),
         },
         ExampleError::Refused(_) => AppError::BadRequest {
@@ -83,18 +112,8 @@ pub async fn save(
     ApiJson(request): ApiJson<SaveExampleRequest>,
 ) -> Result<(StatusCode, Json<Saved>), AppError> {
     let store = store(&state)?;
-    // Signed in, the person confirming is the user: nobody confirms in another's name.
-    if let Some(Extension(SignedIn { name, .. })) = &user {
-        if request.verified_by.trim() != name {
-            return Err(AppError::BadRequest {
-                code: "not_the_signed_in_user",
-                detail: format!(
-                    "verified_by must be the signed-in user ({name}): an example is confirmed \
-                     in the name of the person who confirms it"
-                ),
-            });
-        }
-    }
+    // Signed in, the person confirming is the user.
+    the_signed_in_user(user.as_ref(), "verified_by", &request.verified_by)?;
     let draft = Draft {
         question: request.question,
         sql: request.sql,
@@ -107,6 +126,51 @@ pub async fn save(
         .await
         .map_err(app_error)?;
     Ok((StatusCode::CREATED, Json(saved)))
+}
+
+/// Refuses a name other than the signed-in user's: nobody confirms, or marks wrong, in
+/// another's name.
+fn the_signed_in_user(
+    user: Option<&Extension<SignedIn>>,
+    field: &str,
+    given: &str,
+) -> Result<(), AppError> {
+    if let Some(Extension(SignedIn { name, .. })) = user {
+        if given.trim() != name {
+            return Err(AppError::BadRequest {
+                code: "not_the_signed_in_user",
+                detail: format!(
+                    "{field} must be the signed-in user ({name}): an answer is confirmed or \
+                     marked wrong in the name of the person who does it"
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// POST /api/answers/wrong: 201 with the mark as recorded. The examples it names must be
+/// examples of this database the user's gate may see (400 `unknown_example`).
+pub async fn mark_wrong(
+    State(state): State<AppState>,
+    user: Option<Extension<SignedIn>>,
+    ApiJson(request): ApiJson<WrongAnswerRequest>,
+) -> Result<(StatusCode, Json<WrongMark>), AppError> {
+    let store = store(&state)?;
+    the_signed_in_user(user.as_ref(), "marked_by", &request.marked_by)?;
+    let draft = WrongDraft {
+        question: request.question,
+        sql: request.sql,
+        examples: request.examples,
+        marked_by: request.marked_by,
+    };
+    // The examples are looked up through the user's own gate: one their policy hides is
+    // unknown to them, as it is to DELETE.
+    let gate = state.gate_for(user.as_ref().map(|Extension(user)| user))?;
+    let mark = examples::wrong::mark(&gate, store, &draft)
+        .await
+        .map_err(app_error)?;
+    Ok((StatusCode::CREATED, Json(mark)))
 }
 
 /// DELETE /api/examples/{id}: 204, or 404 for an id this database has no example of

@@ -14,6 +14,7 @@
 //! | `GET /api/examples` | the database's verified examples, set-aside ones with the reason ([`examples`]) |
 //! | `POST /api/examples` | `{question, sql, verified_by, notes?}`: a person saves an example; its SQL must pass the gate (201) |
 //! | `DELETE /api/examples/{id}` | removes one (204) |
+//! | `POST /api/answers/wrong` | `{question, sql?, examples, marked_by}`: a person marks an answer wrong; recorded with the verified examples it used, never saving one (201) |
 //! | `GET /api/session` | `{sign_in, user}`: whether the page must sign in, and as whom ([`session`]) |
 //! | `POST /api/session` | `{token}` -> an HttpOnly, SameSite=Strict session cookie the API then takes as it takes the token |
 //! | `DELETE /api/session` | signs out (204) |
@@ -554,6 +555,7 @@ pub fn app_on(state: AppState, listen: SocketAddr) -> Router {
         .route("/api/local-model/start", post(api::start_local_model))
         .route("/api/examples", get(examples::list).post(examples::save))
         .route("/api/examples/{id}", delete(examples::remove))
+        .route("/api/answers/wrong", post(examples::mark_wrong))
         .route(
             "/api/session",
             get(session::status)

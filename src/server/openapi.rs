@@ -18,7 +18,7 @@ fn names(values: impl IntoIterator<Item = &'static str>) -> Value {
 }
 
 /// The API routes, as (method, path): the router and this description both list them.
-pub const API_ROUTES: [(&str, &str); 16] = [
+pub const API_ROUTES: [(&str, &str); 17] = [
     ("post", "/api/ask"),
     ("post", "/api/ask/stream"),
     ("post", "/api/sql"),
@@ -30,6 +30,7 @@ pub const API_ROUTES: [(&str, &str); 16] = [
     ("get", "/api/examples"),
     ("post", "/api/examples"),
     ("delete", "/api/examples/{id}"),
+    ("post", "/api/answers/wrong"),
     ("get", "/api/session"),
     ("post", "/api/session"),
     ("delete", "/api/session"),
@@ -218,6 +219,20 @@ pub fn document() -> Value {
                     "404": error_response("No example of that id for this database (no_such_example), or no examples kept (examples_off).", "no_such_example", "no example 7 for this database")
                 }
             }},
+            "/api/answers/wrong": {"post": {
+                "summary": "Mark an answer wrong",
+                "description": "A person's Wrong on an answer: its question (as understood), the SQL that ran and the ids of the verified examples it used (the answer's examples), with who marked it. Recorded beside the examples, never in the database asked about, so `askdb examples list --caused-wrong` can name the examples wrong answers used. No example is saved, changed or set aside.",
+                "requestBody": {"required": true, "content": {"application/json": {
+                    "schema": {"$ref": "#/components/schemas/WrongAnswerRequest"},
+                    "example": {"question": "How many customers are there?", "sql": "SELECT count(*) FROM customers LIMIT 1000", "examples": [3], "marked_by": "asha"}
+                }}},
+                "responses": {
+                    "201": {"description": "Recorded: the mark as stored.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/WrongMark"}}}},
+                    "400": error_response("An id is not an example of this database (unknown_example), a field is empty or too long or more examples are named than an answer uses (invalid_example), or marked_by is not the signed-in user (not_the_signed_in_user).", "unknown_example", "no example 7 for this database"),
+                    "404": error_response("This server keeps no verified examples.", "examples_off", "this server keeps no verified examples"),
+                    "422": error_response("A field is missing or of the wrong type (marked_by included).", "invalid_request", "missing field `marked_by`")
+                }
+            }},
             "/api/session": session_paths(),
             "/api/openapi.json": {"get": {
                 "summary": "This description",
@@ -247,7 +262,7 @@ fn schemas() -> Value {
             "type": "object",
             "required": ["error", "detail"],
             "properties": {
-                "error": {"type": "string", "description": "A stable code: empty_question, question_too_long, unknown_mode, empty_sql, malformed_json, invalid_request, unsupported_media_type, payload_too_large, not_found, method_not_allowed, unknown_host, cross_site_request, unauthorized, forbidden, no_evaluation, unknown_conversation, conversation_busy, examples_off, invalid_example, example_refused, no_such_example, rate_limited, busy, model_not_configured, spend_cap_reached, model_unavailable, ask_timeout, internal_error."},
+                "error": {"type": "string", "description": "A stable code: empty_question, question_too_long, unknown_mode, empty_sql, malformed_json, invalid_request, unsupported_media_type, payload_too_large, not_found, method_not_allowed, unknown_host, cross_site_request, unauthorized, forbidden, no_evaluation, unknown_conversation, conversation_busy, examples_off, invalid_example, example_refused, no_such_example, unknown_example, not_the_signed_in_user, rate_limited, busy, model_not_configured, spend_cap_reached, model_unavailable, ask_timeout, internal_error."},
                 "detail": {"type": "string", "description": "What went wrong and what to do, in a sentence."}
             }
         },
@@ -503,6 +518,29 @@ fn example_schemas() -> Value {
                 "tables": {"type": "array", "items": {"type": "string"}},
                 "notes": {"type": "string"},
                 "set_aside": {"type": "string", "description": "Why it is no longer used; absent while it is."}
+            }
+        },
+        "WrongAnswerRequest": {
+            "type": "object",
+            "required": ["question", "marked_by"],
+            "additionalProperties": false,
+            "properties": {
+                "question": {"type": "string", "minLength": 1, "maxLength": crate::examples::MAX_QUESTION_CHARS},
+                "sql": {"type": ["string", "null"], "maxLength": crate::examples::wrong::MAX_MARK_SQL_CHARS},
+                "examples": {"type": "array", "maxItems": crate::examples::wrong::MAX_EXAMPLES_PER_MARK, "items": {"type": "integer"}, "description": "The ids of the verified examples the answer used."},
+                "marked_by": {"type": "string", "minLength": 1, "maxLength": crate::examples::MAX_VERIFIER_CHARS, "description": "The person marking it."}
+            }
+        },
+        "WrongMark": {
+            "type": "object",
+            "properties": {
+                "id": {"type": "integer"},
+                "database": {"type": "string"},
+                "question": {"type": "string"},
+                "sql": {"type": "string"},
+                "examples": {"type": "array", "items": {"type": "integer"}},
+                "marked_by": {"type": "string"},
+                "marked_at": {"type": "string"}
             }
         },
         "Session": {

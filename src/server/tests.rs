@@ -255,6 +255,7 @@ async fn a_rebinding_page_and_a_cross_site_post_are_refused_before_any_route() {
         from_browser("POST", "/api/sql", own, attacker, "cross-site"),
         from_browser("POST", "/api/ask", own, attacker, "cross-site"),
         from_browser("POST", "/api/ask/stream", own, attacker, "cross-site"),
+        from_browser("POST", "/api/answers/wrong", own, attacker, "cross-site"),
         from_browser(
             "POST",
             "/api/local-model/start",
@@ -762,6 +763,7 @@ async fn a_question_asked_while_the_schema_is_first_read_goes_linked_and_pauses_
 }
 
 mod conversation;
+mod wrong;
 #[tokio::test]
 async fn a_person_saves_an_example_through_the_api_and_an_answer_never_saves_one() {
     let dir = tempfile::tempdir().expect("temp dir");

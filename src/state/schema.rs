@@ -82,6 +82,22 @@ pub const EXAMPLES: &str = "CREATE TABLE IF NOT EXISTS askdb_state.examples (\
 pub const EXAMPLES_DATABASE_INDEX: &str = "CREATE INDEX IF NOT EXISTS examples_database \
      ON askdb_state.examples (database, id)";
 
+/// One row for each answer a person marked wrong: the question, the SQL that ran, the ids
+/// of the verified examples the answer used (what `askdb examples list --caused-wrong`
+/// counts), who marked it and when (`YYYY-MM-DD HH:MM:SS` UTC, as examples keep time).
+pub const WRONG_MARKS: &str = "CREATE TABLE IF NOT EXISTS askdb_state.wrong_marks (\
+     id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, \
+     database text NOT NULL, \
+     question text NOT NULL, \
+     sql text, \
+     examples bigint[] NOT NULL, \
+     marked_by text NOT NULL, \
+     marked_at text NOT NULL)";
+
+/// Every read is one database's marks.
+pub const WRONG_MARKS_DATABASE_INDEX: &str = "CREATE INDEX IF NOT EXISTS wrong_marks_database \
+     ON askdb_state.wrong_marks (database, id)";
+
 /// One row a conversation: its owner (NULL: nobody's), the next turn's number, when it
 /// was last asked, and the lease of a question answering on it.
 pub const CONVERSATIONS: &str = "CREATE TABLE IF NOT EXISTS askdb_state.conversations (\
@@ -120,6 +136,9 @@ pub const STATEMENTS: &[&str] = &[
     CONVERSATIONS,
     CONVERSATION_TURNS,
     CONVERSATIONS_LAST_USED_INDEX,
+    // Answers marked wrong and the examples they used (decision 0084).
+    WRONG_MARKS,
+    WRONG_MARKS_DATABASE_INDEX,
 ];
 
 /// A table every replica needs, looked for when a replica connects: its absence means
