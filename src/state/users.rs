@@ -1,9 +1,12 @@
 //! The users `askdb serve` signs in, kept in the shared state for replicas (decision
 //! 0083): the table `askdb_state.users` as a [`UserStore`]. What a user is, how its
 //! token is made and hashed, which names and policies are allowed and what signs in are
-//! `crate::users`'s, applied here to the table's rows. A replica reads the table at
-//! most [`USERS_TTL`] old, so a user added or revoked through any replica's CLI is
-//! taken or refused by every replica within that, without a restart.
+//! `crate::users`'s, applied here to the table's rows. A replica trusts its copy of the
+//! table for [`USERS_TTL`], so a user revoked through any replica's CLI is refused by
+//! every replica within that, without a restart; an answer that would let a request
+//! in unchecked or refuse it (no users yet, a token or name the copy lacks) is given
+//! from the table itself, so a user just added is taken at once and the first user
+//! added turns sign-in on at once.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -68,9 +71,14 @@ impl SharedUsers {
     /// Every row, in the order the users were added, from a copy at most [`USERS_TTL`]
     /// old.
     async fn records(&self) -> Result<Arc<Vec<UserRecord>>, StateError> {
+        self.records_within(USERS_TTL).await
+    }
+
+    /// Every row, from a copy at most `age` old (zero: from the table).
+    async fn records_within(&self, age: Duration) -> Result<Arc<Vec<UserRecord>>, StateError> {
         let mut cached = self.cached.lock().await;
         if let Some((read, records)) = cached.as_ref() {
-            if read.elapsed() < USERS_TTL {
+            if read.elapsed() < age {
                 return Ok(Arc::clone(records));
             }
         }
@@ -190,9 +198,24 @@ impl SharedUsers {
     }
 }
 
+/// What a copy answers, or, when it answers `miss`, what the table answers: a copy
+/// that says "open" or "no such user" may only be older than the user just added.
+async fn checked<T: PartialEq>(
+    users: &SharedUsers,
+    miss: T,
+    answer: impl Fn(&[UserRecord]) -> T,
+) -> Result<T, UsersError> {
+    let copied = answer(&users.records().await.map_err(shared)?);
+    if copied != miss {
+        return Ok(copied);
+    }
+    let read = users.records_within(Duration::ZERO).await.map_err(shared)?;
+    Ok(answer(&read))
+}
+
 impl UserStore for SharedUsers {
     fn sign_in(&self) -> UsersFuture<'_, SignIn> {
-        Box::pin(async move { Ok(sign_in_of(&self.records().await.map_err(shared)?)) })
+        Box::pin(checked(self, SignIn::Open, sign_in_of))
     }
 
     fn add<'a>(&'a self, name: &'a str, policy: Option<&'a str>) -> UsersFuture<'a, String> {
@@ -208,15 +231,12 @@ impl UserStore for SharedUsers {
     }
 
     fn authenticate<'a>(&'a self, token: &'a str) -> UsersFuture<'a, Option<Authenticated>> {
-        Box::pin(async move {
-            Ok(authenticate_in(
-                &self.records().await.map_err(shared)?,
-                token,
-            ))
-        })
+        Box::pin(checked(self, None, move |users| {
+            authenticate_in(users, token)
+        }))
     }
 
     fn live<'a>(&'a self, name: &'a str) -> UsersFuture<'a, Option<Authenticated>> {
-        Box::pin(async move { Ok(live_in(&self.records().await.map_err(shared)?, name)) })
+        Box::pin(checked(self, None, move |users| live_in(users, name)))
     }
 }
