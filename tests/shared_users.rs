@@ -141,7 +141,11 @@ async fn users_added_and_revoked_on_any_machine_are_every_replicas() {
     // No shared user yet: beyond loopback only with --open-to-anyone.
     let (code, stderr) = serve_refused(a, &url, &["--addr", "0.0.0.0:0"]);
     assert_eq!(code, Some(2), "{stderr}");
-    assert!(stderr.contains("--open-to-anyone"), "{stderr}");
+    assert!(
+        stderr.contains("--open-to-anyone")
+            && stderr.contains("askdb users --state-url URL add NAME"),
+        "{stderr}"
+    );
 
     // Machine B's own users file, from before the users were shared: B refuses to
     // start until it is imported, rather than serve without ben.
@@ -152,6 +156,10 @@ async fn users_added_and_revoked_on_any_machine_are_every_replicas() {
         stderr.contains("ben") && stderr.contains("import"),
         "{stderr}"
     );
+    let nowhere = askdb_users(b, None, &["import"]);
+    let stderr = String::from_utf8_lossy(&nowhere.stderr);
+    assert_eq!(nowhere.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--state-url"), "{stderr}");
     let imported = askdb_users(b, url_arg, &["import"]);
     let text = String::from_utf8_lossy(&imported.stdout);
     assert!(imported.status.success(), "{text}");

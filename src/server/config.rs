@@ -201,12 +201,18 @@ impl ServeArgs {
     ) -> Result<ServerConfig, String> {
         let (users, sign_in) = users;
         let signs_in = sign_in == crate::users::SignIn::Required;
+        // With a shared state the users are its own, added with the same URL.
+        let add_user = if self.state_url.is_some() {
+            "askdb users --state-url URL add NAME"
+        } else {
+            "askdb users add NAME"
+        };
         if !super::access::is_loopback_only(self.addr) && !self.open_to_anyone && !signs_in {
             return Err(format!(
                 "--addr {addr} can be reached from other machines, and askdb serve has no \
                  users to sign in: anyone who reaches it could ask questions on your model \
                  budget and read the database. Listen on 127.0.0.1:{port} (the default), add \
-                 a user with `askdb users add NAME` (then every request needs its token), or \
+                 a user with `{add_user}` (then every request needs its token), or \
                  pass --open-to-anyone (ASKDB_OPEN_TO_ANYONE=true) to listen on {addr} \
                  without sign-in anyway",
                 addr = self.addr,
@@ -216,12 +222,11 @@ impl ServeArgs {
         let proxy =
             super::access::ProxySignIn::new(self.trusted_proxies.clone(), &self.proxy_user_header)?;
         if proxy.is_some() && !signs_in {
-            return Err(
+            return Err(format!(
                 "--trusted-proxy: the proxy names users askdb must know, and there are none \
-                 yet; add each with `askdb users add NAME` (the token it prints is not needed \
+                 yet; add each with `{add_user}` (the token it prints is not needed \
                  behind the proxy)"
-                    .to_string(),
-            );
+            ));
         }
         if self.max_concurrent_asks == 0 {
             return Err(

@@ -72,8 +72,8 @@ pub trait SessionStore: Send + Sync {
     fn end<'a>(&'a self, digest: &'a str) -> BoxFuture<'a, Result<(), AppError>>;
     /// Ends every session of `user` (its token was revoked).
     fn end_user<'a>(&'a self, user: &'a str) -> BoxFuture<'a, Result<(), AppError>>;
-    /// Whether a revocation outside this server's users file ended `user` (the shared
-    /// state's list); the users file itself is read by the caller.
+    /// Whether a revocation outside this server's users store ended `user` (the shared
+    /// state's list); the users store itself is read by the caller.
     fn is_revoked<'a>(&'a self, user: &'a str) -> BoxFuture<'a, Result<bool, AppError>>;
 }
 
