@@ -27,8 +27,9 @@ pub const USERS_TTL: Duration = super::sign_in::REVOCATIONS_TTL;
 /// The table, named once for the check that `askdb db setup` made it.
 const TABLE: &str = "askdb_state.users";
 
-/// What a user import did: the names copied, and the names the table already had
-/// (left as they are there: a name is never overwritten).
+/// What a user import did: the names copied, and the names already taken there (a user
+/// of the table, or a name the shared state lists as revoked), left as they are: a
+/// name is never overwritten.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Imported {
     pub added: Vec<String>,
@@ -110,10 +111,12 @@ impl SharedUsers {
 
     /// Inserts `record` unless its name is taken: by a user of the table, revoked or
     /// not, or by a name the shared state lists as revoked (a user revoked before the
-    /// users were shared), which every replica would refuse anyway. True when inserted.
+    /// users were shared), which every replica would refuse anyway. A record that is
+    /// revoked is listed as revoked too, in the same transaction. True when inserted.
     async fn insert(&self, record: &UserRecord) -> Result<bool, StateError> {
-        let client = self.state.pool().get().await?;
-        let inserted = client
+        let mut client = self.state.pool().get().await?;
+        let transaction = client.transaction().await?;
+        let inserted = transaction
             .execute(
                 "INSERT INTO askdb_state.users (name, token_sha256, created, revoked, policy)
                  SELECT $1, $2, $3, $4, $5
@@ -127,8 +130,13 @@ impl SharedUsers {
                     &record.policy,
                 ],
             )
-            .await?;
-        Ok(inserted == 1)
+            .await?
+            == 1;
+        if inserted && record.revoked.is_some() {
+            super::sign_in::record_revocation(&transaction, &record.name).await?;
+        }
+        transaction.commit().await?;
+        Ok(inserted)
     }
 
     async fn add_user(&self, name: &str, policy: Option<&str>) -> Result<String, UsersError> {
@@ -179,16 +187,6 @@ impl SharedUsers {
         for record in records {
             if self.insert(record).await.map_err(shared)? {
                 imported.added.push(record.name.clone());
-                if record.revoked.is_some() {
-                    let recorded = async {
-                        let mut client = self.state.pool().get().await?;
-                        let transaction = client.transaction().await?;
-                        super::sign_in::record_revocation(&transaction, &record.name).await?;
-                        transaction.commit().await?;
-                        Ok::<(), StateError>(())
-                    };
-                    recorded.await.map_err(shared)?;
-                }
             } else {
                 imported.already_there.push(record.name.clone());
             }
