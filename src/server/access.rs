@@ -166,7 +166,7 @@ const HEADERS_NOT_FOR_USERS: [HeaderName; 5] = [
 
 /// Sign-in by an authenticating reverse proxy (decision 0072): a request from one of
 /// `proxies` that carries `header` signs in as the user it names, who must be a live
-/// user of the users file; the header from any other address refuses the request.
+/// user of the server's users; the header from any other address refuses the request.
 #[derive(Debug, Clone)]
 pub struct ProxySignIn {
     proxies: Vec<TrustedProxy>,
@@ -423,8 +423,9 @@ impl Access {
         Ok(Some(SignedIn::from(user)))
     }
 
-    /// 401 for a user the shared state says was revoked: the users file of this
-    /// replica may not know yet (decision 0079). Without replicas, nothing to check.
+    /// 401 for a user the shared state says was revoked: this replica's users (its
+    /// file, or its copy of the shared table) may not know yet (decisions 0079, 0083).
+    /// Without replicas, nothing to check.
     async fn not_revoked(&self, user: &SignedIn) -> Result<(), AppError> {
         if self.sessions.is_revoked(&user.name).await? {
             return Err(AppError::Unauthorized);

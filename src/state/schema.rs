@@ -57,7 +57,7 @@ pub const SESSIONS: &str = "CREATE TABLE IF NOT EXISTS askdb_state.sessions (
 )";
 
 /// Users whose tokens were revoked (`askdb users revoke NAME --state-url ...`): every
-/// replica refuses them, whatever its own users file says.
+/// replica refuses them, whatever its own copy of the users says.
 pub const REVOKED_USERS: &str = "CREATE TABLE IF NOT EXISTS askdb_state.revoked_users (
     user_name text PRIMARY KEY,
     revoked_at timestamptz NOT NULL DEFAULT now()
