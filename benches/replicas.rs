@@ -150,18 +150,16 @@ async fn main() {
         std::fs::write(home.join("script.jsonl"), &script).expect("script");
         homes.push(home);
     }
-    // One user, the same users file on every replica (as a team would deploy it).
+    // One user, in the state every replica shares (decision 0083): added once, on one
+    // replica's machine.
     let added = askdb(bin, &homes[0])
-        .args(["--json", "users", "add", "ana"])
+        .args(["--json", "users", "--state-url", &state_url, "add", "ana"])
         .output()
         .expect("users add");
     let token = serde_json::from_slice::<Value>(&added.stdout).expect("json")["token"]
         .as_str()
         .expect("token")
         .to_string();
-    for home in &homes[1..] {
-        std::fs::copy(homes[0].join("users.json"), home.join("users.json")).expect("users file");
-    }
     let replicas: Vec<Replica> = homes
         .iter()
         .map(|home| start(bin, home, &state_url))

@@ -1,10 +1,19 @@
 //! The users `askdb serve` signs in (decision 0022): each a name and the SHA-256 of a
-//! bearer token, in `users.json` in askdb's data directory. A token is 32 random bytes
-//! from the operating system, shown once by `askdb users add` and never stored; a
-//! presented token is hashed and compared with every stored hash in constant time. A
-//! revoked user stays in the file, so revoking the last one never turns sign-in off.
+//! bearer token. A token is 32 random bytes from the operating system, shown once by
+//! `askdb users add` and never stored; a presented token is hashed and compared with
+//! every stored hash in constant time. A revoked user stays listed, so revoking the last
+//! one never turns sign-in off.
+//!
+//! Where users are kept is a [`UserStore`]: `users.json` in askdb's data directory
+//! ([`UserFile`]), or, for replicas, the shared state's table
+//! (`crate::state::users::SharedUsers`, decision 0083). What a user is, how a token is
+//! made and hashed, which names and policies are allowed and what signs in are decided
+//! here once, over [`UserRecord`]s, whichever store holds them.
 
+use std::future::Future;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -38,26 +47,30 @@ pub enum UsersError {
          policies/NAME.toml beside the notes) nor a policy file that exists"
     )]
     BadPolicy(String),
+    /// The shared state's users table could not be read or written (its error, with
+    /// any password redacted, as text: this layer cannot name the state's error type).
+    #[error("the shared users: {0}")]
+    Shared(String),
 }
 
-/// One user as stored: never the token, only its hash.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct StoredUser {
-    name: String,
+/// One user as stored, in the file or the shared table: never the token, only its hash.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct UserRecord {
+    pub name: String,
     /// Hex SHA-256 of the whole token text.
-    token_sha256: String,
-    created: String,
+    pub token_sha256: String,
+    pub created: String,
     #[serde(default)]
-    revoked: Option<String>,
+    pub revoked: Option<String>,
     /// The user's policy (decision 0076): a name (`policies/NAME.toml` beside the
     /// notes) or an absolute path; None: the notes alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    policy: Option<String>,
+    pub policy: Option<String>,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct Stored {
-    users: Vec<StoredUser>,
+    users: Vec<UserRecord>,
 }
 
 /// A user as `askdb users list` shows it.
@@ -153,49 +166,31 @@ impl UserFile {
 
     /// Whether the server asks for a token.
     pub fn sign_in(&self) -> Result<SignIn, UsersError> {
-        Ok(if self.read()?.users.is_empty() {
-            SignIn::Open
-        } else {
-            SignIn::Required
-        })
+        Ok(sign_in_of(&self.read()?.users))
     }
 
     /// Adds a user and returns its token, the only time it exists outside the client.
     /// `policy`: a policy name, or a path to a policy file (stored absolute).
     pub fn add(&self, name: &str, policy: Option<&str>) -> Result<String, UsersError> {
-        check_name(name)?;
-        let policy = policy.map(stored_policy).transpose()?;
+        let (record, token) = new_user(name, policy)?;
         let mut stored = self.read()?;
         if stored.users.iter().any(|user| user.name == name) {
             return Err(UsersError::Exists(name.to_string()));
         }
-        let mut bytes = [0u8; TOKEN_BYTES];
-        getrandom::fill(&mut bytes).map_err(|error| UsersError::Random(error.to_string()))?;
-        let token = format!("{TOKEN_PREFIX}{}", hex(&bytes));
-        stored.users.push(StoredUser {
-            name: name.to_string(),
-            token_sha256: hex(&Sha256::digest(token.as_bytes())),
-            created: crate::calendar::utc_now().0,
-            revoked: None,
-            policy,
-        });
+        stored.users.push(record);
         self.write(&stored)?;
         Ok(token)
     }
 
     /// Every user, revoked ones too, in the order they were added.
     pub fn list(&self) -> Result<Vec<UserSummary>, UsersError> {
-        Ok(self
-            .read()?
-            .users
-            .into_iter()
-            .map(|user| UserSummary {
-                name: user.name,
-                created: user.created,
-                revoked: user.revoked,
-                policy: user.policy,
-            })
-            .collect())
+        Ok(summaries(&self.read()?.users))
+    }
+
+    /// Every user as stored (hashes, never tokens), in the order they were added: what
+    /// `askdb users --state-url URL import` copies into the shared table.
+    pub fn records(&self) -> Result<Vec<UserRecord>, UsersError> {
+        Ok(self.read()?.users)
     }
 
     /// Revokes a user's token for good; the name stays listed as revoked.
@@ -212,50 +207,200 @@ impl UserFile {
         self.write(&stored)
     }
 
-    /// The name of the user whose live token this is, or None. Every stored hash is
-    /// compared, each in constant time, so the time taken says nothing of which one
-    /// (nearly) matched.
+    /// The user whose live token this is, or None ([`authenticate_in`]).
     pub fn authenticate(&self, token: &str) -> Result<Option<Authenticated>, UsersError> {
-        let presented = hex(&Sha256::digest(token.as_bytes()));
-        let mut found = None;
-        for user in self.read()?.users {
-            let same: bool = presented
-                .as_bytes()
-                .ct_eq(user.token_sha256.as_bytes())
-                .into();
-            if same && user.revoked.is_none() {
-                found = Some(Authenticated {
-                    name: user.name,
-                    policy: user.policy,
-                });
-            }
-        }
-        Ok(found)
+        Ok(authenticate_in(&self.read()?.users, token))
     }
-}
 
-impl UserFile {
-    /// The live user called `name`, with its policy: None for a revoked, removed or
-    /// unknown name, or one outside the allow-list. What a trusted proxy's user header
-    /// must name (decision 0072), and what a session of a revoked user ends with.
+    /// The live user called `name`, with its policy ([`live_in`]).
     pub fn live(&self, name: &str) -> Result<Option<Authenticated>, UsersError> {
-        if check_name(name).is_err() {
-            return Ok(None);
-        }
-        Ok(self
-            .read()?
-            .users
-            .into_iter()
-            .find(|user| user.name == name && user.revoked.is_none())
-            .map(|user| Authenticated {
-                name: user.name,
-                policy: user.policy,
-            }))
+        Ok(live_in(&self.read()?.users, name))
     }
 
     /// Whether `name` is a live user ([`UserFile::live`]).
     pub fn is_live(&self, name: &str) -> Result<bool, UsersError> {
         self.live(name).map(|user| user.is_some())
+    }
+}
+
+/// Whether a server whose store holds `users` asks for a token: once any user was
+/// added, revoked ones included, so revoking the last never opens the server.
+pub fn sign_in_of(users: &[UserRecord]) -> SignIn {
+    if users.is_empty() {
+        SignIn::Open
+    } else {
+        SignIn::Required
+    }
+}
+
+/// A new user's record and its token, the only time the token exists outside the
+/// client: the name and policy checked, 32 random bytes from the operating system, only
+/// their SHA-256 in the record. Whether the name is taken is the store's to say.
+pub fn new_user(name: &str, policy: Option<&str>) -> Result<(UserRecord, String), UsersError> {
+    check_name(name)?;
+    let policy = policy.map(stored_policy).transpose()?;
+    let mut bytes = [0u8; TOKEN_BYTES];
+    getrandom::fill(&mut bytes).map_err(|error| UsersError::Random(error.to_string()))?;
+    let token = format!("{TOKEN_PREFIX}{}", hex(&bytes));
+    let record = UserRecord {
+        name: name.to_string(),
+        token_sha256: token_sha256(&token),
+        created: crate::calendar::utc_now().0,
+        revoked: None,
+        policy,
+    };
+    Ok((record, token))
+}
+
+/// Hex SHA-256 of a token's whole text: all that is ever stored of it.
+pub fn token_sha256(token: &str) -> String {
+    hex(&Sha256::digest(token.as_bytes()))
+}
+
+/// The users as `askdb users list` shows them.
+pub fn summaries(users: &[UserRecord]) -> Vec<UserSummary> {
+    users
+        .iter()
+        .map(|user| UserSummary {
+            name: user.name.clone(),
+            created: user.created.clone(),
+            revoked: user.revoked.clone(),
+            policy: user.policy.clone(),
+        })
+        .collect()
+}
+
+/// The live user whose token this is, or None. Every stored hash is compared, each in
+/// constant time, so the time taken says nothing of which one (nearly) matched.
+pub fn authenticate_in(users: &[UserRecord], token: &str) -> Option<Authenticated> {
+    let presented = token_sha256(token);
+    let mut found = None;
+    for user in users {
+        let same: bool = presented
+            .as_bytes()
+            .ct_eq(user.token_sha256.as_bytes())
+            .into();
+        if same && user.revoked.is_none() {
+            found = Some(Authenticated {
+                name: user.name.clone(),
+                policy: user.policy.clone(),
+            });
+        }
+    }
+    found
+}
+
+/// The live user called `name`, with its policy: None for a revoked, removed or unknown
+/// name, or one outside the allow-list. What a trusted proxy's user header must name
+/// (decision 0072), and what a session of a revoked user ends with.
+pub fn live_in(users: &[UserRecord], name: &str) -> Option<Authenticated> {
+    if check_name(name).is_err() {
+        return None;
+    }
+    users
+        .iter()
+        .find(|user| user.name == name && user.revoked.is_none())
+        .map(|user| Authenticated {
+            name: user.name.clone(),
+            policy: user.policy.clone(),
+        })
+}
+
+/// What a [`UserStore`]'s methods return: a store that never waits (the file) returns
+/// a ready one.
+pub type UsersFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, UsersError>> + Send + 'a>>;
+
+/// Where the users are kept. Every store gives the file's answers: the same checks of
+/// names and policies, a taken name refused (revoked ones stay taken), revocation for
+/// good, [`sign_in_of`], [`authenticate_in`] and [`live_in`] over its records.
+pub trait UserStore: Send + Sync + std::fmt::Debug {
+    /// Whether the server asks for a token.
+    fn sign_in(&self) -> UsersFuture<'_, SignIn>;
+    /// Adds a user and returns its token, shown this once.
+    fn add<'a>(&'a self, name: &'a str, policy: Option<&'a str>) -> UsersFuture<'a, String>;
+    /// Every user, revoked ones too, in the order they were added.
+    fn list(&self) -> UsersFuture<'_, Vec<UserSummary>>;
+    /// Revokes a live user's token for good; [`UsersError::Unknown`] for any other name.
+    fn revoke<'a>(&'a self, name: &'a str) -> UsersFuture<'a, ()>;
+    /// The live user whose token this is.
+    fn authenticate<'a>(&'a self, token: &'a str) -> UsersFuture<'a, Option<Authenticated>>;
+    /// The live user called `name`.
+    fn live<'a>(&'a self, name: &'a str) -> UsersFuture<'a, Option<Authenticated>>;
+}
+
+fn ready<'a, T: Send + 'a>(value: Result<T, UsersError>) -> UsersFuture<'a, T> {
+    Box::pin(std::future::ready(value))
+}
+
+/// The file is read and written when a method is called: its futures are ready.
+impl UserStore for UserFile {
+    fn sign_in(&self) -> UsersFuture<'_, SignIn> {
+        ready(UserFile::sign_in(self))
+    }
+
+    fn add<'a>(&'a self, name: &'a str, policy: Option<&'a str>) -> UsersFuture<'a, String> {
+        ready(UserFile::add(self, name, policy))
+    }
+
+    fn list(&self) -> UsersFuture<'_, Vec<UserSummary>> {
+        ready(UserFile::list(self))
+    }
+
+    fn revoke<'a>(&'a self, name: &'a str) -> UsersFuture<'a, ()> {
+        ready(UserFile::revoke(self, name))
+    }
+
+    fn authenticate<'a>(&'a self, token: &'a str) -> UsersFuture<'a, Option<Authenticated>> {
+        ready(UserFile::authenticate(self, token))
+    }
+
+    fn live<'a>(&'a self, name: &'a str) -> UsersFuture<'a, Option<Authenticated>> {
+        ready(UserFile::live(self, name))
+    }
+}
+
+/// The users a server signs in, wherever they are kept. Cheap to clone: clones share
+/// the store.
+#[derive(Debug, Clone)]
+pub struct Users(Arc<dyn UserStore>);
+
+impl Users {
+    pub fn new(store: Arc<dyn UserStore>) -> Users {
+        Users(store)
+    }
+
+    pub async fn sign_in(&self) -> Result<SignIn, UsersError> {
+        self.0.sign_in().await
+    }
+
+    pub async fn add(&self, name: &str, policy: Option<&str>) -> Result<String, UsersError> {
+        self.0.add(name, policy).await
+    }
+
+    pub async fn list(&self) -> Result<Vec<UserSummary>, UsersError> {
+        self.0.list().await
+    }
+
+    pub async fn revoke(&self, name: &str) -> Result<(), UsersError> {
+        self.0.revoke(name).await
+    }
+
+    pub async fn authenticate(&self, token: &str) -> Result<Option<Authenticated>, UsersError> {
+        self.0.authenticate(token).await
+    }
+
+    pub async fn live(&self, name: &str) -> Result<Option<Authenticated>, UsersError> {
+        self.0.live(name).await
+    }
+
+    pub async fn is_live(&self, name: &str) -> Result<bool, UsersError> {
+        Ok(self.0.live(name).await?.is_some())
+    }
+}
+
+impl From<UserFile> for Users {
+    fn from(file: UserFile) -> Users {
+        Users(Arc::new(file))
     }
 }
 

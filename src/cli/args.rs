@@ -176,10 +176,13 @@ pub enum Command {
     },
     /// The users `askdb serve` signs in: once one exists, every request but health and
     /// the page needs `Authorization: Bearer TOKEN`.
-    #[command(after_help = "Example:\n  askdb users add ana")]
+    #[command(
+        after_help = "Examples:\n  askdb users add ana\n  askdb users --state-url postgres://askdb_state:PASSWORD@db:5432/askdb_demo add ana"
+    )]
     Users {
-        /// The state replicas share (`askdb serve --state-url`): a revocation is also
-        /// written there, so every replica refuses the token within seconds.
+        /// The state replicas share (`askdb serve --state-url`): the users are then that
+        /// state's, the same for every replica; one added or revoked is taken or
+        /// refused by every replica within seconds.
         #[arg(long, env = "ASKDB_STATE_URL", hide_env_values = true)]
         state_url: Option<String>,
         #[command(subcommand)]
@@ -470,6 +473,13 @@ pub enum UsersCommand {
         after_help = "Examples:\n  askdb users revoke ana\n  askdb users --state-url postgres://askdb_state:PASSWORD@db:5432/askdb_demo revoke ana"
     )]
     Revoke { name: String },
+    /// Copy this machine's users file into the shared state (--state-url): names,
+    /// token hashes, policies and revocations; their tokens keep working. Names the
+    /// state already has are left as they are there.
+    #[command(
+        after_help = "Example:\n  askdb users --state-url postgres://askdb_state:PASSWORD@db:5432/askdb_demo import"
+    )]
+    Import,
 }
 
 #[derive(Subcommand)]

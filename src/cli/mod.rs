@@ -10,6 +10,7 @@ pub mod chat;
 pub mod config;
 mod examples;
 mod reports;
+mod users;
 
 use std::io::Read;
 use std::path::Path;
@@ -30,7 +31,7 @@ use crate::linking::SchemaIndex;
 use crate::llm::{CallLog, LlmError, ModelClient, ProviderConfig};
 use args::{
     Cli, Command, DbCommand, DemoCommand, EvalCommand, LogCommand, ModelCommand, SchemaCommand,
-    SqlCommand, UsersCommand,
+    SqlCommand,
 };
 use config::Settings;
 pub use reports::{ModelCheckReport, SetupView, SqlCheckReport, SqlCheckVerdict};
@@ -285,14 +286,17 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
             let log_on = args.query_log;
             let snapshot = args.schema_snapshot.clone();
             let every = std::time::Duration::from_secs(args.drift_check_secs);
-            let state_url = args.state_url.clone();
-            let users = crate::users::UserFile::in_data_dir();
-            let sign_in = users.sign_in()?;
-            let mut config = args.resolve((users, sign_in)).map_err(CliError::Settings)?;
-            if let Some(url) = state_url {
-                config.state = Some(crate::state::SharedState::connect(&url).await?);
-            }
-            config.policies = load_policies(config.users.as_ref(), cli.global.notes.as_deref())?;
+            // With a shared state the users are its table's, so it is reached first: who
+            // signs in decides whether the server may listen beyond loopback.
+            let state = match args.state_url.as_deref() {
+                Some(url) => Some(crate::state::SharedState::connect(url).await?),
+                None => None,
+            };
+            let users = users::for_serve(state.as_ref()).await?;
+            let mut config = args.resolve(users).map_err(CliError::Settings)?;
+            config.state = state;
+            config.policies =
+                users::load_policies(config.users.as_ref(), cli.global.notes.as_deref()).await?;
             let gate = settings.open_gate().await?;
             config.query_log = query_log_setting(&settings, &gate, log_on, log_url);
             config.examples = Some(
@@ -340,94 +344,7 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
             command: ModelCommand::Check,
         } => model_check().await,
         Command::Completions { shell } => Ok(completions(shell)),
-        Command::Users { state_url, command } => users(command, state_url.as_deref()).await,
-    }
-}
-
-/// Every live user's policy, read from its file (decision 0076), by the name the users
-/// file stores: a policy that cannot be read stops `askdb serve` before it listens.
-fn load_policies(
-    users: Option<&crate::users::UserFile>,
-    notes: Option<&Path>,
-) -> Result<std::collections::BTreeMap<String, crate::gate::UserPolicy>, CliError> {
-    let mut policies = std::collections::BTreeMap::new();
-    let Some(users) = users else {
-        return Ok(policies);
-    };
-    // Policy names are read beside the notes file, or in askdb's data directory.
-    let beside = notes
-        .and_then(Path::parent)
-        .map(Path::to_path_buf)
-        .unwrap_or_else(crate::home::data_dir);
-    for user in users.list()? {
-        let Some(policy) = user.policy.filter(|_| user.revoked.is_none()) else {
-            continue;
-        };
-        if policies.contains_key(&policy) {
-            continue;
-        }
-        let path = crate::users::policy_path(&policy, &beside);
-        let loaded =
-            crate::gate::UserPolicy::load(&path).map_err(crate::server::ServeError::from)?;
-        policies.insert(policy, loaded);
-    }
-    Ok(policies)
-}
-
-/// `askdb users`: the users file in askdb's data directory, and a revocation in the
-/// replicas' shared state too when `state_url` names it.
-async fn users(command: UsersCommand, state_url: Option<&str>) -> Result<Output, CliError> {
-    let file = crate::users::UserFile::in_data_dir();
-    match command {
-        UsersCommand::Add { name, policy } => {
-            let token = file.add(&name, policy.as_deref())?;
-            Output::new(
-                &serde_json::json!({"name": name, "token": token}),
-                format!(
-                    "{token}\n\nThe token of {name}, shown this once (askdb keeps only its hash). \
-                     Send it as Authorization: Bearer TOKEN; askdb serve now asks every request \
-                     but health and the page for one.\n"
-                ),
-                Exit::Success,
-            )
-        }
-        UsersCommand::List => {
-            let users = file.list()?;
-            let text: String = users
-                .iter()
-                .map(|user| {
-                    let policy = user
-                        .policy
-                        .as_ref()
-                        .map(|policy| format!("\tpolicy {policy}"))
-                        .unwrap_or_default();
-                    match &user.revoked {
-                        Some(when) => format!(
-                            "{}\tadded {}{policy}\trevoked {when}\n",
-                            user.name, user.created
-                        ),
-                        None => format!("{}\tadded {}{policy}\n", user.name, user.created),
-                    }
-                })
-                .collect();
-            let text = if text.is_empty() {
-                "no users: askdb serve asks no one for a token\n".to_string()
-            } else {
-                text
-            };
-            Output::new(&users, text, Exit::Success)
-        }
-        UsersCommand::Revoke { name } => {
-            file.revoke(&name)?;
-            if let Some(url) = state_url {
-                crate::state::sign_in::revoke(url, &name).await?;
-            }
-            Output::new(
-                &serde_json::json!({"name": name, "revoked": true}),
-                format!("{name}'s token is revoked\n"),
-                Exit::Success,
-            )
-        }
+        Command::Users { state_url, command } => users::run(command, state_url.as_deref()).await,
     }
 }
 

@@ -21,7 +21,7 @@ use axum::response::{IntoResponse, Response};
 
 use super::error::AppError;
 use super::session::Sessions;
-use crate::users::{SignIn, UserFile};
+use crate::users::{SignIn, Users};
 
 /// One host name (or IP address) askdb answers for, with the one port it answers on,
 /// or any port (a name given without one: behind a proxy the Host keeps the proxy's
@@ -166,7 +166,7 @@ const HEADERS_NOT_FOR_USERS: [HeaderName; 5] = [
 
 /// Sign-in by an authenticating reverse proxy (decision 0072): a request from one of
 /// `proxies` that carries `header` signs in as the user it names, who must be a live
-/// user of the users file; the header from any other address refuses the request.
+/// user of the server's users; the header from any other address refuses the request.
 #[derive(Debug, Clone)]
 pub struct ProxySignIn {
     proxies: Vec<TrustedProxy>,
@@ -256,8 +256,8 @@ pub fn sign_in_client(proxy: Option<&ProxySignIn>, peer: IpAddr, headers: &Heade
 #[derive(Debug, Clone)]
 pub struct Access {
     hosts: Vec<AllowedHost>,
-    /// The users file, when the server signs users in ([`crate::users`]).
-    users: Option<UserFile>,
+    /// The users, when the server signs users in ([`crate::users`]).
+    users: Option<Users>,
     /// The reverse proxy that may name the user, when one is trusted.
     proxy: Option<ProxySignIn>,
     /// Listening on every interface: any IP address with the listening port is one of
@@ -297,7 +297,7 @@ impl Access {
     }
 
     /// The same, asking for a token of one of `users` once any user exists.
-    pub fn with_users(self, users: Option<UserFile>) -> Access {
+    pub fn with_users(self, users: Option<Users>) -> Access {
         Access { users, ..self }
     }
 
@@ -315,7 +315,7 @@ impl Access {
     /// carries no user header; 403 for the header from any other address (a client
     /// naming itself whoever it likes), whatever else the request carries; 401 for a
     /// proxy naming no live user, or naming one twice.
-    fn proxy_user(
+    async fn proxy_user(
         &self,
         peer: Option<IpAddr>,
         headers: &HeaderMap,
@@ -337,10 +337,10 @@ impl Access {
             return Err(AppError::Unauthorized);
         };
         let name = name.trim();
-        match users.live(name) {
+        match users.live(name).await {
             Ok(Some(user)) => Ok(Some(SignedIn::from(user))),
             Ok(None) => Err(AppError::Unauthorized),
-            Err(error) => Err(AppError::Internal(error.to_string())),
+            Err(error) => Err(AppError::from(error)),
         }
     }
 
@@ -367,9 +367,7 @@ impl Access {
         if public {
             return Ok(None);
         }
-        let sign_in = users
-            .sign_in()
-            .map_err(|error| AppError::Internal(error.to_string()))?;
+        let sign_in = users.sign_in().await.map_err(AppError::from)?;
         if sign_in == SignIn::Open {
             return Ok(None);
         }
@@ -396,13 +394,13 @@ impl Access {
         if let Err(retry_after) = self.sessions.may_try(client, now) {
             return Err(AppError::TooManySignIns { retry_after });
         }
-        match users.authenticate(token) {
+        match users.authenticate(token).await {
             Ok(Some(user)) => Ok(Some(SignedIn::from(user))),
             Ok(None) => {
                 self.sessions.failed(client, now);
                 Err(AppError::Unauthorized)
             }
-            Err(error) => Err(AppError::Internal(error.to_string())),
+            Err(error) => Err(AppError::from(error)),
         }
     }
 
@@ -412,7 +410,7 @@ impl Access {
     /// neither header is a script's, and a script sends its token.
     async fn cookie_signed_in(
         &self,
-        users: &UserFile,
+        users: &Users,
         method: &Method,
         headers: &HeaderMap,
     ) -> Result<Option<SignedIn>, AppError> {
@@ -425,8 +423,9 @@ impl Access {
         Ok(Some(SignedIn::from(user)))
     }
 
-    /// 401 for a user the shared state says was revoked: the users file of this
-    /// replica may not know yet (decision 0079). Without replicas, nothing to check.
+    /// 401 for a user the shared state says was revoked: this replica's users (its
+    /// file, or its copy of the shared table) may not know yet (decisions 0079, 0083).
+    /// Without replicas, nothing to check.
     async fn not_revoked(&self, user: &SignedIn) -> Result<(), AppError> {
         if self.sessions.is_revoked(&user.name).await? {
             return Err(AppError::Unauthorized);
@@ -556,7 +555,7 @@ pub async fn guard(
         .extensions()
         .get::<ConnectInfo<std::net::SocketAddr>>()
         .map(|ConnectInfo(addr)| addr.ip());
-    match access.proxy_user(peer, request.headers()) {
+    match access.proxy_user(peer, request.headers()).await {
         // The proxy signs a browser in with a cookie of its own, which rides along with
         // any request the browser sends: a change needs the page's Origin, as on
         // askdb's own cookie ([`Access::cookie_signed_in`]).
@@ -601,6 +600,7 @@ pub async fn guard(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::users::UserFile;
     use axum::http::HeaderValue;
 
     fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
@@ -832,15 +832,20 @@ mod tests {
         )
         .expect("valid");
         let access = Access::new("127.0.0.1:8080".parse().expect("addr"), &[])
-            .with_users(Some(users))
+            .with_users(Some(users.into()))
             .with_proxy(proxy);
         let bearer = format!("Bearer {token}");
         let bearer = bearer.as_str();
         let proxy_ip: IpAddr = "192.0.2.10".parse().expect("ip");
         let other: IpAddr = "192.0.2.11".parse().expect("ip");
+        // The file's futures are ready: a runtime of one thread polls them.
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime");
         let named = |peer: Option<IpAddr>, pairs: &[(&str, &str)]| {
-            access
-                .proxy_user(peer, &headers(pairs))
+            let headers = headers(pairs);
+            runtime
+                .block_on(access.proxy_user(peer, &headers))
                 .map_err(|error| error.code())
         };
         assert_eq!(

@@ -451,12 +451,12 @@ pub async fn health(State(state): State<AppState>) -> Response {
         state.telemetry().check(),
         health::check_shared_state(state.config().state.as_ref()),
     );
-    let authentication_configured = state.config().proxy.is_some()
-        || state.config().users.as_ref().is_some_and(|users| {
-            users
-                .sign_in()
-                .is_ok_and(|sign_in| sign_in == crate::users::SignIn::Required)
-        });
+    let users_sign_in = match state.config().users.as_ref() {
+        Some(users) => users.sign_in().await.ok(),
+        None => None,
+    };
+    let authentication_configured =
+        state.config().proxy.is_some() || users_sign_in == Some(crate::users::SignIn::Required);
     let drift = state.drift_status();
     let (model_configured, model_reachable, model_detail) = model;
     let mut details = std::collections::BTreeMap::new();

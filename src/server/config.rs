@@ -108,8 +108,9 @@ pub struct ServeArgs {
     #[arg(long, env = "ASKDB_MAX_CONVERSATIONS", default_value_t = crate::conversation::DEFAULT_MAX_CONVERSATIONS)]
     pub max_conversations: usize,
     /// Several replicas acting as one: a PostgreSQL URL (the askdb_state role `askdb db
-    /// setup` made) where the spend ledger, the pace per asker, the sign-in sessions and
-    /// the revoked users are kept for every replica. Without it, all stay in this process.
+    /// setup` made) where the users, the spend ledger, the pace per asker and the
+    /// sign-in sessions are kept for every replica (`askdb users --state-url` manages
+    /// those users). Without it, all stay in this process and its users file.
     #[arg(long, env = "ASKDB_STATE_URL", hide_env_values = true)]
     pub state_url: Option<String>,
 }
@@ -124,9 +125,10 @@ pub struct ServerConfig {
     /// Host names answered besides the listening address and loopback's
     /// ([`super::access::Access`]).
     pub allowed_hosts: Vec<super::access::AllowedHost>,
-    /// The users file; once it holds a user, every route but health and the page needs
-    /// a token. None: no sign-in (the in-process tests).
-    pub users: Option<crate::users::UserFile>,
+    /// The users (the users file, or with `--state-url` the replicas' shared table);
+    /// once it holds a user, every route but health and the page needs a token. None:
+    /// no sign-in (the in-process tests).
+    pub users: Option<crate::users::Users>,
     /// The reverse proxy whose user header is believed, when one is trusted.
     pub proxy: Option<super::access::ProxySignIn>,
     /// 0: no per-client limit.
@@ -190,20 +192,27 @@ impl Default for ServerConfig {
 
 impl ServeArgs {
     /// The checked configuration, or a message naming the bad flag.
-    /// `users`: the users file and whether it signs anyone in; a server that signs users
-    /// in may listen beyond loopback without `--open-to-anyone`.
+    /// `users`: the users (the file, or the shared table) and whether they sign anyone
+    /// in; a server that signs users in may listen beyond loopback without
+    /// `--open-to-anyone`.
     pub fn resolve(
         self,
-        users: (crate::users::UserFile, crate::users::SignIn),
+        users: (crate::users::Users, crate::users::SignIn),
     ) -> Result<ServerConfig, String> {
         let (users, sign_in) = users;
         let signs_in = sign_in == crate::users::SignIn::Required;
+        // With a shared state the users are its own, added with the same URL.
+        let add_user = if self.state_url.is_some() {
+            "askdb users --state-url URL add NAME"
+        } else {
+            "askdb users add NAME"
+        };
         if !super::access::is_loopback_only(self.addr) && !self.open_to_anyone && !signs_in {
             return Err(format!(
                 "--addr {addr} can be reached from other machines, and askdb serve has no \
                  users to sign in: anyone who reaches it could ask questions on your model \
                  budget and read the database. Listen on 127.0.0.1:{port} (the default), add \
-                 a user with `askdb users add NAME` (then every request needs its token), or \
+                 a user with `{add_user}` (then every request needs its token), or \
                  pass --open-to-anyone (ASKDB_OPEN_TO_ANYONE=true) to listen on {addr} \
                  without sign-in anyway",
                 addr = self.addr,
@@ -213,12 +222,11 @@ impl ServeArgs {
         let proxy =
             super::access::ProxySignIn::new(self.trusted_proxies.clone(), &self.proxy_user_header)?;
         if proxy.is_some() && !signs_in {
-            return Err(
+            return Err(format!(
                 "--trusted-proxy: the proxy names users askdb must know, and there are none \
-                 yet; add each with `askdb users add NAME` (the token it prints is not needed \
+                 yet; add each with `{add_user}` (the token it prints is not needed \
                  behind the proxy)"
-                    .to_string(),
-            );
+            ));
         }
         if self.max_concurrent_asks == 0 {
             return Err(

@@ -297,6 +297,17 @@ impl IntoResponse for AppError {
     }
 }
 
+/// The users could not be read: the shared table's outage is the shared state's 503,
+/// like a session's; a users file that cannot be read is the server's own fault.
+impl From<crate::users::UsersError> for AppError {
+    fn from(error: crate::users::UsersError) -> AppError {
+        match error {
+            crate::users::UsersError::Shared(text) => AppError::SharedState(text),
+            other => AppError::Internal(other.to_string()),
+        }
+    }
+}
+
 impl From<JsonRejection> for AppError {
     fn from(rejection: JsonRejection) -> AppError {
         match &rejection {

@@ -2,7 +2,9 @@
 //! one process, each with its own pool to the same PostgreSQL schema, as two
 //! `askdb serve` processes would be. The spend cap holds under concurrent asks on both,
 //! a session made on one is taken by the other, a revocation written to the state is
-//! refused by the other within 5 s, and the pace is one bucket per asker for both.
+//! refused by the other within 5 s, and the pace is one bucket per asker for both. With
+//! the users in the shared state (decision 0083), a user added by any replica's CLI signs
+//! in on both, and revoked through one is refused by the other.
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -210,7 +212,7 @@ async fn a_session_made_on_one_replica_is_taken_by_the_other_until_a_revocation_
     let token = UserFile::at(&file_a).add("ana", None).expect("user added");
     std::fs::copy(&file_a, &file_b).expect("copied");
     let config = |file: &std::path::Path| ServerConfig {
-        users: Some(UserFile::at(file)),
+        users: Some(UserFile::at(file).into()),
         ..ServerConfig::default()
     };
     let a = replica(dir.path(), &url, None, config(&file_a)).await;
@@ -399,4 +401,140 @@ async fn a_conversation_and_an_example_are_shared_by_the_replicas() {
     let (status, answered) = call(&b, post_json("/api/ask", &asked.to_string())).await;
     assert_eq!(status, StatusCode::OK, "{answered}");
     assert_eq!(answered["answered_from_example"], saved["example"]["id"]);
+}
+
+/// The users of one replica's CLI (`askdb users --state-url URL ...`) or one replica's
+/// server: a store of its own, with its own pool and copy of the table.
+async fn shared_users(url: &str) -> crate::users::Users {
+    let state = SharedState::connect(url).await.expect("shared state");
+    let store = crate::state::users::SharedUsers::connect(state)
+        .await
+        .expect("users table");
+    crate::users::Users::new(Arc::new(store))
+}
+
+/// Calls `request()` on `state` until it answers `want`: a replica reads the shared
+/// users at most `USERS_TTL` old. The deadline is generous; only the change is asserted.
+async fn until_status(
+    state: &AppState,
+    request: impl Fn() -> Request<Body>,
+    want: StatusCode,
+    what: &str,
+) {
+    let started = Instant::now();
+    loop {
+        let (status, _) = call(state, request()).await;
+        if status == want {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{what}: still {status} after 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// With `--state-url` the users are the shared table's (decision 0083): a user added by
+/// any replica's CLI signs in on every replica without a restart, by token and by the
+/// page's session; health says sign-in is on; revoked through one replica, the token is
+/// refused by that one at once and by the other within its copy's lifetime.
+#[tokio::test]
+async fn a_shared_user_signs_in_on_every_replica_until_revoked_on_one() {
+    let test = "a_shared_user_signs_in_on_every_replica_until_revoked_on_one";
+    let Some((_scratch, url)) = state_database(test).await else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config_a = ServerConfig {
+        users: Some(shared_users(&url).await),
+        ..ServerConfig::default()
+    };
+    let config_b = ServerConfig {
+        users: Some(shared_users(&url).await),
+        ..ServerConfig::default()
+    };
+    let a = replica(dir.path(), &url, None, config_a).await;
+    let b = replica(dir.path(), &url, None, config_b).await;
+    let schema = || super::tests::get("/api/schema");
+    for state in [&a, &b] {
+        let (status, _) = call(state, schema()).await;
+        assert_eq!(status, StatusCode::OK, "no user yet: open");
+        let (_, health) = call(state, super::tests::get("/api/health")).await;
+        assert_eq!(health["authentication_configured"], false, "{health}");
+    }
+
+    // `askdb users --state-url URL add ana`, on a third machine.
+    let token = shared_users(&url)
+        .await
+        .add("ana", None)
+        .await
+        .expect("added");
+    let bearer = format!("Bearer {token}");
+    let with_token = || with_header("/api/schema", header::AUTHORIZATION, &bearer);
+    for state in [&a, &b] {
+        until_status(state, schema, StatusCode::UNAUTHORIZED, "sign-in required").await;
+        let (status, body) = call(state, with_token()).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let (_, health) = call(state, super::tests::get("/api/health")).await;
+        assert_eq!(health["authentication_configured"], true, "{health}");
+        let last = if token.ends_with('0') { '1' } else { '0' };
+        let wrong = format!("Bearer {}{last}", &token[..token.len() - 1]);
+        let (status, _) = call(
+            state,
+            with_header("/api/schema", header::AUTHORIZATION, &wrong),
+        )
+        .await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED);
+    }
+
+    // The page signs in on B; its session is taken on A.
+    let response = app(b.clone())
+        .oneshot(post_json(
+            "/api/session",
+            &format!("{{\"token\": \"{token}\"}}"),
+        ))
+        .await
+        .expect("infallible");
+    assert_eq!(response.status(), StatusCode::OK);
+    let cookie = response
+        .headers()
+        .get(header::SET_COOKIE)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.split(';').next())
+        .expect("a cookie")
+        .to_string();
+    let (_, body) = call(&a, with_header("/api/session", header::COOKIE, &cookie)).await;
+    assert_eq!(body["user"], "ana", "{body}");
+
+    // Revoked through replica A's users: A refuses at once, B within its copy's life.
+    a.config()
+        .users
+        .as_ref()
+        .expect("users")
+        .revoke("ana")
+        .await
+        .expect("revoked");
+    let (status, _) = call(&a, with_token()).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "the revoking replica");
+    until_status(
+        &b,
+        with_token,
+        StatusCode::UNAUTHORIZED,
+        "revoked token on B",
+    )
+    .await;
+    let (_, body) = call(&b, with_header("/api/session", header::COOKIE, &cookie)).await;
+    assert_eq!(
+        body["user"],
+        Value::Null,
+        "the session ended with the token"
+    );
+    let (_, health) = call(&b, super::tests::get("/api/health")).await;
+    assert_eq!(
+        health["authentication_configured"], true,
+        "revoking the last user never opens the replicas"
+    );
+    let (status, _) = call(&b, schema()).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
 }

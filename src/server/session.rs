@@ -36,7 +36,7 @@ use super::error::{ApiJson, AppError};
 use super::AppState;
 use crate::llm::BoxFuture;
 use crate::state::sign_in::SharedSignIn;
-use crate::users::{SignIn, UserFile};
+use crate::users::{SignIn, Users};
 
 /// The cookie's name.
 pub const COOKIE: &str = "askdb_session";
@@ -72,8 +72,8 @@ pub trait SessionStore: Send + Sync {
     fn end<'a>(&'a self, digest: &'a str) -> BoxFuture<'a, Result<(), AppError>>;
     /// Ends every session of `user` (its token was revoked).
     fn end_user<'a>(&'a self, user: &'a str) -> BoxFuture<'a, Result<(), AppError>>;
-    /// Whether a revocation outside this server's users file ended `user` (the shared
-    /// state's list); the users file itself is read by the caller.
+    /// Whether a revocation outside this server's users store ended `user` (the shared
+    /// state's list); the users store itself is read by the caller.
     fn is_revoked<'a>(&'a self, user: &'a str) -> BoxFuture<'a, Result<bool, AppError>>;
 }
 
@@ -324,7 +324,7 @@ pub fn cookie_value(headers: &HeaderMap) -> Option<String> {
 /// file or, with replicas, in the shared state).
 pub async fn cookie_user(
     sessions: &Sessions,
-    users: &UserFile,
+    users: &Users,
     headers: &HeaderMap,
 ) -> Result<Option<crate::users::Authenticated>, AppError> {
     let Some(cookie) = cookie_value(headers) else {
@@ -333,16 +333,15 @@ pub async fn cookie_user(
     let Some(user) = sessions.user(&cookie).await? else {
         return Ok(None);
     };
-    let mut live = users
-        .live(&user)
-        .map_err(|error| AppError::Internal(error.to_string()))?;
+    let mut live = users.live(&user).await.map_err(AppError::from)?;
     let revoked_here = match live {
         Some(_) => false,
         // Listed as revoked here; a name this replica's file does not list yet (a user
         // added while the file is copied to each replica) is refused here alone.
         None => users
             .list()
-            .map_err(|error| AppError::Internal(error.to_string()))?
+            .await
+            .map_err(AppError::from)?
             .iter()
             .any(|listed| listed.name == user && listed.revoked.is_some()),
     };
@@ -402,14 +401,14 @@ impl std::fmt::Debug for SignInRequest {
     }
 }
 
-fn sign_in_state(state: &AppState) -> Result<Option<&UserFile>, AppError> {
+async fn sign_in_state(state: &AppState) -> Result<Option<&Users>, AppError> {
     let Some(users) = state.config().users.as_ref() else {
         return Ok(None);
     };
-    match users.sign_in() {
+    match users.sign_in().await {
         Ok(SignIn::Open) => Ok(None),
         Ok(SignIn::Required) => Ok(Some(users)),
-        Err(error) => Err(AppError::Internal(error.to_string())),
+        Err(error) => Err(AppError::from(error)),
     }
 }
 
@@ -421,7 +420,7 @@ pub async fn status(
     proxied: Option<Extension<SignedIn>>,
     headers: HeaderMap,
 ) -> Result<Json<SessionStatus>, AppError> {
-    let Some(users) = sign_in_state(&state)? else {
+    let Some(users) = sign_in_state(&state).await? else {
         return Ok(Json(SessionStatus {
             sign_in: SignIn::Open,
             user: None,
@@ -446,7 +445,7 @@ pub async fn sign_in(
     headers: HeaderMap,
     ApiJson(request): ApiJson<SignInRequest>,
 ) -> Result<Response, AppError> {
-    let Some(users) = sign_in_state(&state)? else {
+    let Some(users) = sign_in_state(&state).await? else {
         return Err(AppError::NotFound {
             code: "sign_in_off",
             detail: "askdb has no users, so there is nothing to sign in to".to_string(),
@@ -460,7 +459,8 @@ pub async fn sign_in(
     }
     let user = users
         .authenticate(request.token.trim())
-        .map_err(|error| AppError::Internal(error.to_string()))?;
+        .await
+        .map_err(AppError::from)?;
     let Some(user) = user else {
         sessions.failed(client, now);
         return Err(AppError::Unauthorized);

@@ -62,7 +62,7 @@ fn policy(text: &str) -> UserPolicy {
 
 fn config(users: &UserFile, policies: &[(&str, &str)]) -> ServerConfig {
     ServerConfig {
-        users: Some(users.clone()),
+        users: Some(users.clone().into()),
         explain: false,
         warm_up: false,
         policies: policies

@@ -381,7 +381,7 @@ async fn once_a_user_exists_every_route_but_health_and_the_page_needs_a_live_tok
     let users_dir = tempfile::tempdir().expect("temp dir");
     let users = crate::users::UserFile::at(users_dir.path().join("users.json"));
     let config = ServerConfig {
-        users: Some(users.clone()),
+        users: Some(users.clone().into()),
         ..ServerConfig::default()
     };
     let fixture = fixture(None, config).await;

@@ -2,7 +2,8 @@
 //! the connection pool to the PostgreSQL database holding the schema `askdb_state`
 //! ([`schema`]), and the shared halves of what a single server keeps in memory: the
 //! spend ledger's reservations ([`ledger`]), the askers' token buckets ([`pace`]), the
-//! page's sessions and the revoked users ([`sign_in`]). Each is one statement or one
+//! page's sessions and the revoked users ([`sign_in`]), and the users themselves
+//! ([`users`], a `crate::users::UserStore`). Each is one statement or one
 //! short transaction on the pool; nothing here knows about requests. Without a state
 //! URL none of this is used.
 //!
@@ -12,6 +13,7 @@ pub mod ledger;
 pub mod pace;
 pub mod schema;
 pub mod sign_in;
+pub mod users;
 
 use std::time::{Duration, Instant};
 

@@ -57,11 +57,22 @@ pub const SESSIONS: &str = "CREATE TABLE IF NOT EXISTS askdb_state.sessions (
 )";
 
 /// Users whose tokens were revoked (`askdb users revoke NAME --state-url ...`): every
-/// replica refuses them, whatever its own users file says.
+/// replica refuses them, whatever its own copy of the users says.
 pub const REVOKED_USERS: &str = "CREATE TABLE IF NOT EXISTS askdb_state.revoked_users (
     user_name text PRIMARY KEY,
     revoked_at timestamptz NOT NULL DEFAULT now()
 )";
+
+/// The users `askdb serve` signs in, shared by replicas (decision 0083): what
+/// `users.json` holds, a row each, in the order they were added (`id`). Only the
+/// token's SHA-256 is kept. A revoked user keeps its row, so its name stays taken.
+pub const USERS: &str = "CREATE TABLE IF NOT EXISTS askdb_state.users (\
+     id bigint GENERATED ALWAYS AS IDENTITY UNIQUE, \
+     name text PRIMARY KEY, \
+     token_sha256 text NOT NULL CHECK (token_sha256 ~ '^[0-9a-f]{64}$'), \
+     created text NOT NULL, \
+     revoked text, \
+     policy text)";
 
 /// One row an example; `tables` and `verified_against` as JSON text, as the SQLite
 /// store keeps them.
@@ -130,6 +141,8 @@ pub const STATEMENTS: &[&str] = &[
     RATE_BUCKETS,
     SESSIONS,
     REVOKED_USERS,
+    // The users themselves (decision 0083).
+    USERS,
     // The replicas' verified examples and conversations (decision 0080).
     EXAMPLES,
     EXAMPLES_DATABASE_INDEX,

@@ -110,11 +110,22 @@ impl SharedSignIn {
 }
 
 /// Records `user`'s revocation in the shared state at `url` and ends its sessions
-/// there: what `askdb users revoke --state-url` adds to the users file's change.
+/// there: every replica refuses the name within [`REVOCATIONS_TTL`], whichever store
+/// its users are in.
 pub async fn revoke(url: &str, user: &str) -> Result<(), StateError> {
     let state = SharedState::connect(url).await?;
     let mut client = state.pool().get().await?;
     let transaction = client.transaction().await?;
+    record_revocation(&transaction, user).await?;
+    transaction.commit().await?;
+    Ok(())
+}
+
+/// Within the caller's transaction: `user` joins the revoked list and its sessions end.
+pub(crate) async fn record_revocation(
+    transaction: &tokio_postgres::Transaction<'_>,
+    user: &str,
+) -> Result<(), StateError> {
     transaction
         .execute(
             "INSERT INTO askdb_state.revoked_users (user_name) VALUES ($1) ON CONFLICT (user_name) DO NOTHING",
@@ -127,6 +138,5 @@ pub async fn revoke(url: &str, user: &str) -> Result<(), StateError> {
             &[&user],
         )
         .await?;
-    transaction.commit().await?;
     Ok(())
 }

@@ -1,13 +1,16 @@
 //! The shared state against a real PostgreSQL: the ledger's reservations, settlements,
-//! releases and expiries one transaction each, and `askdb db setup`'s state role, which
-//! writes its schema and is refused the demo data and the query log.
+//! releases and expiries one transaction each, the shared users (the users file's
+//! answers, from a table), and `askdb db setup`'s state role, which writes its schema and
+//! is refused the demo data and the query log.
 
 use std::time::Duration;
 
 use super::ledger::PgLedger;
+use super::users::SharedUsers;
 use super::*;
 use crate::llm::{LedgerEntry, Purpose, SharedSpend};
 use crate::scratch::{pg_connect, Scratch};
+use crate::users::{Authenticated, SignIn, UserFile, UserStore, UsersError};
 
 /// A scratch database holding the state schema, and its superuser URL.
 async fn state_database(test: &str) -> Option<(Scratch, String)> {
@@ -161,6 +164,12 @@ async fn db_setup_makes_a_state_role_that_writes_its_schema_and_reads_nothing_el
         .await
         .expect("the role connects");
     state.ping().await.expect("answers");
+    let users = SharedUsers::connect(state.clone())
+        .await
+        .expect("setup made the users table");
+    let token = users.add("ana", None).await.expect("the role adds a user");
+    users.revoke("ana").await.expect("and revokes it");
+    assert_eq!(users.authenticate(&token).await.expect("read"), None);
     let ledger = PgLedger::new(state, Duration::from_secs(60));
     let id = ledger
         .reserve(Some(1.0), 0.2, Purpose::WriteSql)
@@ -171,4 +180,213 @@ async fn db_setup_makes_a_state_role_that_writes_its_schema_and_reads_nothing_el
         .await
         .expect("and settles it");
     assert_eq!(ledger.totals().await.expect("totals").calls, 1);
+}
+
+/// What a store answered, as text: the file's and the table's must read the same.
+fn outcome<T: std::fmt::Debug>(result: Result<T, UsersError>) -> String {
+    match result {
+        Ok(value) => format!("ok {value:?}"),
+        Err(error) => format!("error {error}"),
+    }
+}
+
+#[tokio::test]
+async fn the_shared_users_answer_as_the_users_file_does_and_keep_only_hashes() {
+    let test = "the_shared_users_answer_as_the_users_file_does_and_keep_only_hashes";
+    let Some((_scratch, url)) = state_database(test).await else {
+        return;
+    };
+    let state = SharedState::connect(&url).await.expect("connects");
+    let users = SharedUsers::connect(state.clone()).await.expect("table");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = UserFile::at(dir.path().join("users.json"));
+    assert_eq!(users.sign_in().await.expect("read"), SignIn::Open);
+
+    let token = users.add("ana", None).await.expect("added");
+    let other = users.add("ben", Some("sales")).await.expect("added");
+    assert!(token.starts_with("askdb_") && token.len() == "askdb_".len() + 64);
+    assert_ne!(token, other);
+    assert_eq!(users.sign_in().await.expect("read"), SignIn::Required);
+    // The table holds the token's SHA-256 and nothing of the token itself.
+    let client = pg_connect(&url).await.expect("connects");
+    let rows = client
+        .query(
+            "SELECT name, token_sha256, created, coalesce(revoked, ''), coalesce(policy, '') \
+             FROM askdb_state.users ORDER BY id",
+            &[],
+        )
+        .await
+        .expect("rows");
+    assert_eq!(rows.len(), 2);
+    let stored: String = rows[0].get(1);
+    assert_eq!(stored, crate::users::token_sha256(&token));
+    for row in &rows {
+        for column in 0..5 {
+            let value: String = row.get(column);
+            assert!(!value.contains(&token["askdb_".len()..]), "{value}");
+            assert!(!value.contains(&other["askdb_".len()..]), "{value}");
+        }
+    }
+    assert_eq!(
+        users.authenticate(&token).await.expect("read"),
+        Some(Authenticated {
+            name: "ana".into(),
+            policy: None
+        })
+    );
+    assert_eq!(
+        users.authenticate(&other).await.expect("read"),
+        Some(Authenticated {
+            name: "ben".into(),
+            policy: Some("sales".into())
+        })
+    );
+    for wrong in ["", "askdb_", &token["askdb_".len()..]] {
+        assert_eq!(users.authenticate(wrong).await.expect("read"), None);
+    }
+
+    // Every refusal in the file's own words: a bad name, a taken one, an unknown one,
+    // a policy that is neither a name nor a file.
+    file.add("ana", None).expect("the file's ana");
+    for name in ["a b", "", "ana\n", "x/y"] {
+        let shared = outcome(users.add(name, None).await);
+        assert_eq!(shared, outcome(file.add(name, None)), "{name:?}");
+        assert!(shared.contains("a user name is 1 to 64"), "{shared}");
+    }
+    assert_eq!(
+        outcome(users.add("ana", None).await),
+        outcome(file.add("ana", None))
+    );
+    assert_eq!(
+        outcome(users.add("carla", Some("no such.toml")).await),
+        outcome(file.add("carla", Some("no such.toml")))
+    );
+    assert_eq!(
+        outcome(UserStore::revoke(&users, "nobody").await),
+        outcome(file.revoke("nobody"))
+    );
+    assert!(outcome(file.revoke("nobody")).contains("there is no user \"nobody\""));
+    for not_live in ["carla", "", "ana ", "ANA"] {
+        assert_eq!(
+            users.live(not_live).await.expect("read"),
+            None,
+            "{not_live:?}"
+        );
+    }
+
+    // A second replica's store: its own copy, read fresh, sees the same users.
+    let replica = SharedUsers::connect(SharedState::connect(&url).await.expect("connects"))
+        .await
+        .expect("table");
+    assert!(replica.live("ana").await.expect("read").is_some());
+    UserStore::revoke(&users, "ana").await.expect("revoked");
+    assert_eq!(users.authenticate(&token).await.expect("read"), None);
+    assert_eq!(
+        outcome(UserStore::revoke(&users, "ana").await),
+        outcome(file.revoke("ana").and_then(|()| file.revoke("ana")))
+    );
+    // Revoked for good: listed as revoked, the name taken, the revoked list written.
+    assert_eq!(
+        outcome(users.add("ana", None).await),
+        outcome(file.add("ana", None))
+    );
+    let listed: Vec<String> = client
+        .query("SELECT user_name FROM askdb_state.revoked_users", &[])
+        .await
+        .expect("revoked list")
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    assert_eq!(listed, vec!["ana".to_string()]);
+    UserStore::revoke(&users, "ben").await.expect("revoked");
+    assert_eq!(users.sign_in().await.expect("read"), SignIn::Required);
+    let summaries = users.list().await.expect("list");
+    let names: Vec<&str> = summaries.iter().map(|user| user.name.as_str()).collect();
+    assert_eq!(names, ["ana", "ben"], "in the order added");
+    assert!(summaries.iter().all(|user| user.revoked.is_some()));
+    assert_eq!(summaries[1].policy.as_deref(), Some("sales"));
+
+    // A name revoked before the users were shared stays refused: it cannot come back.
+    client
+        .execute(
+            "INSERT INTO askdb_state.revoked_users (user_name) VALUES ('dora')",
+            &[],
+        )
+        .await
+        .expect("an earlier revocation");
+    assert!(matches!(
+        users.add("dora", None).await,
+        Err(UsersError::Exists(_))
+    ));
+}
+
+#[tokio::test]
+async fn a_users_file_imported_into_the_shared_state_keeps_its_tokens() {
+    let test = "a_users_file_imported_into_the_shared_state_keeps_its_tokens";
+    let Some((_scratch, url)) = state_database(test).await else {
+        return;
+    };
+    let state = SharedState::connect(&url).await.expect("connects");
+    let users = SharedUsers::connect(state).await.expect("table");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = UserFile::at(dir.path().join("users.json"));
+    let ana = file.add("ana", Some("sales")).expect("ana");
+    let ben = file.add("ben", None).expect("ben");
+    file.revoke("ben").expect("revoked");
+    let carla = users.add("carla", None).await.expect("already shared");
+    let mut records = file.records().expect("records");
+    records.push(crate::users::UserRecord {
+        name: "carla".into(),
+        ..records[0].clone()
+    });
+
+    let imported = users.import(&records).await.expect("imported");
+    assert_eq!(imported.added, ["ana", "ben"]);
+    assert_eq!(imported.already_there, ["carla"]);
+    assert_eq!(
+        users.authenticate(&ana).await.expect("read"),
+        Some(Authenticated {
+            name: "ana".into(),
+            policy: Some("sales".into())
+        }),
+        "the file's token works from the table"
+    );
+    assert_eq!(
+        users.authenticate(&ben).await.expect("read"),
+        None,
+        "revoked"
+    );
+    // carla's row is the table's own: the imported hash did not replace hers.
+    assert_eq!(
+        users
+            .authenticate(&carla)
+            .await
+            .expect("read")
+            .map(|user| user.name),
+        Some("carla".to_string())
+    );
+    let again = users.import(&records).await.expect("again");
+    assert!(again.added.is_empty(), "{again:?}");
+}
+
+#[tokio::test]
+async fn a_state_made_before_the_users_table_is_told_to_run_db_setup_again() {
+    let test = "a_state_made_before_the_users_table_is_told_to_run_db_setup_again";
+    let Some((_scratch, url)) = state_database(test).await else {
+        return;
+    };
+    let client = pg_connect(&url).await.expect("connects");
+    client
+        .execute("DROP TABLE askdb_state.users", &[])
+        .await
+        .expect("dropped");
+    let state = SharedState::connect(&url).await.expect("the rest is there");
+    let missing = SharedUsers::connect(state)
+        .await
+        .expect_err("no users table");
+    assert!(
+        missing.to_string().contains("askdb_state.users")
+            && missing.to_string().contains("askdb db setup"),
+        "{missing}"
+    );
 }
