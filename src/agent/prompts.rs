@@ -99,7 +99,8 @@ fn dialect_rules(dialect: SqlDialect) -> &'static str {
         SqlDialect::Mysql => {
             "MySQL: use YEAR(col), DATE_FORMAT(col, '%Y-%m'), col >= '2025-01-01', \
              DATE_SUB(CURDATE(), INTERVAL 30 DAY); strings in single quotes, names in \
-             backticks, never double quotes; there is no ILIKE (LIKE ignores case). \
+             backticks, never double quotes; there is no ILIKE (LOWER(col) LIKE '%word%' \
+             matches regardless of case). \
              ROUND(x, 2) for money."
         }
     }
@@ -118,7 +119,7 @@ fn fitted_dialect_rules(dialect: SqlDialect, holds_dates: bool) -> String {
             format!("PostgreSQL: ILIKE matches text regardless of case; ROUND(x::numeric, 2) for money. {year}")
         }
         (SqlDialect::Mysql, false) => {
-            format!("MySQL: strings in single quotes, names in backticks; there is no ILIKE (LIKE ignores case); ROUND(x, 2) for money. {year}")
+            format!("MySQL: strings in single quotes, names in backticks; there is no ILIKE (LOWER(col) LIKE '%word%' matches regardless of case); ROUND(x, 2) for money. {year}")
         }
     }
 }

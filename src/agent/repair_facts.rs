@@ -32,10 +32,13 @@ pub struct UnknownColumn {
 
 /// Reads the column out of an unknown-column error: SQLite says `no such column:
 /// b.cust_nme`, PostgreSQL says `column "cust_nme" does not exist` or `column
-/// b.cust_nme does not exist`.
+/// b.cust_nme does not exist`, MySQL and MariaDB say `Unknown column 'b.cust_nme' in
+/// 'field list'` (or `in 'SELECT'`, `in 'on clause'`, ...).
 pub fn unknown_column(message: &str) -> Option<UnknownColumn> {
     let named = if let Some(rest) = message.split("no such column:").nth(1) {
         rest.split_whitespace().next()?.to_string()
+    } else if let Some(rest) = message.split("Unknown column '").nth(1) {
+        rest.split('\'').next()?.to_string()
     } else if let Some(rest) = message.split("column ").nth(1) {
         rest.split(" does not exist").next()?.trim().to_string()
     } else {
@@ -43,7 +46,10 @@ pub fn unknown_column(message: &str) -> Option<UnknownColumn> {
     };
     let parts: Vec<String> = named
         .split('.')
-        .map(|part| part.trim_matches('"').to_string())
+        .map(|part| {
+            part.trim_matches(|quote| quote == '"' || quote == '`')
+                .to_string()
+        })
         .filter(|part| !part.is_empty())
         .collect();
     let column = parts.last()?.clone();
@@ -504,7 +510,7 @@ mod tests {
     }
 
     #[test]
-    fn unknown_column_names_are_read_from_both_dialects() {
+    fn unknown_column_names_are_read_from_every_dialect() {
         assert_eq!(
             unknown_column("no such column: T2.Quantity"),
             Some(UnknownColumn {
@@ -519,6 +525,25 @@ mod tests {
         assert_eq!(
             unknown_column("column b.cust_nme does not exist").and_then(|c| c.qualifier),
             Some("b".to_string())
+        );
+        // MySQL and MariaDB: the whole name in quotes, then the clause it was met in.
+        assert_eq!(
+            unknown_column("Unknown column 'Name' in 'SELECT'"),
+            Some(UnknownColumn {
+                qualifier: None,
+                column: "Name".to_string()
+            })
+        );
+        assert_eq!(
+            unknown_column("Unknown column 'T1.MakeId' in 'on clause'"),
+            Some(UnknownColumn {
+                qualifier: Some("T1".to_string()),
+                column: "MakeId".to_string()
+            })
+        );
+        assert_eq!(
+            unknown_column("Unknown column 'cust_nme' in 'field list'").map(|c| c.column),
+            Some("cust_nme".to_string())
         );
         assert_eq!(unknown_column("syntax error"), None);
     }

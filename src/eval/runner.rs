@@ -40,7 +40,9 @@ use crate::telemetry::Telemetry;
 
 pub use examples::{compare_runs, render_comparison, ExampleFigures, ExampleSource, RunComparison};
 pub(crate) use folder::warm_up;
-pub(crate) use folder::{append_record, create_folder, open_records, read_lines, read_manifest_of};
+pub(crate) use folder::{
+    append_record, create_folder, open_records, read_lines, read_manifest_of, run_folder_name,
+};
 use folder::{database_hashes, sqlite_file_hash};
 pub use folder::{read_manifest, read_records, read_warm_ups, WarmUp};
 pub use process::AskPath;
@@ -517,7 +519,7 @@ pub async fn run(
         Some(dir) => dir,
         None => {
             let (now, stamp) = utc_now();
-            let dir = runs_root.join(&settings.set).join(&stamp);
+            let dir = runs_root.join(run_folder_name(&settings.set)).join(&stamp);
             let manifest = Manifest {
                 database_hashes: database_hashes(&items),
                 settings: settings.clone(),

@@ -126,7 +126,15 @@ try {
   check((await page.locator("#thread > li").count()) === 0, "nothing of the old conversation is shown");
 
   // ---- Wrong: the console, a corrected query, Save ----
+  const marked = page.waitForResponse((response) => response.url().endsWith("/api/answers/wrong"), { timeout: 10000 });
   await page.click("#mark-wrong");
+  const mark = await marked;
+  check(mark.request().method() === "POST" && mark.status() === 201, "Wrong records the answer as wrong", mark.status());
+  const markBody = JSON.parse(mark.request().postData() || "{}");
+  check(markBody.question === ALONE && markBody.marked_by === user && Array.isArray(markBody.examples),
+    "the mark names the question, the signed-in user and the examples the answer used", markBody);
+  await page.waitForFunction(() => /Recorded as wrong by/.test(document.getElementById("verify-status").textContent), null, { timeout: 10000 });
+  check((await examples()).length === 1, "recording an answer as wrong saved nothing");
   check((await page.inputValue("#console-sql")).toLowerCase().includes("from customers"), "Wrong opens the SQL in the console");
   check(await page.isVisible("#correction"), "the console says which question is being corrected");
   check(await page.isHidden("#save-correction"), "nothing can be saved before the corrected query runs");

@@ -16,6 +16,21 @@ use crate::database::DatabaseUrl;
 
 use super::{write_error, EvalError, EvalItem, Manifest, QuestionRecord};
 
+/// The folder a set's runs go in, under the runs directory: the set's name, or for a
+/// custom set (`file:PATH`) the file's stem, so `--questions /tmp/mine.jsonl` runs in
+/// `evals/runs/mine/...` rather than in folders named after every part of the path.
+pub(crate) fn run_folder_name(set: &str) -> String {
+    match set.strip_prefix("file:") {
+        Some(path) => Path::new(path)
+            .file_stem()
+            .and_then(|stem| stem.to_str())
+            .filter(|stem| !stem.is_empty())
+            .unwrap_or("questions")
+            .to_string(),
+        None => set.to_string(),
+    }
+}
+
 /// A file of the folder, None when the run has not written it yet.
 fn read_if_present(path: &Path) -> Result<Option<String>, EvalError> {
     match std::fs::read_to_string(path) {

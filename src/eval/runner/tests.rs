@@ -653,3 +653,11 @@ async fn leave_one_out_reruns_the_same_question_never_a_copy_and_pairs_with_a_ru
         render_comparison(&comparison)
     );
 }
+
+#[test]
+fn a_custom_sets_runs_go_in_a_folder_named_by_its_file() {
+    assert_eq!(run_folder_name("spider"), "spider");
+    assert_eq!(run_folder_name("file:/tmp/runs/mine.jsonl"), "mine");
+    assert_eq!(run_folder_name("file:relative/other"), "other");
+    assert_eq!(run_folder_name("file:"), "questions");
+}

@@ -149,7 +149,7 @@ async fn marking_wrong_needs_a_person_of_this_site() {
     let dir = tempfile::tempdir().expect("temp dir");
     let users = crate::users::UserFile::at(dir.path().join("users.json"));
     let config = ServerConfig {
-        users: Some(users.clone()),
+        users: Some(users.clone().into()),
         ..with_examples(dir.path())
     };
     let fixture = fixture(None, config).await;
