@@ -294,9 +294,11 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
             };
             let users = users::for_serve(state.as_ref()).await?;
             let mut config = args.resolve(users).map_err(CliError::Settings)?;
+            let shared = state.is_some();
             config.state = state;
             config.policies =
-                users::load_policies(config.users.as_ref(), cli.global.notes.as_deref()).await?;
+                users::load_policies(config.users.as_ref(), cli.global.notes.as_deref(), shared)
+                    .await?;
             let gate = settings.open_gate().await?;
             config.query_log = query_log_setting(&settings, &gate, log_on, log_url);
             config.examples = Some(

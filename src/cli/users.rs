@@ -99,11 +99,21 @@ pub async fn run(command: UsersCommand, state_url: Option<&str>) -> Result<Outpu
                 imported.added.len(),
                 file.path().display()
             );
-            if !imported.already_there.is_empty() {
-                text.push_str(&format!(
-                    "; already there, left as they are: {}",
-                    imported.already_there.join(", ")
-                ));
+            let lists = [
+                (
+                    &imported.added_revoked,
+                    "copied revoked, as the shared state had revoked them",
+                ),
+                (
+                    &imported.revoked_there,
+                    "revoked in the shared state, as the file revokes them",
+                ),
+                (&imported.already_there, "already there, left as they are"),
+            ];
+            for (names, what) in lists {
+                if !names.is_empty() {
+                    text.push_str(&format!("; {what}: {}", names.join(", ")));
+                }
             }
             text.push('\n');
             Output::new(&imported, text, Exit::Success)
@@ -117,9 +127,11 @@ async fn shared_users(state: SharedState) -> Result<Arc<SharedUsers>, CliError> 
 }
 
 /// The users `askdb serve` signs in and whether they ask for a token: the users file,
-/// or with a shared state its table. A replica whose own users file lists a name the
-/// shared table lacks stops here: it would otherwise serve without the users it was
-/// given (an empty table signs no one in, so the server would be open).
+/// or with a shared state its table. A replica whose own users file disagrees with the
+/// shared table stops here, before it listens: a name the table lacks (the server would
+/// serve without a user it was given, and an empty table signs no one in, so it would be
+/// open), or a user the file revokes and the table lets in (the revocation would not
+/// reach this replica nor any other). `askdb users --state-url URL import` settles both.
 pub async fn for_serve(state: Option<&SharedState>) -> Result<(Users, SignIn), CliError> {
     let file = UserFile::in_data_dir();
     let Some(state) = state else {
@@ -128,25 +140,13 @@ pub async fn for_serve(state: Option<&SharedState>) -> Result<(Users, SignIn), C
     };
     let shared = shared_users(state.clone()).await?;
     let users = Users::new(Arc::clone(&shared) as Arc<dyn crate::users::UserStore>);
-    let known: Vec<String> = users
-        .list()
-        .await?
-        .into_iter()
-        .map(|user| user.name)
-        .collect();
-    let missing: Vec<String> = file
-        .list()?
-        .into_iter()
-        .map(|user| user.name)
-        .filter(|name| !known.contains(name))
-        .collect();
-    if !missing.is_empty() {
+    let disagreement = crate::state::users::disagreement(&file.list()?, &users.list().await?);
+    if let Some(disagreement) = disagreement {
         return Err(CliError::Settings(format!(
-            "--state-url: the users are the shared state's, and {} lists users it does not \
-             have ({}); copy them there with `askdb users --state-url URL import` (their \
-             tokens keep working), or remove that file",
+            "--state-url: the users are the shared state's, and {} {disagreement}; \
+             run `askdb users --state-url URL import` (its tokens keep working and its \
+             revocations are carried over), or remove that file",
             file.path().display(),
-            missing.join(", ")
         )));
     }
     let sign_in = users.sign_in().await?;
@@ -154,10 +154,15 @@ pub async fn for_serve(state: Option<&SharedState>) -> Result<(Users, SignIn), C
 }
 
 /// Every live user's policy, read from its file (decision 0076), by the name the users
-/// store keeps: a policy that cannot be read stops `askdb serve` before it listens.
+/// store keeps. A policy that cannot be read stops `askdb serve` before it listens,
+/// unless the users are shared (`shared`): then one user's policy path, perhaps given
+/// on another machine, must not keep every replica from starting, so it is a warning
+/// on stderr naming the user and the file, and that policy is not loaded. Its users are
+/// refused (`server::team`), never served under the notes alone.
 pub async fn load_policies(
     users: Option<&Users>,
     notes: Option<&Path>,
+    shared: bool,
 ) -> Result<std::collections::BTreeMap<String, crate::gate::UserPolicy>, CliError> {
     let mut policies = std::collections::BTreeMap::new();
     let Some(users) = users else {
@@ -168,17 +173,33 @@ pub async fn load_policies(
         .and_then(Path::parent)
         .map(Path::to_path_buf)
         .unwrap_or_else(crate::home::data_dir);
+    let mut unreadable = std::collections::BTreeSet::new();
     for user in users.list().await? {
         let Some(policy) = user.policy.filter(|_| user.revoked.is_none()) else {
             continue;
         };
-        if policies.contains_key(&policy) {
+        if policies.contains_key(&policy) || unreadable.contains(&policy) {
             continue;
         }
         let path = crate::users::policy_path(&policy, &beside);
-        let loaded =
-            crate::gate::UserPolicy::load(&path).map_err(crate::server::ServeError::from)?;
-        policies.insert(policy, loaded);
+        match crate::gate::UserPolicy::load(&path) {
+            Ok(loaded) => {
+                policies.insert(policy, loaded);
+            }
+            Err(error) if shared => {
+                eprintln!(
+                    "askdb serve: the policy of user {:?} ({}) could not be read, so its \
+                     users are refused until a restart finds it: {error}",
+                    user.name,
+                    path.display()
+                );
+                unreadable.insert(policy);
+            }
+            Err(error) => return Err(crate::server::ServeError::from(error).into()),
+        }
     }
     Ok(policies)
 }
+
+#[cfg(test)]
+mod tests;

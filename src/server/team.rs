@@ -88,7 +88,9 @@ impl Team {
     }
 
     /// The policy a signed-in user is served under: None for no user or a user without
-    /// a policy (the notes alone); Err for a policy this server did not load.
+    /// a policy (the notes alone); Err for a policy this server did not load (added
+    /// since, or unreadable at start with shared users): such a user is refused, never
+    /// served under the notes alone, which would be wider than the policy.
     pub fn policed(&self, user: Option<&SignedIn>) -> Result<Option<&Policed>, AppError> {
         let Some(SignedIn {
             name,
@@ -99,8 +101,9 @@ impl Team {
         };
         self.by_policy.get(policy).map(Some).ok_or_else(|| {
             AppError::Internal(format!(
-                "the policy {policy:?} of user {name:?} was added after askdb serve started; \
-                 restart it to load the policy"
+                "the policy {policy:?} of user {name:?} is not loaded by this server (added \
+                 after it started, or its file could not be read then: see its log); restart \
+                 it with the policy file in place"
             ))
         })
     }

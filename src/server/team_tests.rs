@@ -193,10 +193,15 @@ async fn two_users_get_their_own_verdict_for_the_same_text() {
     assert_ne!(body["decision"], "answer", "{body}");
     assert!(!body.to_string().contains(&total.to_string()), "{body}");
 
-    // A user whose policy the server did not load is refused, never served wide.
+    // A user whose policy the server did not load (added since, or unreadable at start
+    // with shared users) is refused on every route, never served under the notes alone.
     let late = users.add("cy", Some("late")).expect("cy");
-    let (status, body) = call(&state, &late, sql(names)).await;
-    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR, "{body}");
+    for request in [sql(names), schema(), ask(question)] {
+        let (status, body) = call(&state, &late, request).await;
+        assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR, "{body}");
+        assert_eq!(body["error"], "internal_error", "{body}");
+        assert!(!body.to_string().contains(&total.to_string()), "{body}");
+    }
 }
 
 /// The `result` event of a stream's body, or None when it ended without one.

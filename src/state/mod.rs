@@ -33,7 +33,7 @@ pub enum StateError {
     BadUrl { url: String, reason: String },
     #[error("the shared state at {url} does not answer: {detail}")]
     Unreachable { url: String, detail: String },
-    #[error("the shared state at {url} has no {table} table: run `askdb db setup` against that database first, which creates the askdb_state schema and its role")]
+    #[error("the shared state at {url} has no {table} table: run `askdb db setup` against that database (again), which creates the askdb_state schema, what it lacks, and its role")]
     NoSchema { url: String, table: &'static str },
     #[error("shared state: {0}")]
     Query(String),
@@ -120,17 +120,27 @@ impl SharedState {
                 url: state.shown_url.clone(),
                 detail: crate::text::error_chain(&error),
             })?;
+        drop(client);
+        state.require_table(schema::PROBE_TABLE).await?;
+        Ok(state)
+    }
+
+    /// Ok when `table` exists: a state made by an older `askdb db setup` lacks the
+    /// tables added since, and is told to run it again (its statements only create what
+    /// is missing) rather than failing later on a query.
+    pub async fn require_table(&self, table: &'static str) -> Result<(), StateError> {
+        let client = self.pool.get().await?;
         let found: Option<String> = client
-            .query_one("SELECT to_regclass($1)::text", &[&schema::PROBE_TABLE])
+            .query_one("SELECT to_regclass($1)::text", &[&table])
             .await?
             .get(0);
-        if found.is_none() {
-            return Err(StateError::NoSchema {
-                url: state.shown_url.clone(),
-                table: schema::PROBE_TABLE,
-            });
+        match found {
+            Some(_) => Ok(()),
+            None => Err(StateError::NoSchema {
+                url: self.shown_url.clone(),
+                table,
+            }),
         }
-        Ok(state)
     }
 
     pub fn pool(&self) -> &deadpool_postgres::Pool {

@@ -370,6 +370,196 @@ async fn a_users_file_imported_into_the_shared_state_keeps_its_tokens() {
 }
 
 #[tokio::test]
+async fn a_user_revoked_through_the_state_before_the_users_were_shared_is_imported_revoked() {
+    let test = "a_user_revoked_through_the_state_before_the_users_were_shared_is_imported_revoked";
+    let Some((_scratch, url)) = state_database(test).await else {
+        return;
+    };
+    let state = SharedState::connect(&url).await.expect("connects");
+    let users = SharedUsers::connect(state).await.expect("table");
+    let dir = tempfile::tempdir().expect("temp dir");
+    // Decision 0079's state: `askdb users --state-url URL revoke ben` on machine A
+    // revoked ben in A's file and listed him in the state; machine B's file still has
+    // him live.
+    let here = UserFile::at(dir.path().join("a.json"));
+    let there = UserFile::at(dir.path().join("b.json"));
+    here.add("ana", None).expect("ana");
+    here.add("ben", None).expect("ben on A");
+    here.revoke("ben").expect("revoked on A");
+    let ben = there.add("ben", None).expect("ben on B");
+    let client = pg_connect(&url).await.expect("connects");
+    client
+        .execute(
+            "INSERT INTO askdb_state.revoked_users (user_name) VALUES ('ben')",
+            &[],
+        )
+        .await
+        .expect("the earlier revocation");
+
+    let imported = users
+        .import(&there.records().expect("B's records"))
+        .await
+        .expect("B imports");
+    assert_eq!(
+        imported,
+        super::users::Imported {
+            added_revoked: vec!["ben".into()],
+            ..Default::default()
+        }
+    );
+    assert_eq!(users.authenticate(&ben).await.expect("read"), None);
+    let table = users.list().await.expect("list");
+    assert_eq!(
+        super::users::disagreement(&there.list().expect("B's list"), &table),
+        None,
+        "B starts"
+    );
+
+    let imported = users
+        .import(&here.records().expect("A's records"))
+        .await
+        .expect("A imports");
+    assert_eq!(imported.added, ["ana"]);
+    assert_eq!(imported.already_there, ["ben"]);
+    let table = users.list().await.expect("list");
+    assert_eq!(
+        super::users::disagreement(&here.list().expect("A's list"), &table),
+        None,
+        "A starts"
+    );
+    assert!(
+        table[0].revoked.is_some() && table[0].name == "ben",
+        "{table:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_revocation_in_a_users_file_is_carried_into_the_table_by_an_import_of_one_transaction() {
+    let test =
+        "a_revocation_in_a_users_file_is_carried_into_the_table_by_an_import_of_one_transaction";
+    let Some((_scratch, url)) = state_database(test).await else {
+        return;
+    };
+    let state = SharedState::connect(&url).await.expect("connects");
+    let users = SharedUsers::connect(state).await.expect("table");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = UserFile::at(dir.path().join("users.json"));
+    let ana = file.add("ana", None).expect("ana");
+    let imported = users
+        .import(&file.records().expect("records"))
+        .await
+        .expect("imported");
+    assert_eq!(imported.added, ["ana"]);
+
+    // `askdb users revoke ana` without --state-url reaches only the file: the replica
+    // refuses to start rather than let ana in.
+    file.revoke("ana").expect("revoked in the file");
+    let disagreement = super::users::disagreement(
+        &file.list().expect("list"),
+        &users.list().await.expect("list"),
+    )
+    .expect("the file revokes a user the table lets in");
+    assert_eq!(disagreement.live_there, ["ana"]);
+    assert!(
+        disagreement
+            .to_string()
+            .contains("revokes users it lets sign in (ana)"),
+        "{disagreement}"
+    );
+    assert!(users.authenticate(&ana).await.expect("read").is_some());
+
+    let imported = users
+        .import(&file.records().expect("records"))
+        .await
+        .expect("imported");
+    assert_eq!(imported.revoked_there, ["ana"]);
+    assert_eq!(users.authenticate(&ana).await.expect("read"), None);
+    let client = pg_connect(&url).await.expect("connects");
+    let listed = client
+        .query_one(
+            "SELECT count(*) FROM askdb_state.revoked_users WHERE user_name = 'ana'",
+            &[],
+        )
+        .await
+        .expect("revoked list")
+        .get::<_, i64>(0);
+    assert_eq!(listed, 1, "every replica's sessions of ana end");
+    assert_eq!(
+        super::users::disagreement(
+            &file.list().expect("list"),
+            &users.list().await.expect("list")
+        ),
+        None
+    );
+
+    // One transaction: a record the table refuses leaves nothing of the import.
+    file.add("carla", None).expect("carla");
+    let mut records = file.records().expect("records");
+    records.push(crate::users::UserRecord {
+        name: "dora".into(),
+        token_sha256: "not a hash".into(),
+        ..records[0].clone()
+    });
+    users
+        .import(&records)
+        .await
+        .expect_err("dora's row is refused");
+    let names: Vec<String> = users
+        .list()
+        .await
+        .expect("list")
+        .into_iter()
+        .map(|user| user.name)
+        .collect();
+    assert_eq!(names, ["ana"], "carla was not kept either");
+}
+
+#[tokio::test]
+async fn concurrent_misses_share_one_read_of_the_users() {
+    let test = "concurrent_misses_share_one_read_of_the_users";
+    let Some((_scratch, url)) = state_database(test).await else {
+        return;
+    };
+    let hour = Duration::from_secs(3600);
+    let users = std::sync::Arc::new(
+        SharedUsers::connect(SharedState::connect(&url).await.expect("connects"))
+            .await
+            .expect("table")
+            .with_lifetimes(hour, hour),
+    );
+    let ana = users.add("ana", None).await.expect("ana");
+    let mut requests = tokio::task::JoinSet::new();
+    for request in 0..32 {
+        let (users, ana) = (std::sync::Arc::clone(&users), ana.clone());
+        requests.spawn(async move {
+            let token = if request % 2 == 0 {
+                ana
+            } else {
+                format!("askdb_{request:064}")
+            };
+            users.authenticate(&token).await.map(|user| user.is_some())
+        });
+    }
+    let mut signed_in = 0;
+    while let Some(joined) = requests.join_next().await {
+        if joined.expect("joined").expect("read") {
+            signed_in += 1;
+        }
+    }
+    assert_eq!(signed_in, 16, "ana's requests, and no wrong token");
+    assert_eq!(users.reads(), 1, "one read for every request, misses too");
+
+    // A miss is answered from a copy young enough: a user another replica added since
+    // is not read for it (with the store's own times, one read per 250 ms).
+    let other = SharedUsers::connect(SharedState::connect(&url).await.expect("connects"))
+        .await
+        .expect("table");
+    let ben = other.add("ben", None).await.expect("ben");
+    assert_eq!(users.authenticate(&ben).await.expect("read"), None);
+    assert_eq!(users.reads(), 1);
+}
+
+#[tokio::test]
 async fn a_state_made_before_the_users_table_is_told_to_run_db_setup_again() {
     let test = "a_state_made_before_the_users_table_is_told_to_run_db_setup_again";
     let Some((_scratch, url)) = state_database(test).await else {
