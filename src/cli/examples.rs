@@ -181,12 +181,12 @@ fn caused_wrong_text(blamed: &[CausedWrong], store: &dyn ExampleStore) -> String
         text.push_str(&format!(
             "{}  {}\n  {}\n  used by {} answer(s) marked wrong; latest \"{}\" by {} at {}\n",
             example.id,
-            example.question,
-            example.sql,
+            printable(&example.question),
+            printable(&example.sql),
             entry.wrong_answers,
-            entry.latest_question,
-            entry.latest_marked_by,
-            entry.latest_marked_at
+            printable(&entry.latest_question),
+            printable(&entry.latest_marked_by),
+            printable(&entry.latest_marked_at)
         ));
         if let Some(reason) = &example.set_aside {
             text.push_str(&format!("  SET ASIDE: {reason}\n"));
@@ -198,6 +198,15 @@ fn caused_wrong_text(blamed: &[CausedWrong], store: &dyn ExampleStore) -> String
         blamed.len()
     ));
     text
+}
+
+/// `text` with each control character a space: a mark's question and name come from
+/// whoever clicked Wrong, and must neither break the report's lines nor send escape
+/// sequences to the operator's terminal.
+fn printable(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
 }
 
 fn list_text(all: &[Example], store: &dyn ExampleStore) -> String {
@@ -401,6 +410,25 @@ mod tests {
             listed.text
         );
         assert!(!listed.text.contains("How many bills?"), "{}", listed.text);
+        // What the person typed reaches the report without its control characters.
+        let typed = WrongDraft {
+            question: "How many\ncustomers?\u{1b}[2J".to_string(),
+            marked_by: "ben".to_string(),
+            ..draft
+        };
+        examples::wrong::mark(&gate, store, &typed)
+            .await
+            .expect("marked");
+        let listed = exec(list(true)).await.expect("lists");
+        assert!(
+            listed
+                .text
+                .contains("latest \"How many customers? [2J\" by ben"),
+            "{}",
+            listed.text
+        );
+        assert!(!listed.text.contains('\u{1b}'), "{}", listed.text);
+        assert_eq!(listed.json[0]["latest_question"], typed.question);
         // The plain list still shows both.
         let all = exec(list(false)).await.expect("lists");
         assert_eq!(all.json.as_array().map(Vec::len), Some(2));

@@ -326,12 +326,28 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
             // one with a state URL, else the file in askdb's data directory.
             let store: Box<dyn crate::examples::ExampleStore> =
                 match state_url.filter(|url| !url.trim().is_empty()) {
-                    Some(url) => Box::new(crate::examples::PostgresExampleStore::new(
-                        crate::state::SharedState::connect(&url)
-                            .await?
-                            .pool()
-                            .clone(),
-                    )),
+                    Some(url) => {
+                        let state = crate::state::SharedState::connect(&url).await?;
+                        // The tables a command reads, so an older state is told to run
+                        // `askdb db setup` again rather than given a bare query error.
+                        state
+                            .require_table(crate::state::schema::EXAMPLES_TABLE)
+                            .await?;
+                        if matches!(
+                            command,
+                            args::ExamplesCommand::List {
+                                caused_wrong: true,
+                                ..
+                            }
+                        ) {
+                            state
+                                .require_table(crate::state::schema::WRONG_MARKS_TABLE)
+                                .await?;
+                        }
+                        Box::new(crate::examples::PostgresExampleStore::new(
+                            state.pool().clone(),
+                        ))
+                    }
                     None => Box::new(crate::examples::SqliteExampleStore::in_data_dir()),
                 };
             examples::run(

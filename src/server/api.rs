@@ -452,11 +452,16 @@ pub async fn health(State(state): State<AppState>) -> Response {
         health::check_shared_state(state.config().state.as_ref()),
     );
     let users_sign_in = match state.config().users.as_ref() {
-        Some(users) => users.sign_in().await.ok(),
-        None => None,
+        Some(users) => users.sign_in().await.map(Some),
+        None => Ok(None),
     };
-    let authentication_configured =
-        state.config().proxy.is_some() || users_sign_in == Some(crate::users::SignIn::Required);
+    // A trusted proxy always asks for a name; without one, users that could not be
+    // read leave the answer unknown rather than a false "open".
+    let authentication_configured = match (&state.config().proxy, users_sign_in) {
+        (Some(_), _) => Some(true),
+        (None, Ok(sign_in)) => Some(sign_in == Some(crate::users::SignIn::Required)),
+        (None, Err(_)) => None,
+    };
     let drift = state.drift_status();
     let (model_configured, model_reachable, model_detail) = model;
     let mut details = std::collections::BTreeMap::new();

@@ -124,8 +124,10 @@ pub struct HealthReport {
     /// The local model this server offers or runs (None when another model is
     /// configured): its phase, download progress and load time.
     pub local_model: Option<crate::local_model::LocalModelStatus>,
-    /// Requests must sign in (a user exists, or a trusted proxy names users).
-    pub authentication_configured: bool,
+    /// Requests must sign in (a user exists, or a trusted proxy names users); None
+    /// (null) when the users could not be read (the shared state is down), since
+    /// either answer would be a guess.
+    pub authentication_configured: Option<bool>,
     /// The ledger, pace and sessions are shared with other replicas (`--state-url`).
     pub shared_state_enabled: bool,
     /// The shared state answered a round trip just now (false when not enabled).

@@ -448,7 +448,7 @@ fn schemas() -> Value {
         .pointer_mut("/Health/properties")
         .and_then(Value::as_object_mut)
     {
-        properties.insert("authentication_configured".to_string(), json!({"type": "boolean", "description": "Requests must sign in: a user exists, or a trusted proxy names users."}));
+        properties.insert("authentication_configured".to_string(), json!({"type": ["boolean", "null"], "description": "Requests must sign in: a user exists, or a trusted proxy names users. null when the users could not be read (the shared state is unreachable)."}));
         properties.insert("shared_state_enabled".to_string(), json!({"type": "boolean", "description": "The spend ledger, pace and sessions are shared with other replicas (--state-url)."}));
         properties.insert("shared_state_reachable".to_string(), json!({"type": "boolean", "description": "The shared state answered SELECT 1 just now (its URL is shown in details without its password)."}));
     }

@@ -339,6 +339,45 @@ async fn health_says_whether_the_shared_state_answers_without_its_password() {
     assert!(!body.to_string().contains("s3cret-word"), "{body}");
 }
 
+/// Users that cannot be read leave health unable to say whether sign-in is on: it
+/// says null, not the "open" a failed read would otherwise look like.
+#[tokio::test]
+async fn health_leaves_sign_in_unknown_while_the_shared_users_cannot_be_read() {
+    let test = "health_leaves_sign_in_unknown_while_the_shared_users_cannot_be_read";
+    let Some((scratch, url)) = state_database(test).await else {
+        return;
+    };
+    // Every request reads the table, so the answer below is the outage's.
+    let store = crate::state::users::SharedUsers::connect(
+        SharedState::connect(&url).await.expect("shared state"),
+    )
+    .await
+    .expect("users table")
+    .with_lifetimes(Duration::ZERO, Duration::ZERO);
+    let config = ServerConfig {
+        users: Some(crate::users::Users::new(Arc::new(store))),
+        ..ServerConfig::default()
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let state = replica(dir.path(), &url, None, config).await;
+    let (_, health) = call(&state, super::tests::get("/api/health")).await;
+    assert_eq!(health["authentication_configured"], false, "{health}");
+
+    let admin = pg_connect(&scratch.admin_url)
+        .await
+        .expect("admin connects");
+    admin
+        .batch_execute(&format!(
+            "DROP DATABASE \"{}\" WITH (FORCE)",
+            scratch.database
+        ))
+        .await
+        .expect("the state goes away");
+    let (_, health) = call(&state, super::tests::get("/api/health")).await;
+    assert_eq!(health["shared_state_reachable"], false, "{health}");
+    assert_eq!(health["authentication_configured"], Value::Null, "{health}");
+}
+
 /// With `--state-url` the conversations and the verified examples are the replicas'
 /// shared stores (decision 0080): a conversation begun on one replica continues on the
 /// other with its earlier turn, and an example saved on one is listed by the other and

@@ -336,8 +336,9 @@ pub async fn cookie_user(
     let mut live = users.live(&user).await.map_err(AppError::from)?;
     let revoked_here = match live {
         Some(_) => false,
-        // Listed as revoked here; a name this replica's file does not list yet (a user
-        // added while the file is copied to each replica) is refused here alone.
+        // Not live: revoked in the users store, or a name it lacks (a session of a user
+        // that is gone). Only a listed revocation ends the session's row; an unlisted
+        // name is refused without it.
         None => users
             .list()
             .await

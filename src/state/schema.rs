@@ -157,3 +157,10 @@ pub const STATEMENTS: &[&str] = &[
 /// A table every replica needs, looked for when a replica connects: its absence means
 /// `askdb db setup` has not made the schema.
 pub const PROBE_TABLE: &str = "askdb_state.spend_total";
+
+/// The verified examples' table, looked for by `askdb examples --state-url`.
+pub const EXAMPLES_TABLE: &str = "askdb_state.examples";
+
+/// The answers marked wrong, looked for by `askdb examples --state-url ... list
+/// --caused-wrong`: a state made before decision 0084 lacks it.
+pub const WRONG_MARKS_TABLE: &str = "askdb_state.wrong_marks";

@@ -579,4 +579,25 @@ async fn a_state_made_before_the_users_table_is_told_to_run_db_setup_again() {
             && missing.to_string().contains("askdb db setup"),
         "{missing}"
     );
+
+    // So is `askdb examples --state-url ... list --caused-wrong` on a state older than
+    // the wrong marks.
+    client
+        .execute("DROP TABLE askdb_state.wrong_marks", &[])
+        .await
+        .expect("dropped");
+    let state = SharedState::connect(&url).await.expect("the rest is there");
+    state
+        .require_table(schema::EXAMPLES_TABLE)
+        .await
+        .expect("the examples are there");
+    let missing = state
+        .require_table(schema::WRONG_MARKS_TABLE)
+        .await
+        .expect_err("no marks table");
+    assert!(
+        missing.to_string().contains("askdb_state.wrong_marks")
+            && missing.to_string().contains("askdb db setup"),
+        "{missing}"
+    );
 }

@@ -155,6 +155,25 @@ async fn a_mark_refuses_unknown_examples_and_bad_fields_on(store: &dyn ExampleSt
         .await
         .expect("reads")
         .is_empty());
+
+    // The same user blaming an example its policy shows is recorded, in its name.
+    let visible = save(
+        &gate,
+        store,
+        &draft("How many customers?", "SELECT count(*) FROM customers"),
+    )
+    .await
+    .expect("saved")
+    .example;
+    mark(&narrow, store, &wrong("Customers", &[visible.id], "clerk"))
+        .await
+        .expect("the clerk sees customers");
+    let marks = store.wrong_marks(&database).await.expect("reads");
+    assert_eq!(marks.len(), 1, "{marks:?}");
+    assert_eq!(
+        (marks[0].examples.as_slice(), marks[0].marked_by.as_str()),
+        ([visible.id].as_slice(), "clerk")
+    );
 }
 
 #[tokio::test]
