@@ -475,7 +475,9 @@ pub enum UsersCommand {
     Revoke { name: String },
     /// Copy this machine's users file into the shared state (--state-url): names,
     /// token hashes, policies and revocations; their tokens keep working. Names the
-    /// state already has are left as they are there.
+    /// state already has are left as they are there, except that a revocation in the
+    /// file is carried over; a name the state lists as revoked is copied revoked. One
+    /// transaction: an error copies nothing.
     #[command(
         after_help = "Example:\n  askdb users --state-url postgres://askdb_state:PASSWORD@db:5432/askdb_demo import"
     )]
