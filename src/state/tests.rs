@@ -431,6 +431,37 @@ async fn a_user_revoked_through_the_state_before_the_users_were_shared_is_import
         table[0].revoked.is_some() && table[0].name == "ben",
         "{table:?}"
     );
+
+    // The other order, A's file first: ben, revoked there and listed by the state, is
+    // copied revoked rather than skipped, so A starts instead of being told to import
+    // again; B's live ben then finds the table narrower and starts too.
+    client
+        .execute("DELETE FROM askdb_state.users", &[])
+        .await
+        .expect("an empty table again");
+    let imported = users
+        .import(&here.records().expect("A's records"))
+        .await
+        .expect("A imports");
+    assert_eq!(imported.added, ["ana", "ben"], "{imported:?}");
+    let table = users.list().await.expect("list");
+    assert_eq!(
+        super::users::disagreement(&here.list().expect("A's list"), &table),
+        None,
+        "A starts"
+    );
+    let imported = users
+        .import(&there.records().expect("B's records"))
+        .await
+        .expect("B imports");
+    assert_eq!(imported.already_there, ["ben"], "{imported:?}");
+    assert_eq!(users.authenticate(&ben).await.expect("read"), None);
+    let table = users.list().await.expect("list");
+    assert_eq!(
+        super::users::disagreement(&there.list().expect("B's list"), &table),
+        None,
+        "B starts"
+    );
 }
 
 #[tokio::test]
