@@ -142,6 +142,16 @@ impl Agent {
                     assumptions,
                     understood_as,
                 } => {
+                    let sql = match reply::qualified_names_in_backticks(&sql, self.gate.dialect()) {
+                        Some(rewritten) => {
+                            state.note(
+                                "generate",
+                                "double-quoted names after a qualifier written in backticks, as MySQL reads names",
+                            );
+                            rewritten
+                        }
+                        None => sql,
+                    };
                     state.restated(&sql, understood_as);
                     for assumption in assumptions {
                         if !state.assumptions.contains(&assumption) {

@@ -8,6 +8,7 @@
 use serde::Deserialize;
 
 use super::ClarifyRequest;
+use crate::gate::SqlDialect;
 
 /// The marker a model writes instead of SQL to decline.
 pub const DECLINE_MARKER: &str = "-- DECLINE:";
@@ -183,9 +184,125 @@ pub fn normalise_sql(sql: &str) -> String {
         .to_string()
 }
 
+/// MySQL's reading of a name a model double-quoted after a qualifier (`T1."Id"`), the
+/// habit of SQLite and PostgreSQL, where `"Id"` is a name: MySQL reads `"Id"` as a
+/// string (the session runs without ANSI_QUOTES) and the guard refuses double quotes for
+/// that ambiguity. After `qualifier.` a string cannot stand, so the only reading is the
+/// name, written here in backticks; every other double-quoted text is left for the guard
+/// to refuse as before. Quotes inside strings, backticked names and comments are skipped.
+/// None when nothing was rewritten (and always for the other dialects).
+pub fn qualified_names_in_backticks(sql: &str, dialect: SqlDialect) -> Option<String> {
+    if dialect != SqlDialect::Mysql {
+        return None;
+    }
+    let bytes = sql.as_bytes();
+    let mut out = String::with_capacity(sql.len());
+    let mut rewritten = false;
+    let mut copied = 0;
+    let mut index = 0;
+    // Skips a quoted run starting at `start` (its quote character), honouring doubled
+    // quotes and, in strings, backslash escapes; returns the index after it.
+    let skip_quoted = |start: usize, quote: u8| -> usize {
+        let mut at = start + 1;
+        while at < bytes.len() {
+            if bytes[at] == b'\\' && quote != b'`' {
+                at += 2;
+                continue;
+            }
+            if bytes[at] == quote {
+                if bytes.get(at + 1) == Some(&quote) {
+                    at += 2;
+                    continue;
+                }
+                return at + 1;
+            }
+            at += 1;
+        }
+        bytes.len()
+    };
+    while index < bytes.len() {
+        match bytes[index] {
+            b'\'' | b'`' => index = skip_quoted(index, bytes[index]),
+            b'-' if sql[index..].starts_with("-- ") => {
+                index = sql[index..]
+                    .find('\n')
+                    .map_or(bytes.len(), |end| index + end);
+            }
+            b'#' => {
+                index = sql[index..]
+                    .find('\n')
+                    .map_or(bytes.len(), |end| index + end)
+            }
+            b'/' if sql[index..].starts_with("/*") => {
+                index = sql[index + 2..]
+                    .find("*/")
+                    .map_or(bytes.len(), |end| index + end + 4);
+            }
+            b'"' => {
+                let end = skip_quoted(index, b'"');
+                // Closed: the run ends in its own quote, not at the end of the text.
+                let closed = end >= index + 2 && bytes[end - 1] == b'"';
+                let inner = if closed { &sql[index + 1..end - 1] } else { "" };
+                let after_qualifier = sql[..index].trim_end().ends_with('.');
+                let plain_name = !inner.is_empty() && !inner.contains(['"', '`', '\\', '\n']);
+                if after_qualifier && plain_name {
+                    out.push_str(&sql[copied..index]);
+                    out.push('`');
+                    out.push_str(inner);
+                    out.push('`');
+                    copied = end;
+                    rewritten = true;
+                }
+                index = end;
+            }
+            _ => index += 1,
+        }
+    }
+    if !rewritten {
+        return None;
+    }
+    out.push_str(&sql[copied..]);
+    Some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_double_quoted_name_after_a_qualifier_is_a_backticked_name_on_mysql_alone() {
+        let written = r#"SELECT T2.Model FROM cars_data AS T1 JOIN car_names AS T2 ON T1."Id" = T2. "MakeId""#;
+        assert_eq!(
+            qualified_names_in_backticks(written, SqlDialect::Mysql).as_deref(),
+            Some("SELECT T2.Model FROM cars_data AS T1 JOIN car_names AS T2 ON T1.`Id` = T2. `MakeId`")
+        );
+        assert_eq!(
+            qualified_names_in_backticks(written, SqlDialect::Sqlite),
+            None
+        );
+        assert_eq!(
+            qualified_names_in_backticks(written, SqlDialect::Postgres),
+            None
+        );
+        // A string stays a string, to be refused or run as MySQL reads it.
+        for untouched in [
+            r#"SELECT name FROM t WHERE name = "Kyle""#,
+            r#"SELECT "Id" FROM t"#,
+            r#"SELECT 'T1."Id"' FROM t"#,
+            r#"SELECT `a."b"` FROM t"#,
+            "SELECT a FROM t -- T1.\"Id\"\n",
+            r#"SELECT a FROM t /* T1."Id" */"#,
+            r#"SELECT T1."" FROM t AS T1"#,
+            r#"SELECT T1."a`b" FROM t AS T1"#,
+            r#"SELECT T1."unclosed FROM t AS T1"#,
+        ] {
+            assert_eq!(
+                qualified_names_in_backticks(untouched, SqlDialect::Mysql),
+                None,
+                "{untouched}"
+            );
+        }
+    }
 
     fn sql_of(text: &str) -> Option<String> {
         match parse_reply(text) {
