@@ -6,9 +6,9 @@
 //! `spend_cap_reached` once the cap is reached is by design; so are refused connections
 //! to the killed replica), whether every answer of a live replica has its settled ledger
 //! row and what the killed replica left reserved, how long a revocation takes to be
-//! refused by another replica, and each replica's resident memory at start and end.
-//! Conversations are not shared yet, so continuing one on another replica is not
-//! measured.
+//! refused by another replica, each replica's resident memory at start and end, and
+//! whether a conversation begun on one replica continues on another (decision 0080),
+//! asked before the load spends the cap.
 //!
 //! `cargo bench --bench replicas --profile dev` (the dev build is enough: the figures
 //! are about sharing, not speed). PostgreSQL at `ASKDB_TEST_POSTGRES_URL` (default
@@ -139,7 +139,8 @@ async fn main() {
     );
     let script = format!(
         "{}{}",
-        line.repeat(asks),
+        // Two more for the conversation asked before the load.
+        line.repeat(asks + 2),
         "{\"question\": \"*\", \"purpose\": \"check\", \"reply\": \"ok\"}\n".repeat(20)
     );
     let mut homes = Vec::new();
@@ -177,11 +178,47 @@ async fn main() {
         .expect("client");
     let urls: Arc<Vec<String>> =
         Arc::new(replicas.iter().map(|replica| replica.url.clone()).collect());
+    let answered_by = Arc::new(std::sync::Mutex::new(vec![0usize; 3]));
+    let paid = Arc::new(std::sync::Mutex::new(0.0f64));
+
+    // A conversation begun on replica 0 and continued on replica 1, before the load
+    // spends the cap: the second ask names the first's conversation.
+    let mut conversation_turns = Vec::new();
+    let mut conversation_id: Option<String> = None;
+    for replica in [0usize, 1] {
+        let mut body = json!({"question": QUESTION, "mode": "baseline"});
+        if let Some(id) = &conversation_id {
+            body["conversation_id"] = json!(id);
+        }
+        let response = http
+            .post(format!("{}/api/ask", urls[replica]))
+            .bearer_auth(&token)
+            .json(&body)
+            .send()
+            .await
+            .expect("conversation ask");
+        let status = response.status().as_u16();
+        let answer: Value = response.json().await.unwrap_or(Value::Null);
+        if status == 200 {
+            answered_by.lock().expect("lock")[replica] += 1;
+            *paid.lock().expect("lock") += answer["cost_usd"].as_f64().unwrap_or(0.0);
+        }
+        conversation_id = answer["conversation_id"].as_str().map(str::to_string);
+        conversation_turns.push(format!(
+            "replica {replica}: status {status}, turn {}",
+            answer["turn"]
+                .as_u64()
+                .map_or("none".to_string(), |turn| turn.to_string())
+        ));
+    }
+    let conversation_continued = conversation_turns
+        == [
+            "replica 0: status 200, turn 1",
+            "replica 1: status 200, turn 2",
+        ];
     let next = Arc::new(AtomicUsize::new(0));
     let killed_at = asks / 2;
     let statuses = Arc::new(std::sync::Mutex::new(BTreeMap::<String, usize>::new()));
-    let answered_by = Arc::new(std::sync::Mutex::new(vec![0usize; 3]));
-    let paid = Arc::new(std::sync::Mutex::new(0.0f64));
     let started = Instant::now();
     let mut workers = Vec::new();
     let killer = {
@@ -371,13 +408,17 @@ async fn main() {
             rss_start[index] / 1024
         ));
     }
-    report.push_str("| a conversation begun on one replica continued on another | not measured: conversations are not shared yet |\n");
+    report.push_str(&format!(
+        "| a conversation begun on one replica continued on another (asked before the load: its two answers are in the answers, ledger rows and spend above, not in the load's statuses) | {}: {} |\n",
+        if conversation_continued { "yes" } else { "NO" },
+        conversation_turns.join("; ")
+    ));
     println!("{report}");
     if let Ok(path) = std::env::var("ASKDB_REPLICAS_OUT") {
         std::fs::write(&path, &report).expect("report written");
     }
     drop(replicas);
-    let held = spent <= CAP_USD + 1e-9 && lost.is_empty() && five_xx == 0;
+    let held = spent <= CAP_USD + 1e-9 && lost.is_empty() && five_xx == 0 && conversation_continued;
     drop(state_db);
     drop(admin);
     drop(names);
