@@ -712,7 +712,10 @@ async fn metrics_pass_promtool_and_move_by_the_right_amounts_and_sqlite_asks_are
         moved("askdb_model_calls_total{purpose=\"repair_sql\"}"),
         1.0
     );
-    assert_eq!(moved("askdb_model_latency_seconds_count{policy=\"\"}"), 3.0);
+    assert_eq!(
+        moved("askdb_model_latency_seconds_count{policy=\"\",user=\"\"}"),
+        3.0
+    );
     assert!(moved("askdb_model_tokens_total{direction=\"input\"}") > 0.0);
     assert_eq!(
         moved("askdb_refused_requests_total{reason=\"rate_limited\"}"),

@@ -17,6 +17,7 @@ use super::access::SignedIn;
 use super::error::{empty_question, from_conversation, question_too_long, ApiJson, AppError};
 use super::health::{self, HealthReport, MODEL_CHECK_TTL};
 use super::limits::{BUSY_RETRY_AFTER, DATABASE_BUSY_RETRY_AFTER};
+use super::metrics::Asker;
 use super::AppState;
 use crate::agent::events::{NoObserver, Observer};
 use crate::agent::{AgentResult, AskOptions, Mode, MAX_QUESTION_CHARS};
@@ -222,10 +223,10 @@ pub async fn run_ask(
         .telemetry()
         .question(&prepared.question, prepared.options.mode.as_str());
     trace.conversation(lease.id().as_str(), lease.number());
-    // Latencies are labelled by the user's policy, never by the user: /metrics is read
-    // by anyone holding a token, and who asked is not theirs to know (decision 0081).
-    let label = prepared.policy.as_deref().unwrap_or("");
-    let metrics = state.metrics().for_policy(label);
+    // Latencies are labelled by the user where a policy is in force; only users without
+    // a policy read /metrics, so a clerk never learns who else asked (decision 0086).
+    let asker = Asker::of(prepared.policy.as_deref(), prepared.user.as_deref());
+    let metrics = state.metrics().for_asker(asker);
     let spend = SpendOf {
         policed: state
             .shared
@@ -264,7 +265,7 @@ pub async fn run_ask(
     result.assumptions = crate::text::each_once(std::mem::take(&mut result.assumptions));
     result.trace_id = trace.trace_id();
     trace.finish(&result);
-    state.metrics().question(&result, label);
+    state.metrics().question(&result, asker);
     let conversation_id = lease.id().to_string();
     let turn = lease.number();
     if let Some(log) = state.query_log() {
@@ -552,8 +553,25 @@ async fn model_status(state: &AppState) -> (bool, bool, String) {
     }
 }
 
-/// GET /metrics: the counters in the Prometheus text format.
-pub async fn metrics(State(state): State<AppState>) -> Response {
+/// GET /metrics: the counters in the Prometheus text format. Once users exist, only a
+/// user without a policy reads them: the latencies name the users under policies, and a
+/// user narrowed by one is not told who else asked (decision 0086).
+pub async fn metrics(
+    State(state): State<AppState>,
+    user: Option<Extension<SignedIn>>,
+) -> Result<Response, AppError> {
+    if let Some(Extension(SignedIn {
+        policy: Some(policy),
+        ..
+    })) = &user
+    {
+        return Err(AppError::Forbidden {
+            code: "metrics_need_a_user_without_a_policy",
+            detail: format!(
+                "/metrics names the users under policies, so only a user without a policy reads it; this user is under policy '{policy}'"
+            ),
+        });
+    }
     let (written, failed) = state
         .query_log()
         .map(|log| (log.counters().written(), log.counters().failed()))
@@ -607,11 +625,11 @@ pub async fn metrics(State(state): State<AppState>) -> Response {
             drift.differences.len() as f64,
         ),
     ];
-    (
+    Ok((
         [(header::CONTENT_TYPE, super::metrics::CONTENT_TYPE)],
         state.metrics().render(&extra),
     )
-        .into_response()
+        .into_response())
 }
 
 /// GET /api/openapi.json.

@@ -38,6 +38,9 @@ pub enum AppError {
     MisdirectedHost,
     /// 401: sign-in is on and the request has no live token in its Authorization header.
     Unauthorized,
+    /// 403: the signed-in user may not read what the route serves (a user under a policy
+    /// asking for `/metrics`); the sentence says why.
+    Forbidden { code: &'static str, detail: String },
     /// 403: a browser sent a request that changes or spends something from another site.
     CrossSite,
     /// 403: a request named its user in the proxy's user header without coming from a
@@ -81,7 +84,9 @@ impl AppError {
             AppError::NotFound { .. } => StatusCode::NOT_FOUND,
             AppError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             AppError::MisdirectedHost => StatusCode::MISDIRECTED_REQUEST,
-            AppError::CrossSite | AppError::UntrustedProxyHeader => StatusCode::FORBIDDEN,
+            AppError::Forbidden { .. } | AppError::CrossSite | AppError::UntrustedProxyHeader => {
+                StatusCode::FORBIDDEN
+            }
             AppError::Unauthorized => StatusCode::UNAUTHORIZED,
             AppError::Conflict { .. } => StatusCode::CONFLICT,
             AppError::RateLimited { .. } | AppError::TooManySignIns { .. } => {
@@ -104,6 +109,7 @@ impl AppError {
         match self {
             AppError::BadRequest { code, .. }
             | AppError::NotFound { code, .. }
+            | AppError::Forbidden { code, .. }
             | AppError::Conflict { code, .. } => code,
             AppError::InvalidRequest(_) => "invalid_request",
             AppError::UnsupportedMediaType => "unsupported_media_type",
@@ -132,6 +138,7 @@ impl AppError {
         match self {
             AppError::BadRequest { detail, .. }
             | AppError::NotFound { detail, .. }
+            | AppError::Forbidden { detail, .. }
             | AppError::Conflict { detail, .. } => detail.clone(),
             AppError::InvalidRequest(detail) => detail.clone(),
             AppError::UnsupportedMediaType => {

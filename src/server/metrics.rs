@@ -1,13 +1,14 @@
 //! `GET /metrics`: the Prometheus text exposition format (version 0.0.4). Counters with
 //! one label are written here; latencies are histograms on the Prometheus client crate
-//! (question, model call and database time, labelled by `policy` with the signed-in
-//! user's policy, empty otherwise; and attempts per question), so they add up across
-//! replicas, which summaries do not. No series names a user: whoever reads `/metrics`
-//! (any live token once users exist) learns how each policy fares, never who asked
-//! (decision 0081). The agent's steps reach [`Metrics`] through its [`Observer`] (model
-//! calls, guard refusals, database errors, repairs), or through [`Metrics::for_policy`]
-//! for a user under a policy; the ask handler adds each question's decision, attempts,
-//! latency and cost, and the refusals it answers itself.
+//! (question, model call and database time, labelled by `policy` and `user` where a
+//! policy is in force, both empty otherwise; and attempts per question), so they add up
+//! across replicas, which summaries do not. A user's name is in a series only when a
+//! policy narrows that user, and only users without a policy may read `/metrics` once
+//! users exist (decision 0086): a clerk never learns who else asked. The agent's steps
+//! reach [`Metrics`] through its [`Observer`] (model calls, guard refusals, database
+//! errors, repairs), or through [`Metrics::for_asker`] for a user under a policy; the ask
+//! handler adds each question's decision, attempts, latency and cost, and the refusals it
+//! answers itself.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -92,26 +93,26 @@ impl Histograms {
         let labelled = |name: &str, help: &str, buckets: &[f64]| {
             let vec = prometheus::HistogramVec::new(
                 prometheus::HistogramOpts::new(name, help).buckets(buckets.to_vec()),
-                &["policy"],
+                &["policy", "user"],
             )?;
             registry.register(Box::new(vec.clone()))?;
             // The unlabelled series exists from the start, so a rate over it is defined.
-            vec.with_label_values(&[""]);
+            vec.with_label_values(&Asker::default().values());
             Ok::<_, prometheus::Error>(vec)
         };
         let question = labelled(
             "askdb_question_seconds",
-            "Time to answer a question through POST /api/ask, by the asking user's policy.",
+            "Time to answer a question through POST /api/ask, by the asking user's policy and, under a policy, the user.",
             &QUESTION_BUCKETS,
         )?;
         let model = labelled(
             "askdb_model_latency_seconds",
-            "Latency of model calls, by the asking user's policy.",
+            "Latency of model calls, by the asking user's policy and, under a policy, the user.",
             &MODEL_BUCKETS,
         )?;
         let database = labelled(
             "askdb_database_seconds",
-            "Time a candidate statement took on the database, by the asking user's policy.",
+            "Time a candidate statement took on the database, by the asking user's policy and, under a policy, the user.",
             &DATABASE_BUCKETS,
         )?;
         let attempts = prometheus::Histogram::with_opts(
@@ -154,26 +155,53 @@ impl std::fmt::Debug for Metrics {
     }
 }
 
-/// The metrics as the observer of one question of a user under a policy: its model
-/// calls and database time are labelled with the policy.
-pub struct PolicyMetrics<'a> {
-    metrics: &'a Metrics,
+/// Who a question's latencies are labelled with: the signed-in user's policy and, where
+/// a policy is in force, the user's name; both empty for a user without a policy and for
+/// nobody signed in (decision 0086). Users under policies are the operator's list, so
+/// the labels stay bounded.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Asker<'a> {
     policy: &'a str,
+    user: &'a str,
 }
 
-impl Observer for PolicyMetrics<'_> {
+impl<'a> Asker<'a> {
+    /// The labels of a question asked by `user` under `policy` (either may be absent).
+    pub fn of(policy: Option<&'a str>, user: Option<&'a str>) -> Asker<'a> {
+        match policy {
+            Some(policy) => Asker {
+                policy,
+                user: user.unwrap_or(""),
+            },
+            None => Asker::default(),
+        }
+    }
+
+    /// The label values in the order the histograms declare them.
+    fn values(&self) -> [&'a str; 2] {
+        [self.policy, self.user]
+    }
+}
+
+/// The metrics as the observer of one question: its model calls and database time are
+/// labelled with its [`Asker`].
+pub struct AskerMetrics<'a> {
+    metrics: &'a Metrics,
+    asker: Asker<'a>,
+}
+
+impl Observer for AskerMetrics<'_> {
     fn observe(&self, event: &AgentEvent) {
-        self.metrics.observe_as(event, self.policy);
+        self.metrics.observe_as(event, self.asker);
     }
 }
 
 impl Metrics {
-    /// This question's observer: `policy` is the signed-in user's policy, else empty
-    /// (the label of everyone else). Never a user's name (decision 0081).
-    pub fn for_policy<'a>(&'a self, policy: &'a str) -> PolicyMetrics<'a> {
-        PolicyMetrics {
+    /// This question's observer, labelled with who asked it.
+    pub fn for_asker<'a>(&'a self, asker: Asker<'a>) -> AskerMetrics<'a> {
+        AskerMetrics {
             metrics: self,
-            policy,
+            asker,
         }
     }
 
@@ -183,15 +211,14 @@ impl Metrics {
         }
     }
 
-    /// One answered question under `policy` (empty for a user without one, or nobody
-    /// signed in): its decision, attempts, latency, tokens and cost.
-    pub fn question(&self, result: &AgentResult, policy: &str) {
+    /// One answered question of `asker`: its decision, attempts, latency, tokens and cost.
+    pub fn question(&self, result: &AgentResult, asker: Asker<'_>) {
         let decision = result.decision.as_str().to_string();
         if let Some(histograms) = &self.histograms {
             histograms.attempts.observe(f64::from(result.attempts));
             histograms
                 .question
-                .with_label_values(&[policy])
+                .with_label_values(&asker.values())
                 .observe(result.latency_ms as f64 / 1000.0);
         }
         self.with(|c| {
@@ -297,22 +324,22 @@ impl Metrics {
 
 impl Observer for Metrics {
     fn observe(&self, event: &AgentEvent) {
-        self.observe_as(event, "");
+        self.observe_as(event, Asker::default());
     }
 }
 
 impl Metrics {
-    /// An agent event of a question under `policy` (empty without one).
-    fn observe_as(&self, event: &AgentEvent, policy: &str) {
+    /// An agent event of a question of `asker`.
+    fn observe_as(&self, event: &AgentEvent, asker: Asker<'_>) {
         if let Some(histograms) = &self.histograms {
             match event {
                 AgentEvent::ModelCall { elapsed_ms, .. } => histograms
                     .model
-                    .with_label_values(&[policy])
+                    .with_label_values(&asker.values())
                     .observe(*elapsed_ms as f64 / 1000.0),
                 AgentEvent::Executed { elapsed_ms, .. } => histograms
                     .database
-                    .with_label_values(&[policy])
+                    .with_label_values(&asker.values())
                     .observe(*elapsed_ms as f64 / 1000.0),
                 _ => {}
             }
@@ -432,13 +459,13 @@ mod tests {
         );
         assert!(text.contains("askdb_question_attempts_count 0"), "{text}");
         assert!(
-            text.contains("askdb_database_seconds_count{policy=\"\"} 0"),
+            text.contains("askdb_database_seconds_count{policy=\"\",user=\"\"} 0"),
             "{text}"
         );
     }
 
     #[test]
-    fn latencies_are_histograms_labelled_by_policy_never_by_user() {
+    fn latencies_are_histograms_labelled_by_user_only_under_a_policy() {
         let metrics = Metrics::default();
         let call = AgentEvent::ModelCall {
             started_ms: 0,
@@ -454,27 +481,40 @@ mod tests {
             replies: Vec::new(),
         };
         metrics.observe(&call);
-        metrics.for_policy("clerk").observe(&call);
-        metrics.for_policy("clerk").observe(&call);
+        // A user without a policy is counted with everyone else: no name.
+        metrics
+            .for_asker(Asker::of(None, Some("owner")))
+            .observe(&call);
+        metrics
+            .for_asker(Asker::of(Some("clerk"), Some("asha")))
+            .observe(&call);
+        metrics
+            .for_asker(Asker::of(Some("clerk"), Some("asha")))
+            .observe(&call);
         let text = metrics.render(&[]);
         assert!(
-            text.contains("askdb_model_latency_seconds_count{policy=\"\"} 1"),
+            text.contains("askdb_model_latency_seconds_count{policy=\"\",user=\"\"} 2"),
+            "{text}"
+        );
+        assert!(!text.contains("owner"), "{text}");
+        assert!(
+            text.contains("askdb_model_latency_seconds_count{policy=\"clerk\",user=\"asha\"} 2"),
             "{text}"
         );
         assert!(
-            text.contains("askdb_model_latency_seconds_count{policy=\"clerk\"} 2"),
+            text.contains(
+                "askdb_model_latency_seconds_bucket{policy=\"clerk\",user=\"asha\",le=\"0.5\"} 2"
+            ),
             "{text}"
         );
         assert!(
-            text.contains("askdb_model_latency_seconds_bucket{policy=\"clerk\",le=\"0.5\"} 2"),
+            text.contains(
+                "askdb_model_latency_seconds_bucket{policy=\"clerk\",user=\"asha\",le=\"0.25\"} 0"
+            ),
             "{text}"
         );
         assert!(
-            text.contains("askdb_model_latency_seconds_bucket{policy=\"clerk\",le=\"0.25\"} 0"),
-            "{text}"
-        );
-        assert!(
-            text.contains("askdb_model_calls_total{purpose=\"write_sql\"} 3"),
+            text.contains("askdb_model_calls_total{purpose=\"write_sql\"} 4"),
             "{text}"
         );
     }

@@ -158,9 +158,10 @@ pub fn document() -> Value {
             }},
             "/metrics": {"get": {
                 "summary": "Prometheus metrics",
-                "description": "Counters in the Prometheus text format (0.0.4): questions by decision, attempts, repairs by error type, model calls, latency and tokens, cost, guard refusals by reason, database errors by type, rate-limit and busy refusals, query log rows and failures, schema drift. Latency histograms are labelled by the asking user's policy, never by a user's name; once users exist the route needs a token like any other.",
+                "description": "Counters in the Prometheus text format (0.0.4): questions by decision, attempts, repairs by error type, model calls, latency and tokens, cost, guard refusals by reason, database errors by type, rate-limit and busy refusals, query log rows and failures, schema drift. Latency histograms are labelled by the asking user's policy and, where a policy is in force, the user's name; once users exist only a user without a policy reads them.",
                 "responses": {
-                    "200": {"description": "The metrics.", "content": {"text/plain": {"schema": {"type": "string"}}}}
+                    "200": {"description": "The metrics.", "content": {"text/plain": {"schema": {"type": "string"}}}},
+                    "403": error_response("The signed-in user is under a policy: the metrics name the users under policies, so only users without one read them.", "metrics_need_a_user_without_a_policy", "/metrics names the users under policies, so only a user without a policy reads it; this user is under policy 'clerk'")
                 }
             }},
             "/api/health": {"get": {

@@ -2,7 +2,7 @@
 //! with their tokens get their own gate for the same query text (schema, SQL console,
 //! questions, the stream, the examples), a policy that would widen the notes stops the
 //! server, a policy's pace is its own and its users' latencies are labelled with the
-//! policy, never a user's name, for any reader of `/metrics`; on PostgreSQL the example
+//! policy and the user, which only users without a policy read; on PostgreSQL the example
 //! row-level security gives each user its own rows through `/api/sql`, `/api/ask` and
 //! the stream, and no query can read or change `askdb.user`.
 
@@ -393,8 +393,8 @@ async fn a_policys_pace_is_its_users_own() {
     // The server's own pace still lets ana ask.
     let (status, body) = call(&state, &ana, ask(question)).await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    // Latencies are labelled by the policy, never by who asked: ana, who may read
-    // /metrics, learns how the slow policy fares, not that ben asked (decision 0081).
+    // Latencies are labelled by the user under a policy: ana, without a policy, reads
+    // /metrics and sees that ben asked; her own questions carry no name (decision 0086).
     let metrics = || {
         Request::get("/metrics")
             .body(Body::empty())
@@ -403,20 +403,21 @@ async fn a_policys_pace_is_its_users_own() {
     let (status, text) = call_text(&state, &ana, metrics()).await;
     assert_eq!(status, StatusCode::OK, "{text}");
     for series in [
-        "askdb_question_seconds_count{policy=\"slow\"} 1",
-        "askdb_question_seconds_count{policy=\"\"} 1",
-        "askdb_model_latency_seconds_count{policy=\"slow\"} 1",
-        "askdb_database_seconds_count{policy=\"slow\"} 1",
+        "askdb_question_seconds_count{policy=\"slow\",user=\"ben\"} 1",
+        "askdb_question_seconds_count{policy=\"\",user=\"\"} 1",
+        "askdb_model_latency_seconds_count{policy=\"slow\",user=\"ben\"} 1",
+        "askdb_database_seconds_count{policy=\"slow\",user=\"ben\"} 1",
     ] {
         assert!(text.contains(series), "{series} in {text}");
     }
-    for name in ["\"ben\"", "\"ana\"", "user="] {
-        assert!(!text.contains(name), "{name} in {text}");
-    }
-    // Ben's own token reads the same: no name there either.
+    assert!(!text.contains("\"ana\""), "{text}");
+    // Ben, under a policy, reads nothing: not even his own series.
     let (status, own) = call_text(&state, &ben, metrics()).await;
-    assert_eq!(status, StatusCode::OK, "{own}");
-    assert!(!own.contains("\"ben\""), "{own}");
+    assert_eq!(status, StatusCode::FORBIDDEN, "{own}");
+    assert!(
+        own.contains("metrics_need_a_user_without_a_policy") && !own.contains("askdb_"),
+        "{own}"
+    );
     // Without a live token there is nothing to read at all.
     let mut wrong = ben.clone();
     wrong.pop();
