@@ -66,6 +66,11 @@ pub enum AppError {
     /// 503: the state replicas share (`--state-url`) did not answer, so nothing that
     /// needs it (a pace, a session) is decided. The text is logged, never sent.
     SharedState(String),
+    /// 503: the signed-in user's policy is not loaded by this server (added after it
+    /// started, or unreadable then): the user is refused, never served under the notes
+    /// alone. The user is told why, never the policy's value (a file policy is a path);
+    /// the operator's log names both and says what to do.
+    PolicyNotLoaded { user: String, policy: String },
     /// 502: the model could not be asked (timeouts, quota, authentication, ...).
     Model(LlmError),
     /// 504: the question took longer than the server allows.
@@ -97,6 +102,7 @@ impl AppError {
             | AppError::SpendCapReached
             | AppError::SpendLedger(_)
             | AppError::SharedState(_)
+            | AppError::PolicyNotLoaded { .. }
             | AppError::DatabaseBusy { .. } => StatusCode::SERVICE_UNAVAILABLE,
             AppError::Model(_) => StatusCode::BAD_GATEWAY,
             AppError::AskTimeout(_) => StatusCode::GATEWAY_TIMEOUT,
@@ -126,6 +132,7 @@ impl AppError {
             AppError::SpendCapReached => "spend_cap_reached",
             AppError::SpendLedger(_) => "spend_ledger_unavailable",
             AppError::SharedState(_) => "shared_state_unavailable",
+            AppError::PolicyNotLoaded { .. } => "policy_not_loaded",
             AppError::DatabaseBusy { .. } => "database_busy",
             AppError::Model(_) => "model_unavailable",
             AppError::AskTimeout(_) => "ask_timeout",
@@ -191,6 +198,11 @@ impl AppError {
                 "the state askdb's replicas share does not answer; try again shortly (the server log says why)"
                     .to_string()
             }
+            // Not the policy's value: a policy given as a file is stored as its path.
+            AppError::PolicyNotLoaded { .. } => {
+                "this server has not loaded your access policy, so it answers nothing for you until the operator restarts it with the policy in place"
+                    .to_string()
+            }
             AppError::DatabaseBusy { retry_after } => format!(
                 "every database connection is in use, so the statement did not run; try again in {} s",
                 retry_after.as_secs().max(1)
@@ -216,6 +228,11 @@ impl AppError {
             AppError::Internal(text) => eprintln!("askdb serve: internal error: {text}"),
             AppError::SpendLedger(text) => eprintln!("askdb serve: no model call: {text}"),
             AppError::SharedState(text) => eprintln!("askdb serve: shared state: {text}"),
+            AppError::PolicyNotLoaded { user, policy } => eprintln!(
+                "askdb serve: user {user:?} refused: its policy {policy:?} is not loaded by this \
+                 server (added after it started, or its file could not be read then: see the \
+                 start of this log); restart it with the policy file in place"
+            ),
             AppError::Model(error) => eprintln!("askdb serve: model call failed: {error}"),
             _ => {}
         }

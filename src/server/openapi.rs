@@ -79,7 +79,7 @@ pub fn document() -> Value {
         "409": error_response("The conversation is still answering its previous question: questions on one conversation are answered one at a time, never interleaved.", "conversation_busy", "conversation 0123456789abcdef0123456789abcdef is still answering its previous question; ask again once it has answered"),
         "429": with_retry_after(error_response("This client asked too often (per-address token bucket).", "rate_limited", "too many questions from this address; try again in 3 s")),
         "502": error_response("The model could not be asked (timeout, quota, authentication...).", "model_unavailable", "the model could not be asked (timeout); try again later"),
-        "503": with_retry_after(error_response("No model is configured (no Retry-After), the spend cap is reached, the spend ledger cannot be written (spend_ledger_unavailable: no model call is made), the replicas' shared state does not answer (shared_state_unavailable), or every ask slot is taken (busy, with Retry-After).", "busy", "askdb is answering as many questions as it allows at once; try again in 5 s")),
+        "503": with_retry_after(error_response("No model is configured (no Retry-After), the spend cap is reached, the spend ledger cannot be written (spend_ledger_unavailable: no model call is made), the replicas' shared state does not answer (shared_state_unavailable), the signed-in user's policy is not loaded by this server (policy_not_loaded), or every ask slot is taken (busy, with Retry-After).", "busy", "askdb is answering as many questions as it allows at once; try again in 5 s")),
         "504": error_response("No answer within the server's ask timeout.", "ask_timeout", "no answer within 600 s; try a simpler question or try again later")
     });
     merge(&mut ask_responses, bad_body_responses());
@@ -161,7 +161,7 @@ pub fn document() -> Value {
                 "description": "Counters in the Prometheus text format (0.0.4): questions by decision, attempts, repairs by error type, model calls, latency and tokens, cost, guard refusals by reason, database errors by type, rate-limit and busy refusals, query log rows and failures, schema drift. Latency histograms are labelled by the asking user's policy and, where a policy is in force, the user's name; once users exist only a user without a policy reads them.",
                 "responses": {
                     "200": {"description": "The metrics.", "content": {"text/plain": {"schema": {"type": "string"}}}},
-                    "403": error_response("The signed-in user is under a policy: the metrics name the users under policies, so only users without one read them.", "metrics_need_a_user_without_a_policy", "/metrics names the users under policies, so only a user without a policy reads it; this user is under policy 'clerk'")
+                    "403": error_response("The signed-in user is under a policy: the metrics name the users under policies, so only users without one read them.", "metrics_need_a_user_without_a_policy", "/metrics names the users under policies, so only a user without a policy reads it")
                 }
             }},
             "/api/health": {"get": {
@@ -263,7 +263,7 @@ fn schemas() -> Value {
             "type": "object",
             "required": ["error", "detail"],
             "properties": {
-                "error": {"type": "string", "description": "A stable code: empty_question, question_too_long, unknown_mode, empty_sql, malformed_json, invalid_request, unsupported_media_type, payload_too_large, not_found, method_not_allowed, unknown_host, cross_site_request, unauthorized, forbidden, no_evaluation, unknown_conversation, conversation_busy, examples_off, invalid_example, example_refused, no_such_example, unknown_example, not_the_signed_in_user, rate_limited, busy, model_not_configured, spend_cap_reached, model_unavailable, ask_timeout, internal_error."},
+                "error": {"type": "string", "description": "A stable code: empty_question, question_too_long, unknown_mode, empty_sql, malformed_json, invalid_request, unsupported_media_type, payload_too_large, not_found, method_not_allowed, unknown_host, cross_site_request, unauthorized, forbidden, metrics_need_a_user_without_a_policy, policy_not_loaded, no_evaluation, unknown_conversation, conversation_busy, examples_off, invalid_example, example_refused, no_such_example, unknown_example, not_the_signed_in_user, rate_limited, busy, model_not_configured, spend_cap_reached, model_unavailable, ask_timeout, internal_error."},
                 "detail": {"type": "string", "description": "What went wrong and what to do, in a sentence."}
             }
         },

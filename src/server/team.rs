@@ -99,13 +99,13 @@ impl Team {
         else {
             return Ok(None);
         };
-        self.by_policy.get(policy).map(Some).ok_or_else(|| {
-            AppError::Internal(format!(
-                "the policy {policy:?} of user {name:?} is not loaded by this server (added \
-                 after it started, or its file could not be read then: see its log); restart \
-                 it with the policy file in place"
-            ))
-        })
+        self.by_policy
+            .get(policy)
+            .map(Some)
+            .ok_or_else(|| AppError::PolicyNotLoaded {
+                user: name.clone(),
+                policy: policy.clone(),
+            })
     }
 
     /// A loaded policy by its name.

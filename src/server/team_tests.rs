@@ -198,8 +198,13 @@ async fn two_users_get_their_own_verdict_for_the_same_text() {
     let late = users.add("cy", Some("late")).expect("cy");
     for request in [sql(names), schema(), ask(question)] {
         let (status, body) = call(&state, &late, request).await;
-        assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR, "{body}");
-        assert_eq!(body["error"], "internal_error", "{body}");
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+        assert_eq!(body["error"], "policy_not_loaded", "{body}");
+        let detail = body["detail"].as_str().unwrap_or("");
+        assert!(
+            detail.contains("access policy") && !detail.contains("late"),
+            "{body}"
+        );
         assert!(!body.to_string().contains(&total.to_string()), "{body}");
     }
 }
