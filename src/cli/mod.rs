@@ -289,7 +289,11 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
             // With a shared state the users are its table's, so it is reached first: who
             // signs in decides whether the server may listen beyond loopback.
             let state = match args.state_url.as_deref() {
-                Some(url) => Some(crate::state::SharedState::connect(url).await?),
+                Some(url) => {
+                    let state = crate::state::SharedState::connect(url).await?;
+                    state.require_replica_tables().await?;
+                    Some(state)
+                }
                 None => None,
             };
             let users = users::for_serve(state.as_ref()).await?;
@@ -718,7 +722,7 @@ async fn eval(settings: &Settings, command: EvalCommand) -> Result<Output, CliEr
                 let data_dir = crate::home::shared_data_dir()
                     .map_err(|missing| runner::EvalError::Data(missing.to_string()))?;
                 let client = ModelClient::from_config(&ProviderConfig::from_env()?)?;
-                let (dir, summary) = crate::eval::sparc::run(
+                let (dir, report) = crate::eval::sparc::run(
                     &sparc_settings,
                     &client,
                     &data_dir,
@@ -727,11 +731,12 @@ async fn eval(settings: &Settings, command: EvalCommand) -> Result<Output, CliEr
                 )
                 .await?;
                 let text = format!(
-                    "{}run folder: {}\n",
-                    crate::eval::sparc::render(&summary),
+                    "{}\n{}\nrun folder: {}\n",
+                    crate::eval::sparc::render(&report.summary),
+                    crate::eval::sparc::databases_text(&report.database_hashes),
                     dir.display()
                 );
-                return Output::new(&summary, text, Exit::Success);
+                return Output::new(&report, text, Exit::Success);
             }
             let examples = match examples {
                 args::ExamplesChoice::None => runner::ExampleSource::None,

@@ -39,11 +39,12 @@ use crate::llm::{ModelClient, ResponseCache};
 use crate::telemetry::Telemetry;
 
 pub use examples::{compare_runs, render_comparison, ExampleFigures, ExampleSource, RunComparison};
+use folder::database_hashes;
 pub(crate) use folder::warm_up;
 pub(crate) use folder::{
     append_record, create_folder, open_records, read_lines, read_manifest_of, run_folder_name,
+    sqlite_file_hash,
 };
-use folder::{database_hashes, sqlite_file_hash};
 pub use folder::{read_manifest, read_records, read_warm_ups, WarmUp};
 pub use process::AskPath;
 pub use report::{rate_text, render_report, strategy_text};

@@ -16,7 +16,7 @@
 //! returns no rows on the spiderman SQLite files leaves its turn ungraded (it is still
 //! asked, so the conversation goes on); the count is reported.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -27,8 +27,8 @@ use super::metrics::{paired_difference, PairedDifference};
 use super::metrics::{percentile_nearest_rank, wilson_interval, Interval};
 use super::metrics::{Expected, QuestionOutcome, RunOutcome};
 use super::runner::{
-    append_record, model_info, open_eval_agent, open_eval_gate, open_records, read_lines, warm_up,
-    write_error, EvalError, ModelInfo,
+    append_record, model_info, open_eval_agent, open_eval_gate, open_records, read_lines,
+    sqlite_file_hash, warm_up, write_error, EvalError, ModelInfo,
 };
 use crate::agent::conversation::{Context, Turn};
 use crate::agent::events::NoObserver;
@@ -562,6 +562,51 @@ pub struct SparcReport {
     pub model: ModelInfo,
     pub settings: SparcSettings,
     pub summary: SparcSummary,
+    /// SHA-256 of each database file the run asked, when it started and when it ended:
+    /// equal pairs show that nothing any turn ran changed a database.
+    #[serde(default)]
+    pub database_hashes: BTreeMap<String, (String, Option<String>)>,
+}
+
+/// The run folder's record of the database files' hashes taken when the run began
+/// (kept so a resumed run compares against the first start, not its own).
+pub const DATABASES_BEFORE_FILE: &str = "databases-before.json";
+
+/// One line on the database files: all unchanged, or which changed.
+pub fn databases_text(hashes: &BTreeMap<String, (String, Option<String>)>) -> String {
+    let changed: Vec<&str> = hashes
+        .iter()
+        .filter(|(_, (before, after))| after.as_deref() != Some(before.as_str()))
+        .map(|(db, _)| db.as_str())
+        .collect();
+    if hashes.is_empty() {
+        "No database file's hash was recorded.".to_string()
+    } else if changed.is_empty() {
+        format!(
+            "All {} database files hash the same before and after the run.",
+            hashes.len()
+        )
+    } else {
+        format!("Changed by the run: {}.", changed.join(", "))
+    }
+}
+
+/// The SHA-256 of each database file of `interactions`, by database name.
+fn hash_databases(data_dir: &Path, interactions: &[Interaction]) -> BTreeMap<String, String> {
+    let mut hashes = BTreeMap::new();
+    for interaction in interactions {
+        if hashes.contains_key(&interaction.db_name) {
+            continue;
+        }
+        let db = format!(
+            "sqlite:{}",
+            spiderman_db_path(data_dir, &interaction.db_name).display()
+        );
+        if let Some(hash) = sqlite_file_hash(&db) {
+            hashes.insert(interaction.db_name.clone(), hash);
+        }
+    }
+    hashes
 }
 
 /// The published run as the README's SParC block: settings, the three modes and the
@@ -575,12 +620,13 @@ pub fn report_block(report: &SparcReport) -> String {
         None => "every interaction".to_string(),
     };
     format!(
-        "Generated from `evals/results/sparc.json` ({} UTC, askdb {}, {} `{}`, {sample}).\n\n{}",
+        "Generated from `evals/results/sparc.json` ({} UTC, askdb {}, {} `{}`, {sample}).\n\n{}\n{}\n",
         report.finished_at,
         report.askdb_version,
         report.model.provider,
         report.model.model,
-        render(&report.summary)
+        render(&report.summary),
+        databases_text(&report.database_hashes)
     )
 }
 
@@ -601,14 +647,14 @@ pub struct SparcSettings {
 /// `runs_root/sparc/` (or, with `resume`, in that folder, with its own settings, asking
 /// only what it lacks). An interaction's turns in one mode are written together once
 /// all are asked, so a run stopped (Ctrl-C, a crash) resumes at a whole interaction.
-/// Returns the folder and the summary.
+/// Returns the folder and the report written to its `summary.json`.
 pub async fn run(
     settings: &SparcSettings,
     client: &ModelClient,
     data_dir: &Path,
     runs_root: &Path,
     resume: Option<&Path>,
-) -> Result<(PathBuf, SparcSummary), EvalError> {
+) -> Result<(PathBuf, SparcReport), EvalError> {
     let (dir, settings) = match resume {
         Some(dir) => {
             let path = dir.join("settings.json");
@@ -642,6 +688,18 @@ pub async fn run(
             .map_err(|error: crate::agent::strategy::StrategyError| {
                 EvalError::Data(error.to_string())
             })?;
+    let before_path = dir.join(DATABASES_BEFORE_FILE);
+    let before: BTreeMap<String, String> = match std::fs::read_to_string(&before_path) {
+        Ok(text) => serde_json::from_str(&text)
+            .map_err(|error| EvalError::Data(format!("{}: {error}", before_path.display())))?,
+        Err(_) => {
+            let hashes = hash_databases(data_dir, &interactions);
+            let text = serde_json::to_vec_pretty(&hashes)
+                .map_err(|error| EvalError::Data(error.to_string()))?;
+            std::fs::write(&before_path, text).map_err(|error| write_error(&before_path, error))?;
+            hashes
+        }
+    };
     let records_path = dir.join(TURNS_FILE);
     let mut records = whole_groups(&records_path, &interactions)?;
     let mut file = open_records(&records_path)?;
@@ -699,18 +757,26 @@ pub async fn run(
     }
     eprintln!();
     let summary = summarize(&records);
+    let after = hash_databases(data_dir, &interactions);
     let summary_path = dir.join("summary.json");
     let report = SparcReport {
         finished_at: crate::calendar::utc_now().0,
         askdb_version: env!("CARGO_PKG_VERSION").to_string(),
         model: model_info(client),
         settings,
-        summary: summary.clone(),
+        summary,
+        database_hashes: before
+            .into_iter()
+            .map(|(db, hash)| {
+                let now = after.get(&db).cloned();
+                (db, (hash, now))
+            })
+            .collect(),
     };
     let text =
         serde_json::to_vec_pretty(&report).map_err(|error| EvalError::Data(error.to_string()))?;
     std::fs::write(&summary_path, text).map_err(|error| write_error(&summary_path, error))?;
-    Ok((dir, summary))
+    Ok((dir, report))
 }
 
 /// The records of a run folder whose interaction was asked whole in its mode; the file

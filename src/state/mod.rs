@@ -143,6 +143,15 @@ impl SharedState {
         }
     }
 
+    /// Ok when every table a replica uses exists ([`schema::REPLICA_TABLES`]); else the
+    /// first one missing, with the command that makes it.
+    pub async fn require_replica_tables(&self) -> Result<(), StateError> {
+        for table in schema::REPLICA_TABLES {
+            self.require_table(table).await?;
+        }
+        Ok(())
+    }
+
     pub fn pool(&self) -> &deadpool_postgres::Pool {
         &self.pool
     }

@@ -158,6 +158,22 @@ pub const STATEMENTS: &[&str] = &[
 /// `askdb db setup` has not made the schema.
 pub const PROBE_TABLE: &str = "askdb_state.spend_total";
 
+/// Every table a replica reads or writes, looked for before `askdb serve --state-url`
+/// listens: a state made by an older `askdb db setup` is told to run it again at start,
+/// not found lacking by a request (a Wrong mark, a conversation) hours later.
+pub const REPLICA_TABLES: [&str; 10] = [
+    PROBE_TABLE,
+    "askdb_state.spend_entries",
+    "askdb_state.rate_buckets",
+    "askdb_state.sessions",
+    "askdb_state.revoked_users",
+    "askdb_state.users",
+    EXAMPLES_TABLE,
+    WRONG_MARKS_TABLE,
+    "askdb_state.conversations",
+    "askdb_state.conversation_turns",
+];
+
 /// The verified examples' table, looked for by `askdb examples --state-url`.
 pub const EXAMPLES_TABLE: &str = "askdb_state.examples";
 

@@ -15,16 +15,7 @@ use crate::users::{Authenticated, SignIn, UserFile, UserStore, UsersError};
 /// A scratch database holding the state schema, and its superuser URL.
 async fn state_database(test: &str) -> Option<(Scratch, String)> {
     let scratch = Scratch::new(test, "state")?;
-    let admin = pg_connect(&scratch.admin_url)
-        .await
-        .expect("admin connects");
-    admin
-        .execute(
-            format!("CREATE DATABASE \"{}\"", scratch.database).as_str(),
-            &[],
-        )
-        .await
-        .expect("scratch database");
+    scratch.create_empty_database().await;
     let url = crate::admin::url_with_database(&scratch.admin_url, &scratch.database);
     let client = pg_connect(&url).await.expect("connects");
     apply_schema(&client).await.expect("schema");
@@ -116,16 +107,7 @@ async fn a_state_url_is_checked_before_a_replica_starts() {
     else {
         return;
     };
-    let admin = pg_connect(&scratch.admin_url)
-        .await
-        .expect("admin connects");
-    admin
-        .execute(
-            format!("CREATE DATABASE \"{}\"", scratch.database).as_str(),
-            &[],
-        )
-        .await
-        .expect("scratch database");
+    scratch.create_empty_database().await;
     let url = crate::admin::url_with_database(&scratch.admin_url, &scratch.database);
     let missing = SharedState::connect(&url).await.expect_err("no schema yet");
     assert!(matches!(missing, StateError::NoSchema { .. }), "{missing}");
@@ -612,7 +594,10 @@ async fn a_state_made_before_the_users_table_is_told_to_run_db_setup_again() {
     );
 
     // So is `askdb examples --state-url ... list --caused-wrong` on a state older than
-    // the wrong marks.
+    // the wrong marks (the users table made again first, as `db setup` would).
+    apply_schema(&client)
+        .await
+        .expect("db setup's statements again");
     client
         .execute("DROP TABLE askdb_state.wrong_marks", &[])
         .await
@@ -631,4 +616,33 @@ async fn a_state_made_before_the_users_table_is_told_to_run_db_setup_again() {
             && missing.to_string().contains("askdb db setup"),
         "{missing}"
     );
+    // A replica finds it missing before it listens, not at the first Wrong mark.
+    let missing = state
+        .require_replica_tables()
+        .await
+        .expect_err("a replica needs the marks");
+    assert!(
+        missing.to_string().contains("askdb_state.wrong_marks"),
+        "{missing}"
+    );
+    apply_schema(&client)
+        .await
+        .expect("db setup's statements once more");
+    state
+        .require_replica_tables()
+        .await
+        .expect("every table is back");
+}
+
+#[test]
+fn a_replica_looks_for_every_table_db_setup_makes() {
+    let mut made: Vec<&str> = schema::STATEMENTS
+        .iter()
+        .filter_map(|statement| statement.strip_prefix("CREATE TABLE IF NOT EXISTS "))
+        .filter_map(|rest| rest.split([' ', '(']).next())
+        .collect();
+    let mut looked_for = schema::REPLICA_TABLES.to_vec();
+    made.sort_unstable();
+    looked_for.sort_unstable();
+    assert_eq!(made, looked_for);
 }

@@ -213,7 +213,7 @@ fn sqlite_file(db: &str) -> Option<PathBuf> {
     db.parse::<DatabaseUrl>().ok()?.sqlite_file()
 }
 
-pub(super) fn sqlite_file_hash(db: &str) -> Option<String> {
+pub(crate) fn sqlite_file_hash(db: &str) -> Option<String> {
     use sha2::{Digest, Sha256};
     let path = sqlite_file(db)?;
     let bytes = std::fs::read(path).ok()?;

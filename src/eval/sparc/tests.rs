@@ -145,9 +145,17 @@ async fn a_run_asks_every_turn_in_three_modes_and_counts_what_the_script_implies
         strategy: "n=1".to_string(),
         row_cap: 200,
     };
-    let (dir, summary) = run(&settings, &client, data.path(), runs.path(), None)
+    let (dir, report) = run(&settings, &client, data.path(), runs.path(), None)
         .await
         .expect("the run ends");
+    let summary = report.summary.clone();
+    // The database file was hashed when the run began and when it ended: the same.
+    let (before, after) = report.database_hashes.get("tiny").expect("tiny hashed");
+    assert_eq!(Some(before), after.as_ref());
+    assert_eq!(
+        databases_text(&report.database_hashes),
+        "All 1 database files hash the same before and after the run."
+    );
     let records: Vec<TurnRecord> = std::fs::read_to_string(dir.join("turns.jsonl"))
         .expect("records")
         .lines()
@@ -237,6 +245,7 @@ async fn a_run_asks_every_turn_in_three_modes_and_counts_what_the_script_implies
         "the cut interaction asked again, whole"
     );
     let alone = resumed
+        .summary
         .modes
         .iter()
         .find(|figures| figures.mode == SparcMode::Alone)
@@ -309,4 +318,21 @@ fn publishes_into_the_readme(run_dir: &Path) {
         "{block}"
     );
     assert!(block.contains("| agent | 100.0% (3/3"), "{block}");
+    assert!(
+        block.contains("hash the same before and after the run"),
+        "{block}"
+    );
+}
+
+#[test]
+fn a_database_file_a_run_changed_or_lost_is_named() {
+    let mut hashes = std::collections::BTreeMap::new();
+    hashes.insert("a".to_string(), ("x".to_string(), Some("x".to_string())));
+    hashes.insert("b".to_string(), ("x".to_string(), Some("y".to_string())));
+    hashes.insert("c".to_string(), ("x".to_string(), None));
+    assert_eq!(databases_text(&hashes), "Changed by the run: b, c.");
+    assert_eq!(
+        databases_text(&std::collections::BTreeMap::new()),
+        "No database file's hash was recorded."
+    );
 }
