@@ -118,16 +118,7 @@ async fn users_added_and_revoked_on_any_machine_are_every_replicas() {
     let Some(scratch) = Scratch::new(test, "susers") else {
         return;
     };
-    let admin = pg_connect(&scratch.admin_url)
-        .await
-        .expect("admin connects");
-    admin
-        .execute(
-            format!("CREATE DATABASE \"{}\"", scratch.database).as_str(),
-            &[],
-        )
-        .await
-        .expect("scratch database");
+    scratch.create_empty_database().await;
     let url = askdb::admin::url_with_database(&scratch.admin_url, &scratch.database);
     let state = pg_connect(&url).await.expect("connects");
     askdb::state::apply_schema(&state).await.expect("schema");

@@ -44,14 +44,21 @@ pub struct WrongMark {
     pub marked_at: String,
 }
 
-/// What a person submits when they mark an answer wrong.
+/// What a person submits when they mark an answer wrong: the body of `POST
+/// /api/answers/wrong` as it is read (a field it does not know is refused) and what
+/// `askdb examples` builds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct WrongDraft {
+    /// The question as the answer understood it.
     pub question: String,
+    /// The SQL the answer ran.
     #[serde(default)]
     pub sql: Option<String>,
+    /// The ids of the verified examples the answer used (its `examples`).
     #[serde(default)]
     pub examples: Vec<i64>,
+    /// The person marking it: required, so no mark is made without one.
     pub marked_by: String,
 }
 

@@ -41,16 +41,7 @@ impl Scratch {
     /// Names plus an empty database (no demo, no roles).
     async fn empty(test: &str) -> Option<Scratch> {
         let scratch = Scratch::named(test).await?;
-        let admin = pg_connect(&scratch.admin_url)
-            .await
-            .expect("admin connects");
-        admin
-            .execute(
-                format!("CREATE DATABASE \"{}\"", scratch.database).as_str(),
-                &[],
-            )
-            .await
-            .expect("scratch database created");
+        scratch.create_empty_database().await;
         Some(scratch)
     }
 

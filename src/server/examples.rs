@@ -33,23 +33,6 @@ pub struct SaveExampleRequest {
     pub notes: Option<String>,
 }
 
-/// The body of POST /api/answers/wrong: the answer a person marked wrong, and who they
-/// are.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct WrongAnswerRequest {
-    /// The question as the answer understood it.
-    pub question: String,
-    /// The SQL the answer ran.
-    #[serde(default)]
-    pub sql: Option<String>,
-    /// The ids of the verified examples the answer used (its `examples`).
-    #[serde(default)]
-    pub examples: Vec<i64>,
-    /// The person marking it: required, so no mark is made without one.
-    pub marked_by: String,
-}
-
 fn store(state: &AppState) -> Result<&dyn ExampleStore, AppError> {
     state
         .examples()
@@ -154,16 +137,10 @@ fn the_signed_in_user(
 pub async fn mark_wrong(
     State(state): State<AppState>,
     user: Option<Extension<SignedIn>>,
-    ApiJson(request): ApiJson<WrongAnswerRequest>,
+    ApiJson(draft): ApiJson<WrongDraft>,
 ) -> Result<(StatusCode, Json<WrongMark>), AppError> {
     let store = store(&state)?;
-    the_signed_in_user(user.as_ref(), "marked_by", &request.marked_by)?;
-    let draft = WrongDraft {
-        question: request.question,
-        sql: request.sql,
-        examples: request.examples,
-        marked_by: request.marked_by,
-    };
+    the_signed_in_user(user.as_ref(), "marked_by", &draft.marked_by)?;
     // The examples are looked up through the user's own gate: one their policy hides is
     // unknown to them, as it is to DELETE.
     let gate = state.gate_for(user.as_ref().map(|Extension(user)| user))?;

@@ -39,16 +39,7 @@ const QUESTION: &str = "How many customers are there?";
 /// A scratch database holding the state schema, and its superuser URL.
 async fn state_database(test: &str) -> Option<(Scratch, String)> {
     let scratch = Scratch::new(test, "state")?;
-    let admin = pg_connect(&scratch.admin_url)
-        .await
-        .expect("admin connects");
-    admin
-        .execute(
-            format!("CREATE DATABASE \"{}\"", scratch.database).as_str(),
-            &[],
-        )
-        .await
-        .expect("scratch database");
+    scratch.create_empty_database().await;
     let url = crate::admin::url_with_database(&scratch.admin_url, &scratch.database);
     let client = pg_connect(&url)
         .await
