@@ -4,7 +4,8 @@
 //! added on one machine signs in on both servers without a restart, revoked on another
 //! it is refused by both; a replica whose own users file the state lacks refuses to
 //! start until the file is imported, and the shared users decide whether a server may
-//! listen beyond loopback.
+//! listen beyond loopback. A replica on a state that lacks one of its tables refuses to
+//! start, naming the table and `askdb db setup`.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -233,5 +234,30 @@ async fn users_added_and_revoked_on_any_machine_are_every_replicas() {
     assert!(
         lines[2].starts_with("carla\t") && lines[2].contains("revoked"),
         "{listed}"
+    );
+}
+
+#[tokio::test]
+async fn a_replica_refuses_to_start_on_a_state_that_lacks_a_table() {
+    let test = "a_replica_refuses_to_start_on_a_state_that_lacks_a_table";
+    let Some(scratch) = Scratch::new(test, "stables") else {
+        return;
+    };
+    scratch.create_empty_database().await;
+    let url = askdb::admin::url_with_database(&scratch.admin_url, &scratch.database);
+    let state = pg_connect(&url).await.expect("connects");
+    askdb::state::apply_schema(&state).await.expect("schema");
+    // A state made before decision 0084's table: the replica says so before it listens,
+    // not at the first Wrong mark.
+    state
+        .batch_execute("DROP TABLE askdb_state.wrong_marks")
+        .await
+        .expect("dropped");
+    let home = tempfile::tempdir().expect("temp dir");
+    let (code, stderr) = serve_refused(home.path(), &url, &[]);
+    assert_ne!(code, Some(0), "{stderr}");
+    assert!(
+        stderr.contains("askdb_state.wrong_marks") && stderr.contains("askdb db setup"),
+        "{stderr}"
     );
 }

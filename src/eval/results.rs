@@ -33,7 +33,7 @@ const README_BLOCKS: [&str; 2] = ["results", "sparc"];
 pub const SPARC_SUMMARY: &str = "sparc.json";
 
 /// The generated block names of `docs/measured.md`, in the order they appear.
-const MEASURED_BLOCKS: [&str; 15] = [
+const MEASURED_BLOCKS: [&str; 16] = [
     "results",
     "failures",
     "run-figures",
@@ -49,6 +49,7 @@ const MEASURED_BLOCKS: [&str; 15] = [
     "faults",
     "peers",
     "mcp-demo",
+    "rerun",
 ];
 
 fn begin_marker(name: &str) -> String {

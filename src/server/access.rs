@@ -1,5 +1,6 @@
 //! Who may reach `askdb serve` (decision 0022): the host names it answers for (a page
-//! that rebinds its own DNS name to askdb's address is refused by its Host), the origins
+//! that rebinds its own DNS name to askdb's address is refused by its Host, or by the
+//! request's URI authority, where HTTP/2 and absolute-form targets name it), the origins
 //! that may send it requests that change or spend anything (a cross-site POST is
 //! refused), whether it may listen beyond this machine at all, and who a request signs
 //! in as: a bearer token's user, the page's session cookie ([`super::session`], decision
@@ -15,7 +16,7 @@ use std::time::Instant;
 
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::uri::Authority;
-use axum::http::{header, HeaderMap, HeaderName, Method};
+use axum::http::{header, HeaderMap, HeaderName, Method, Uri};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
@@ -469,7 +470,15 @@ impl Access {
     }
 
     /// Why `request` is refused before any route sees it, if it is.
-    pub fn refusal(&self, method: &Method, headers: &HeaderMap) -> Option<AppError> {
+    pub fn refusal(&self, method: &Method, uri: &Uri, headers: &HeaderMap) -> Option<AppError> {
+        // HTTP/2 names the host in :authority, which reaches the request's URI and not
+        // its Host header, and so does an HTTP/1.1 absolute-form target: either is
+        // checked as a Host header is, or a foreign host would pass unread.
+        if let Some(authority) = uri.authority() {
+            if !self.host_allowed(authority.as_str()) {
+                return Some(AppError::MisdirectedHost);
+            }
+        }
         // A browser always sends Host (a page cannot remove it), so a request without
         // one is not the rebinding page this check is for (decision 0022).
         let hosts = headers.get_all(header::HOST);
@@ -548,7 +557,7 @@ pub async fn guard(
     mut request: Request,
     next: Next,
 ) -> Response {
-    if let Some(refusal) = access.refusal(request.method(), request.headers()) {
+    if let Some(refusal) = access.refusal(request.method(), request.uri(), request.headers()) {
         return refusal.into_response();
     }
     let peer = request
@@ -616,7 +625,7 @@ mod tests {
 
     fn refused(access: &Access, method: Method, pairs: &[(&str, &str)]) -> Option<&'static str> {
         access
-            .refusal(&method, &headers(pairs))
+            .refusal(&method, &Uri::from_static("/api/ask"), &headers(pairs))
             .map(|error| error.code())
     }
 
@@ -676,6 +685,33 @@ mod tests {
         );
         // No Host at all: not a browser (decision 0022).
         assert_eq!(refused(&access, Method::POST, &[]), None);
+        // HTTP/2's :authority and an absolute-form target are the request's URI
+        // authority: a foreign one is refused whatever Host says, an allowed one passes.
+        let with_uri = |uri: &'static str, pairs: &[(&str, &str)]| {
+            access
+                .refusal(&Method::GET, &Uri::from_static(uri), &headers(pairs))
+                .map(|error| error.code())
+        };
+        for uri in [
+            "http://attacker.example:8080/api/session",
+            "http://user@localhost:8080/api/session",
+            "http://localhost:8081/metrics",
+        ] {
+            assert_eq!(with_uri(uri, &[]), Some("unknown_host"), "{uri}");
+            assert_eq!(
+                with_uri(uri, &[("host", "localhost:8080")]),
+                Some("unknown_host"),
+                "{uri} with an allowed Host"
+            );
+        }
+        assert_eq!(with_uri("http://localhost:8080/api/session", &[]), None);
+        assert_eq!(
+            with_uri(
+                "http://team.example:9000/metrics",
+                &[("host", "localhost:8080")]
+            ),
+            None
+        );
     }
 
     #[test]
