@@ -113,16 +113,26 @@ async fn until(http: &reqwest::Client, server: &Server, token: &str, want: Statu
     }
 }
 
-#[tokio::test]
-async fn users_added_and_revoked_on_any_machine_are_every_replicas() {
-    let test = "users_added_and_revoked_on_any_machine_are_every_replicas";
-    let Some(scratch) = Scratch::new(test, "susers") else {
-        return;
-    };
+/// A scratch database holding the state schema: its names, its superuser URL and a
+/// connection to it. None after a SKIPPED line when no server answers.
+async fn state_database(
+    test: &str,
+    kind: &str,
+) -> Option<(Scratch, String, tokio_postgres::Client)> {
+    let scratch = Scratch::new(test, kind)?;
     scratch.create_empty_database().await;
     let url = askdb::admin::url_with_database(&scratch.admin_url, &scratch.database);
     let state = pg_connect(&url).await.expect("connects");
     askdb::state::apply_schema(&state).await.expect("schema");
+    Some((scratch, url, state))
+}
+
+#[tokio::test]
+async fn users_added_and_revoked_on_any_machine_are_every_replicas() {
+    let test = "users_added_and_revoked_on_any_machine_are_every_replicas";
+    let Some((_scratch, url, state)) = state_database(test, "susers").await else {
+        return;
+    };
     let (machine_a, machine_b) = (
         tempfile::tempdir().expect("temp dir"),
         tempfile::tempdir().expect("temp dir"),
@@ -240,13 +250,9 @@ async fn users_added_and_revoked_on_any_machine_are_every_replicas() {
 #[tokio::test]
 async fn a_replica_refuses_to_start_on_a_state_that_lacks_a_table() {
     let test = "a_replica_refuses_to_start_on_a_state_that_lacks_a_table";
-    let Some(scratch) = Scratch::new(test, "stables") else {
+    let Some((_scratch, url, state)) = state_database(test, "stables").await else {
         return;
     };
-    scratch.create_empty_database().await;
-    let url = askdb::admin::url_with_database(&scratch.admin_url, &scratch.database);
-    let state = pg_connect(&url).await.expect("connects");
-    askdb::state::apply_schema(&state).await.expect("schema");
     // A state made before decision 0084's table: the replica says so before it listens,
     // not at the first Wrong mark.
     state
