@@ -445,6 +445,7 @@ impl Agent {
             .map(|record| ModelStep {
                 purpose: record.purpose,
                 input_tokens: record.input_tokens,
+                cache_read_tokens: record.cache_read_tokens,
                 output_tokens: record.output_tokens,
                 cost_usd: record.cost_usd,
                 latency_ms: record.latency_ms,

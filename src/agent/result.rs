@@ -94,7 +94,12 @@ pub struct TraceStep {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModelStep {
     pub purpose: Purpose,
+    /// Prompt tokens in total, the ones read from the server's prompt cache included.
     pub input_tokens: u64,
+    /// Prompt tokens the server read from its prompt cache instead of computing them:
+    /// what a cached prefix saved (0 where the server does not say).
+    #[serde(default)]
+    pub cache_read_tokens: u64,
     pub output_tokens: u64,
     pub cost_usd: f64,
     pub latency_ms: u64,

@@ -714,6 +714,7 @@ async fn eval(settings: &Settings, command: EvalCommand) -> Result<Output, CliEr
             if set == Some(args::SetName::Sparc) {
                 let sparc_settings = crate::eval::sparc::SparcSettings {
                     sample: which.sample,
+                    sample_offset: which.sample_offset,
                     seed: which.seed,
                     limit: which.limit,
                     strategy: config::parse_strategy(&strategy)?.to_string(),

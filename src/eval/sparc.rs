@@ -33,7 +33,7 @@ use super::runner::{
 use crate::agent::conversation::{Context, Turn};
 use crate::agent::events::NoObserver;
 use crate::agent::strategy::Strategy;
-use crate::agent::{Agent, AgentError, AskOptions, Decision, Mode};
+use crate::agent::{Agent, AgentError, AskOptions, Decision, Mode, ModelStep};
 use crate::compare::{gold_orders, results_match, CompareOptions, ResultSet, Verdict};
 use crate::gate::{Gate, QueryOutcome};
 use crate::llm::ModelClient;
@@ -158,7 +158,12 @@ pub fn gold_text(sql: &str) -> String {
 
 /// `size` interactions (all when None) from a shuffle seeded with `seed`, back in
 /// database order so each database's agent is built once.
-pub fn sample(interactions: Vec<Interaction>, size: Option<usize>, seed: u64) -> Vec<Interaction> {
+pub fn sample(
+    interactions: Vec<Interaction>,
+    size: Option<usize>,
+    offset: usize,
+    seed: u64,
+) -> Vec<Interaction> {
     let Some(size) = size else {
         return interactions;
     };
@@ -168,7 +173,7 @@ pub fn sample(interactions: Vec<Interaction>, size: Option<usize>, seed: u64) ->
         let other = random.index(index + 1);
         indices.swap(index, other);
     }
-    let mut chosen: Vec<usize> = indices.into_iter().take(size).collect();
+    let mut chosen: Vec<usize> = indices.into_iter().skip(offset).take(size).collect();
     chosen.sort_by(|a, b| {
         interactions[*a]
             .db_name
@@ -223,6 +228,12 @@ pub struct TurnRecord {
     pub correct: bool,
     pub latency_ms: u64,
     pub error: Option<String>,
+    /// Generation rounds the turn took (a repair is a round).
+    #[serde(default)]
+    pub attempts: u32,
+    /// Every model call the turn made, in order: where its time went.
+    #[serde(default)]
+    pub model_calls: Vec<ModelStep>,
 }
 
 /// Gold rows per turn, None where the gold failed or returned nothing.
@@ -277,6 +288,8 @@ pub async fn ask_interaction(
             correct: false,
             latency_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
             error: None,
+            attempts: 0,
+            model_calls: Vec::new(),
         };
         match asked {
             Ok(result) => {
@@ -294,6 +307,8 @@ pub async fn ask_interaction(
                 record.decision = Some(result.decision);
                 record.sql = result.sql.clone();
                 record.understood_as = result.understood_as.clone();
+                record.attempts = result.attempts;
+                record.model_calls = result.model_calls.clone();
                 turns.push(Turn::from_result(number, &result));
             }
             Err(error) => {
@@ -612,12 +627,16 @@ fn hash_databases(data_dir: &Path, interactions: &[Interaction]) -> BTreeMap<Str
 /// The published run as the README's SParC block: settings, the three modes and the
 /// paired differences.
 pub fn report_block(report: &SparcReport) -> String {
-    let sample = match report.settings.sample {
-        Some(size) => format!(
+    let sample = match (report.settings.sample, report.settings.sample_offset) {
+        (Some(size), 0) => format!(
             "{size} interactions sampled with seed {}",
             report.settings.seed
         ),
-        None => "every interaction".to_string(),
+        (Some(size), offset) => format!(
+            "{size} interactions sampled with seed {} after the first {offset}",
+            report.settings.seed
+        ),
+        (None, _) => "every interaction".to_string(),
     };
     format!(
         "Generated from `evals/results/sparc.json` ({} UTC, askdb {}, {} `{}`, {sample}).\n\n{}\n{}\n",
@@ -635,6 +654,11 @@ pub fn report_block(report: &SparcReport) -> String {
 pub struct SparcSettings {
     /// Interactions sampled (all when None), by a shuffle seeded with `seed`.
     pub sample: Option<usize>,
+    /// Interactions of the shuffle skipped before the sample is taken: a sample at
+    /// offset N shares no interaction with one of N or fewer at offset 0 (a tuning
+    /// sample beside the published one).
+    #[serde(default)]
+    pub sample_offset: usize,
     pub seed: u64,
     /// At most this many interactions of the sample.
     pub limit: Option<usize>,
@@ -677,7 +701,12 @@ pub async fn run(
             (dir, settings.clone())
         }
     };
-    let mut interactions = sample(load_sparc(data_dir)?, settings.sample, settings.seed);
+    let mut interactions = sample(
+        load_sparc(data_dir)?,
+        settings.sample,
+        settings.sample_offset,
+        settings.seed,
+    );
     if let Some(limit) = settings.limit {
         interactions.truncate(limit);
     }

@@ -43,9 +43,16 @@ fn the_dev_file_is_read_by_interaction_and_sampled_the_same_way_every_time() {
     assert_eq!(interactions[0].id, "000-b");
     assert_eq!(interactions[0].turns[0].question, "q1");
     assert_eq!(interactions[1].id, "002-a");
-    let again = sample(interactions.clone(), Some(2), 7);
-    assert_eq!(again, sample(interactions.clone(), Some(2), 7));
+    let again = sample(interactions.clone(), Some(2), 0, 7);
+    assert_eq!(again, sample(interactions.clone(), Some(2), 0, 7));
     assert_eq!(again[0].db_name, "a", "back in database order");
+    // A sample at an offset shares no interaction with the one before it.
+    let first = sample(interactions.clone(), Some(1), 0, 7);
+    let second = sample(interactions.clone(), Some(1), 1, 7);
+    assert_eq!(first.len(), 1);
+    assert_eq!(second.len(), 1);
+    assert_ne!(first[0].id, second[0].id);
+    assert!(sample(interactions.clone(), Some(1), 2, 7).is_empty());
     assert!(matches!(parse_sparc("{"), Err(EvalError::Data(_))));
     // The real file, where it is present: 422 interactions, 1,203 turns.
     if let Ok(dir) = crate::home::shared_data_dir() {
@@ -140,6 +147,7 @@ async fn a_run_asks_every_turn_in_three_modes_and_counts_what_the_script_implies
     let runs = tempfile::tempdir().expect("runs");
     let settings = SparcSettings {
         sample: None,
+        sample_offset: 0,
         seed: 7,
         limit: None,
         strategy: "n=1".to_string(),
