@@ -34,24 +34,12 @@ impl Agent {
         } else {
             self.system_prompt_for(selection)
         };
-        let question_text = if state.context.is_follow_up() {
-            prompts::follow_up_message(
-                &self.strategy,
-                &state.context,
-                &state.question,
-                &state.assumptions,
-            )
-        } else {
-            prompts::question_message(&state.question, &state.assumptions)
-        };
         let request = prompts::generation_request(
             &self.strategy,
             &state.question,
             system,
-            prompts::question_turn(
-                question_text,
-                &state.worked_examples.iter().collect::<Vec<_>>(),
-            ),
+            prompts::conversation_messages(&self.strategy, &state.context),
+            self.question_text(state),
             &state.repairs,
         );
         Some(match round {
@@ -61,6 +49,22 @@ impl Agent {
                 .with_candidates(self.strategy.candidates)
                 .with_temperature(self.strategy.temperature),
         })
+    }
+
+    /// The question's user message: a first question's, or a follow-up's after the
+    /// conversation, with the verified examples like it first.
+    fn question_text(&self, state: &State) -> String {
+        let asked = if state.context.is_follow_up() {
+            prompts::follow_up_message(
+                &self.strategy,
+                &state.context,
+                &state.question,
+                &state.assumptions,
+            )
+        } else {
+            prompts::question_message(&state.question, &state.assumptions)
+        };
+        prompts::question_turn(asked, &state.worked_examples.iter().collect::<Vec<_>>())
     }
 
     pub(super) async fn call(
@@ -114,6 +118,9 @@ impl Agent {
             return Ok(Node::SelectSchema);
         };
         state.round_started_ms = state.ms();
+        if state.asked.is_none() && state.mode == Mode::Agent {
+            state.asked = Some(self.question_text(state));
+        }
         let reply = self.call(state, &request, log).await?;
         if state.attempts == 0 && round == Round::Greedy {
             state.first_confidence = reply.confidence;
@@ -153,6 +160,7 @@ impl Agent {
                         None => sql,
                     };
                     state.restated(&sql, understood_as);
+                    state.wrote(&sql, text);
                     for assumption in assumptions {
                         if !state.assumptions.contains(&assumption) {
                             state.assumptions.push(assumption);
@@ -347,6 +355,7 @@ impl Agent {
             }
         };
         state.note("guard", format!("accepted: {}", checked.sql()));
+        state.ran_as(&sql, checked.sql());
         let started_ms = state.ms();
         let outcome = self.gate.run(&checked).await;
         let (rows, error_type, error, sqlstate, hint) = match &outcome {
@@ -613,7 +622,7 @@ impl Agent {
         }
         state.forced_tables.insert(column.table.clone());
         state.repairs.push(RepairTurn {
-            reply: prompts::quoted_reply(failure.kind, &failure.sql),
+            reply: state.failed_reply(failure.kind, &failure.sql),
             feedback: prompts::feedback_message(
                 failure.kind,
                 &failure.message,

@@ -26,6 +26,10 @@ pub const TURNS_IN_PROMPT: usize = 6;
 /// The longest SQL a turn keeps; longer SQL is cut (a prompt never grows past it).
 pub const TURN_SQL_CHARS: usize = 2_000;
 
+/// The longest user message or reply a turn keeps for the next prompt; a longer one is
+/// not kept (the prompt shows the question, or the SQL, instead).
+pub const TURN_MESSAGE_CHARS: usize = 8_000;
+
 /// The most result columns a turn keeps by name.
 pub const TURN_COLUMNS: usize = 24;
 
@@ -94,6 +98,15 @@ pub struct Turn {
     pub reason: Option<String>,
     /// What askdb asked back, and the options it offered (clarifications only).
     pub clarify: Option<super::ClarifyRequest>,
+    /// The user message the question was asked with, as sent (cut past
+    /// [`TURN_MESSAGE_CHARS`]: then not kept), so the next follow-up's prompt repeats it
+    /// byte for byte and a server's prompt cache still holds it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub asked: Option<String>,
+    /// The reply that answered, as the model wrote it (answered turns only; not kept
+    /// past [`TURN_MESSAGE_CHARS`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply: Option<String>,
 }
 
 impl Turn {
@@ -120,6 +133,17 @@ impl Turn {
                 .as_deref()
                 .map(|reason| crate::text::cut_text(reason, 300)),
             clarify: result.clarify.clone(),
+            asked: result
+                .asked
+                .clone()
+                .filter(|text| text.len() <= TURN_MESSAGE_CHARS),
+            reply: match outcome {
+                TurnOutcome::Answered => result
+                    .answered_reply
+                    .clone()
+                    .filter(|text| text.len() <= TURN_MESSAGE_CHARS),
+                _ => None,
+            },
         }
     }
 
@@ -136,6 +160,8 @@ impl Turn {
             outcome: TurnOutcome::GaveUp,
             reason: None,
             clarify: None,
+            asked: None,
+            reply: None,
         }
     }
 
@@ -224,6 +250,8 @@ mod tests {
             outcome,
             reason: None,
             clarify: None,
+            asked: None,
+            reply: None,
         }
     }
 

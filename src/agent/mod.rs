@@ -245,6 +245,10 @@ impl Agent {
             context: Context::default(),
             understood_as: None,
             restatements: Vec::new(),
+            written: Vec::new(),
+            rendered: Vec::new(),
+            answered_reply: None,
+            asked: None,
             mode,
             strategy: self.strategy,
             started: Instant::now(),
@@ -684,7 +688,7 @@ impl Agent {
         // A repeat is not shown again: the conversation already holds the attempt.
         if failure.kind != FailureKind::IdenticalToFailed {
             state.repairs.push(RepairTurn {
-                reply: prompts::quoted_reply(failure.kind, &failure.sql),
+                reply: state.failed_reply(failure.kind, &failure.sql),
                 feedback: prompts::feedback_message(
                     failure.kind,
                     &failure.message,
@@ -849,6 +853,8 @@ impl Agent {
             understood_as: None,
             examples: state.used_examples.clone(),
             answered_from_example: state.answered_from_example,
+            asked: state.asked.clone(),
+            answered_reply: state.answered_reply.clone(),
         }
     }
 

@@ -8,18 +8,20 @@
 //!   turn, after the system prompt and its schema, so the cached prefix is the same with
 //!   and without them.
 //! - A repair continues the same conversation: each failed attempt is an assistant turn
-//!   (what the model wrote) and a user turn (what went wrong, the instruction for that
-//!   kind of failure, and schema facts).
+//!   (the reply as the model wrote it, [`closed_reply`], so a server that kept its
+//!   tokens reads them from the cache) and a user turn (what went wrong, the
+//!   instruction for that kind of failure, and schema facts).
 //! - The reply is SQL in a fenced block ([`ReplyFormat::Sql`]: the block is begun for the
 //!   model where the provider continues a turn, and the closing fence stops it), or the
 //!   JSON action object ([`ReplyFormat::Json`], kept for the ablation).
 //!
-//! - A follow-up ([`follow_up_message`]) is asked in the question's place, after the
-//!   same system prompt: the earlier turns it continues (each question, the SQL that
-//!   answered it, its columns and row count; never rows), the follow-up, and the request
-//!   to open the reply with the follow-up as one standalone question. The cached prefix
-//!   is the system prompt, so a follow-up reads the schema from the cache like a first
-//!   question (decision 0011).
+//! - A follow-up is asked as the conversation it continues
+//!   ([`conversation_messages`]): after the same system prompt, each earlier turn's user
+//!   message as it was sent and the reply that answered it as the model wrote it, then
+//!   the follow-up ([`follow_up_message`]: the latest result's columns and row count,
+//!   never rows, the question, and the request to open the reply with it as one
+//!   standalone question). The turn before's prompt and reply are this prompt's
+//!   prefix, so a server that kept them reads only the follow-up (decision 0011).
 //!
 //! The repair instruction is chosen by the failure's kind alone
 //! ([`repair_instruction`]); a kind that is repaired without an instruction fails a test.
@@ -222,63 +224,107 @@ fn restatement_instruction(strategy: &Strategy) -> String {
     }
 }
 
-/// One earlier turn as a follow-up's prompt shows it: in full (the SQL that answered it,
-/// its columns and row count), or as its standalone question alone.
-fn earlier_turn(turn: &Turn, full: bool) -> String {
-    if !full {
-        return format!("Turn {}: {}", turn.number, turn.standalone());
+/// A reply as an assistant turn shows it: as the model wrote it, its SQL block closed
+/// with the fence the model's stop sequence cut off. A server that kept the reply's
+/// tokens (llama.cpp's slot) then reads them from its prompt cache instead of again.
+pub fn closed_reply(text: &str) -> String {
+    match text.strip_prefix(SQL_FENCE) {
+        Some(body) if !body.contains(SQL_STOP) => format!("{text}{SQL_STOP}"),
+        _ => text.to_string(),
     }
-    let mut text = format!("Turn {}: {}", turn.number, turn.question);
-    if let Some(understood) = &turn.understood_as {
-        text.push_str(&format!("\nUnderstood as: {understood}"));
-    }
-    match turn.outcome {
-        TurnOutcome::Answered => {
-            if let Some(sql) = &turn.sql {
-                text.push_str(&format!("\nAnswered with:\n{sql}"));
-            }
-            let rows = match turn.row_count {
-                1 => "1 row".to_string(),
-                n => format!("{n} rows"),
-            };
-            text.push_str(&format!(
-                "\nResult: {rows}; columns: {}",
-                turn.columns.join(", ")
-            ));
-        }
-        TurnOutcome::Declined => {
-            text.push_str("\nDeclined; nothing ran.");
-        }
-        TurnOutcome::GaveUp => {
-            text.push_str("\nNot answered: every query tried failed, so no SQL answered it.");
-        }
-        TurnOutcome::Clarification => {
-            if let Some(clarify) = &turn.clarify {
-                text.push_str(&format!(
-                    "\nAsked back: {} ({})",
-                    clarify.question,
-                    clarify.options.join("; ")
-                ));
-            }
-        }
-    }
-    text
 }
 
-/// The user message of a follow-up: the earlier turns the prompt carries
-/// ([`Context::in_prompt`]), the follow-up with the assumptions the rules resolved, and
-/// what to write. Stands where [`question_message`] stands, after the same system
-/// prompt.
+/// What a turn's user message was, where the turn did not keep it (turns kept before
+/// the message was, or that never reached the model): its question.
+fn earlier_question_text(turn: &Turn) -> String {
+    turn.asked
+        .clone()
+        .unwrap_or_else(|| question_message(&turn.question, &[]))
+}
+
+/// An earlier turn's assistant message: the reply that answered it as written, else
+/// its SQL in the reply's form; for a turn no SQL answered, how it ended.
+fn earlier_reply_text(strategy: &Strategy, turn: &Turn) -> String {
+    match turn.outcome {
+        TurnOutcome::Answered => match (&turn.reply, &turn.sql) {
+            (Some(reply), _) => closed_reply(reply),
+            (None, Some(sql)) => {
+                let understood = turn
+                    .understood_as
+                    .as_deref()
+                    .map(|text| format!("{} {text}\n", super::reply::UNDERSTOOD_MARKER))
+                    .unwrap_or_default();
+                match strategy.reply {
+                    ReplyFormat::Sql => format!("{SQL_FENCE}{understood}{sql}\n{SQL_STOP}"),
+                    ReplyFormat::Json => json!({"action": "sql", "sql": sql}).to_string(),
+                }
+            }
+            (None, None) => "Answered.".to_string(),
+        },
+        TurnOutcome::Declined => "Declined; nothing ran.".to_string(),
+        TurnOutcome::GaveUp => {
+            "Not answered: every query tried failed, so no SQL answered it.".to_string()
+        }
+        TurnOutcome::Clarification => match &turn.clarify {
+            Some(clarify) => format!(
+                "Asked back: {} ({})",
+                clarify.question,
+                clarify.options.join("; ")
+            ),
+            None => "Asked back.".to_string(),
+        },
+    }
+}
+
+/// The earlier turns a follow-up continues, as the conversation they were: each turn
+/// in full ([`Context::in_prompt`]) its user message as it was sent and the reply that
+/// answered it as the model wrote it. The prompt of the turn before is then a prefix
+/// of this one, so a server that kept it (and the reply it wrote) reads only the new
+/// follow-up (decision 0011). Older turns, kept only as their standalone question,
+/// open the first message.
+pub fn conversation_messages(strategy: &Strategy, context: &Context) -> Vec<Message> {
+    let mut older = Vec::new();
+    let mut messages = Vec::new();
+    for (turn, full) in context.in_prompt() {
+        if !full {
+            older.push(format!("- {}", turn.standalone()));
+            continue;
+        }
+        let mut asked = earlier_question_text(turn);
+        if !older.is_empty() {
+            asked = format!(
+                "{FOLLOW_UP_OPENING}, before the turns below, oldest first:\n{}\n\n{asked}",
+                older.join("\n")
+            );
+            older.clear();
+        }
+        messages.push(Message::user(asked));
+        messages.push(Message::assistant(earlier_reply_text(strategy, turn)));
+    }
+    messages
+}
+
+/// The user message of a follow-up, after [`conversation_messages`]: what the latest
+/// answered turn returned (its columns and row count; never rows), the follow-up with
+/// the assumptions the rules resolved, and what to write.
 pub fn follow_up_message(
     strategy: &Strategy,
     context: &Context,
     question: &str,
     assumptions: &[String],
 ) -> String {
-    let mut text = format!("{FOLLOW_UP_OPENING}, oldest first:\n");
-    for (turn, full) in context.in_prompt() {
-        text.push_str(&earlier_turn(turn, full));
-        text.push_str("\n\n");
+    let mut text = String::new();
+    if let Some(latest) = context.turns.last() {
+        if latest.outcome == TurnOutcome::Answered {
+            let rows = match latest.row_count {
+                1 => "1 row".to_string(),
+                n => format!("{n} rows"),
+            };
+            text.push_str(&format!(
+                "That query returned {rows}; columns: {}.\n\n",
+                latest.columns.join(", ")
+            ));
+        }
     }
     text.push_str(&format!("Follow-up question: {question}"));
     if !assumptions.is_empty() {
@@ -289,7 +335,7 @@ pub fn follow_up_message(
     }
     text.push_str(&format!(
         "\n\nWrite one SELECT that answers the follow-up on its own, read in the context of \
-         the turns above: repeat every filter and join of an earlier query it keeps. {}",
+         the conversation above: repeat every filter and join of an earlier query it keeps. {}",
         restatement_instruction(strategy)
     ));
     text
@@ -360,10 +406,14 @@ pub fn generation_request(
     strategy: &Strategy,
     question: &str,
     system: String,
+    earlier: Vec<Message>,
     question_text: String,
     repairs: &[RepairTurn],
 ) -> ModelRequest {
-    let mut messages = vec![Message::stable_system(system), Message::user(question_text)];
+    let follow_up = !earlier.is_empty();
+    let mut messages = vec![Message::stable_system(system)];
+    messages.extend(earlier);
+    messages.push(Message::user(question_text));
     for turn in repairs {
         messages.push(Message::assistant(turn.reply.clone()));
         messages.push(Message::user(turn.feedback.clone()));
@@ -380,7 +430,7 @@ pub fn generation_request(
             .with_stop(&[SQL_STOP])
             .with_max_tokens(SQL_MAX_TOKENS),
         ReplyFormat::Json => {
-            let schema = generation_schema_of(question_text_is_follow_up(&request.messages));
+            let schema = generation_schema_of(follow_up);
             let instruction = json_reply_instruction(&schema);
             request
                 .with_json_schema(schema, instruction)
@@ -389,14 +439,7 @@ pub fn generation_request(
     }
 }
 
-/// Whether a request's question message is a follow-up's.
-fn question_text_is_follow_up(messages: &[Message]) -> bool {
-    messages
-        .get(1)
-        .is_some_and(|message| message.content.starts_with(FOLLOW_UP_OPENING))
-}
-
-/// How a follow-up's message begins.
+/// How the note of a conversation's older turns begins.
 const FOLLOW_UP_OPENING: &str = "Earlier in this conversation";
 
 /// The plain reference prompt with the earlier questions of its conversation before the
@@ -465,6 +508,7 @@ pub fn warm_up_request(strategy: &Strategy, system: String) -> ModelRequest {
         strategy,
         "warm-up",
         system,
+        Vec::new(),
         question_message("How many tables are there?", &[]),
         &[],
     )
@@ -945,11 +989,19 @@ mod tests {
     #[test]
     fn a_repair_keeps_the_first_call_as_its_prefix() {
         let strategy = Strategy::default();
-        let first = generation_request(&strategy, "q", "sys".into(), "Question: q".into(), &[]);
+        let first = generation_request(
+            &strategy,
+            "q",
+            "sys".into(),
+            Vec::new(),
+            "Question: q".into(),
+            &[],
+        );
         let repair = generation_request(
             &strategy,
             "q",
             "sys".into(),
+            Vec::new(),
             "Question: q".into(),
             &[RepairTurn {
                 reply: "```sql\nSELECT x FROM t".into(),
@@ -966,6 +1018,21 @@ mod tests {
         assert_eq!(repair.prefill.as_deref(), Some(SQL_FENCE));
         assert_eq!(repair.stop, vec![SQL_STOP.to_string()]);
         assert!(repair.messages[3].content.contains("What to do:"));
+    }
+
+    #[test]
+    fn a_reply_is_shown_as_written_with_its_block_closed() {
+        // The stop sequence cut the closing fence off: it is put back, nothing else.
+        assert_eq!(
+            closed_reply("```sql\nSELECT 1;\n"),
+            "```sql\nSELECT 1;\n```"
+        );
+        assert_eq!(
+            closed_reply("```sql\nSELECT 1\n```"),
+            "```sql\nSELECT 1\n```"
+        );
+        let json = r#"{"action": "sql", "sql": "SELECT 1"}"#;
+        assert_eq!(closed_reply(json), json);
     }
 
     #[test]

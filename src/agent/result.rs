@@ -176,6 +176,13 @@ pub struct AgentResult {
     /// question confirmed before), when one did.
     #[serde(default)]
     pub answered_from_example: Option<i64>,
+    /// The user message the question was first asked with, kept by its conversation's
+    /// turn (not part of the answer a client reads).
+    #[serde(skip)]
+    pub asked: Option<String>,
+    /// The reply that answered, as the model wrote it (the same).
+    #[serde(skip)]
+    pub answered_reply: Option<String>,
 }
 
 #[cfg(test)]
@@ -216,6 +223,8 @@ impl AgentResult {
             understood_as: None,
             examples: Vec::new(),
             answered_from_example: None,
+            asked: None,
+            answered_reply: None,
         }
     }
 }

@@ -57,6 +57,18 @@ pub(super) struct State<'o> {
     /// Each reply's restatement by its whitespace-folded SQL, so the vote's choice
     /// brings its own.
     pub(super) restatements: Vec<(String, String)>,
+    /// Each reply as the model wrote it, by its whitespace-folded SQL: an assistant turn
+    /// shows a reply as written, so a server that kept its tokens reads them from the
+    /// prompt cache instead of again.
+    pub(super) written: Vec<(String, String)>,
+    /// Each statement the guard passed as it ran (re-rendered, LIMIT included) to the
+    /// SQL as written, both whitespace-folded: a failure names what ran.
+    pub(super) rendered: Vec<(String, String)>,
+    /// The reply whose SQL answered, as written (the latest chosen by a vote or run).
+    pub(super) answered_reply: Option<String>,
+    /// The user message the question was first asked with (examples, earlier turns'
+    /// shape and all): a later follow-up shows it again byte for byte.
+    pub(super) asked: Option<String>,
     pub(super) mode: Mode,
     pub(super) strategy: Strategy,
     pub(super) started: Instant,
@@ -181,12 +193,56 @@ impl State<'_> {
         }
     }
 
-    /// The chosen reply's restatement becomes the question's.
+    /// The chosen reply's restatement becomes the question's, and its text the answer's.
     pub(super) fn chosen(&mut self, sql: &str) {
         let normal = super::reply::normalise_sql(sql);
         if let Some((_, text)) = self.restatements.iter().find(|(key, _)| *key == normal) {
             self.understood_as = Some(text.clone());
         }
+        self.answered_reply = self.written_reply(sql);
+    }
+
+    /// A failed attempt as its repair's assistant turn shows it: the reply as written
+    /// where a reply wrote this SQL (a malformed or runaway one shortened), else the SQL.
+    pub(super) fn failed_reply(&self, kind: super::failure::FailureKind, sql: &str) -> String {
+        use super::failure::FailureKind;
+        match kind {
+            FailureKind::MalformedReply | FailureKind::CutOff => {
+                super::prompts::quoted_reply(kind, sql)
+            }
+            _ => self
+                .written_reply(sql)
+                .unwrap_or_else(|| super::prompts::quoted_reply(kind, sql)),
+        }
+    }
+
+    /// Keeps which SQL as written ran as `ran`.
+    pub(super) fn ran_as(&mut self, sql: &str, ran: &str) {
+        let ran = super::reply::normalise_sql(ran);
+        if !self.rendered.iter().any(|(key, _)| *key == ran) {
+            self.rendered.push((ran, super::reply::normalise_sql(sql)));
+        }
+    }
+
+    /// Keeps what the model wrote for a reply whose SQL is `sql`.
+    pub(super) fn wrote(&mut self, sql: &str, text: &str) {
+        let normal = super::reply::normalise_sql(sql);
+        if !self.written.iter().any(|(key, _)| *key == normal) {
+            self.written.push((normal, text.to_string()));
+        }
+    }
+
+    /// The reply whose SQL is `sql` as the model wrote it, its SQL block closed (see
+    /// [`super::prompts::closed_reply`]); None when no reply wrote it.
+    pub(super) fn written_reply(&self, sql: &str) -> Option<String> {
+        let mut normal = super::reply::normalise_sql(sql);
+        if let Some((_, written)) = self.rendered.iter().find(|(ran, _)| *ran == normal) {
+            normal = written.clone();
+        }
+        self.written
+            .iter()
+            .find(|(key, _)| *key == normal)
+            .map(|(_, text)| super::prompts::closed_reply(text))
     }
 
     pub(super) fn first_round(&mut self, ok: bool, sql: &str) {

@@ -44,6 +44,11 @@ fn first_prompt(recorder: &events::Recorder) -> Vec<String> {
         .expect("the model was asked")
 }
 
+/// Everything after the system prompt of the question's first SQL call, in order.
+fn conversation_text(recorder: &events::Recorder) -> String {
+    first_prompt(recorder)[1..].join("\n\n")
+}
+
 const VOIDED: &str = "How many bills were voided in 2025?";
 const VOIDED_SQL: &str =
     "SELECT COUNT(*) AS voided FROM bills WHERE status = 'VOID' AND strftime('%Y', txn_dt) = '2025'";
@@ -91,16 +96,17 @@ async fn a_follow_up_that_narrows_sees_the_earlier_sql_and_shape_but_no_rows() {
         .is_some_and(|sql| sql.contains("total_amt > 5000")));
     assert!(result.row_count < earlier.row_count);
     let prompt = first_prompt(&recorder);
-    // The cached prefix is the first question's, byte for byte.
-    assert_eq!(prompt[0], first_prompt(&first_steps)[0]);
-    let asked = &prompt[1];
-    assert!(
-        asked.contains(first) && asked.contains(first_sql),
-        "{asked}"
-    );
+    // The first question's prompt is this one's prefix, byte for byte, and its reply
+    // follows as the model wrote it: a server that kept both reads only what is new.
+    let before = first_prompt(&first_steps);
+    assert_eq!(prompt[..2], before[..]);
+    assert_eq!(prompt.len(), 4, "{prompt:?}");
+    assert!(prompt[2].contains(first_sql), "{prompt:?}");
+    assert_eq!(turns[0].reply.as_deref(), Some(prompt[2].as_str()));
+    let asked = &prompt[3];
     assert!(
         asked.contains(&format!(
-            "Result: {} rows; columns: bill_no, total_amt",
+            "That query returned {} rows; columns: bill_no, total_amt",
             earlier.row_count
         )),
         "{asked}"
@@ -110,9 +116,10 @@ async fn a_follow_up_that_narrows_sees_the_earlier_sql_and_shape_but_no_rows() {
         "{asked}"
     );
     assert!(asked.contains("-- Understood as:"), "{asked}");
+    assert_eq!(turns[1].asked.as_deref(), Some(asked.as_str()));
     let shown_bill = earlier.rows[0][0].as_str().expect("a bill number");
     assert!(
-        !asked.contains(shown_bill),
+        prompt.iter().all(|message| !message.contains(shown_bill)),
         "rows never reach the prompt: {asked}"
     );
     // What ran is the query alone: the restatement never reaches the guard.
@@ -196,14 +203,14 @@ async fn a_follow_up_can_refer_back_two_turns() {
         result.understood_as.as_deref(),
         Some("the number of bills voided in 2026")
     );
-    let asked = &first_prompt(&recorder)[1];
+    let prompt = first_prompt(&recorder);
+    let asked = conversation_text(&recorder);
     let first_at = asked.find(VOIDED_SQL).expect("turn 1's SQL is shown");
     let second_at = asked.find("FROM customers").expect("turn 2's SQL is shown");
     assert!(first_at < second_at, "oldest first: {asked}");
-    assert!(
-        asked.contains("Turn 1: ") && asked.contains("Turn 2: "),
-        "{asked}"
-    );
+    // The system prompt, each earlier turn as its message and reply, the follow-up.
+    assert_eq!(prompt.len(), 6, "{prompt:?}");
+    assert!(prompt[1].contains(VOIDED) && prompt[3].contains(customers));
 }
 
 #[tokio::test]
@@ -239,10 +246,12 @@ async fn after_a_declined_write_a_new_question_is_answered_and_more_of_the_write
     assert_eq!(turns[1].sql, None);
     let (result, recorder) = ask_turn(&agent, &mut turns, read).await;
     assert_eq!(result.decision, Decision::Answer, "{:?}", result.reason);
-    let asked = &first_prompt(&recorder)[1];
+    let prompt = first_prompt(&recorder);
+    assert!(prompt[3].contains("Delete those bills"), "{prompt:?}");
+    assert_eq!(prompt[4], "Declined; nothing ran.");
     assert!(
-        asked.contains("Turn 2: Delete those bills\nDeclined; nothing ran."),
-        "{asked}"
+        !prompt[5].contains("That query returned"),
+        "a declined turn returned nothing: {prompt:?}"
     );
     // Continuing the declined write without a question of its own is the write again.
     let mut after_decline = turns[..2].to_vec();
@@ -286,12 +295,34 @@ async fn after_a_give_up_the_follow_up_reads_the_question_not_the_failed_sql() {
     ));
     let agent = agent(&fixture.path, &script).await;
     let mut turns = Vec::new();
-    let (gave_up, _) = ask_turn(&agent, &mut turns, hard).await;
+    let (gave_up, attempts) = ask_turn(&agent, &mut turns, hard).await;
     assert_eq!(gave_up.decision, Decision::GiveUp, "{:?}", gave_up.trace);
+    // A repair shows the failed reply as the model wrote it, fenced as written, so a
+    // server that kept the reply reads it from its cache.
+    let calls: Vec<(Purpose, Vec<String>, Vec<String>)> = attempts
+        .events()
+        .iter()
+        .filter_map(|event| match event {
+            events::AgentEvent::ModelCall {
+                purpose,
+                prompt,
+                replies,
+                ..
+            } => Some((*purpose, prompt.clone(), replies.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(calls[0].0, Purpose::WriteSql);
+    assert_eq!(calls[1].0, Purpose::RepairSql);
+    assert!(calls[0].2[0].contains(bad));
+    assert_eq!(
+        calls[1].1[2],
+        crate::agent::prompts::closed_reply(&calls[0].2[0])
+    );
     assert_eq!(turns[0].outcome, TurnOutcome::GaveUp);
     let (result, recorder) = ask_turn(&agent, &mut turns, follow).await;
     assert_eq!(result.decision, Decision::Answer, "{:?}", result.reason);
-    let asked = &first_prompt(&recorder)[1];
+    let asked = conversation_text(&recorder);
     assert!(asked.contains(hard), "{asked}");
     assert!(asked.contains("Not answered"), "{asked}");
     assert!(
@@ -394,19 +425,31 @@ async fn a_long_conversation_carries_only_the_capped_turns() {
         .collect();
     let (result, recorder) = ask_turn(&agent, &mut turns, follow).await;
     assert_eq!(result.decision, Decision::Answer, "{:?}", result.reason);
-    let asked = &first_prompt(&recorder)[1];
+    let prompt = first_prompt(&recorder);
+    let asked = conversation_text(&recorder);
     let dropped = 8 - TURNS_IN_PROMPT;
     let summarised = TURNS_IN_PROMPT - TURNS_IN_FULL;
+    // The system prompt, a message and a reply per turn in full, the follow-up.
+    assert_eq!(prompt.len(), 1 + 2 * TURNS_IN_FULL + 1, "{prompt:?}");
     for number in 1..=8usize {
-        let shown = asked.contains(&format!("Turn {number}: "));
+        let asked_in_full = asked.contains(&format!("Question number {number}?"));
+        let summary = asked.contains(&format!("- standalone question {number}\n"));
         let with_sql = asked.contains(&format!("AS turn_{number}"));
         if number <= dropped {
-            assert!(!shown, "turn {number} is dropped: {asked}");
+            assert!(
+                !asked_in_full && !summary && !with_sql,
+                "turn {number} is dropped: {asked}"
+            );
         } else if number <= dropped + summarised {
-            assert!(shown && !with_sql, "turn {number} is summarised: {asked}");
-            assert!(asked.contains(&format!("Turn {number}: standalone question {number}")));
+            assert!(
+                summary && !asked_in_full && !with_sql,
+                "turn {number} is summarised: {asked}"
+            );
         } else {
-            assert!(shown && with_sql, "turn {number} is in full: {asked}");
+            assert!(
+                asked_in_full && with_sql,
+                "turn {number} is in full: {asked}"
+            );
         }
     }
 }
