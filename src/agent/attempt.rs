@@ -118,7 +118,7 @@ impl Agent {
             return Ok(Node::SelectSchema);
         };
         state.round_started_ms = state.ms();
-        if state.asked.is_none() && state.mode == Mode::Agent {
+        if state.asked.is_none() && state.mode != Mode::Plain {
             state.asked = Some(self.question_text(state));
         }
         let reply = self.call(state, &request, log).await?;

@@ -5,18 +5,19 @@
 //! [`super::ambiguity::check_in_context`]. Where conversations are kept between
 //! questions is not the agent's concern (`crate::conversation`).
 //!
-//! The earlier turns a prompt carries are bounded: the latest [`TURNS_IN_FULL`] with
-//! their SQL, columns and row count; up to [`TURNS_IN_PROMPT`] in all, the older ones
-//! summarised as their standalone question; anything older is dropped (decision 0011).
-//! Rows are never carried: the answer showed them to the user, the model needs only
-//! their shape.
+//! The earlier turns a prompt carries are bounded: the latest [`TURNS_IN_FULL`] in full
+//! (the message each was asked with and the reply that answered it, as sent and as
+//! written; the latest one's columns and row count with the follow-up); up to
+//! [`TURNS_IN_PROMPT`] in all, the older ones summarised as their standalone question;
+//! anything older is dropped (decision 0011). Rows are never carried: the answer showed
+//! them to the user, the model needs only their shape.
 
 use serde::{Deserialize, Serialize};
 
 use super::{AgentResult, Decision};
 
-/// The latest earlier turns a follow-up's prompt shows in full (question, SQL, columns,
-/// row count).
+/// The latest earlier turns a follow-up's prompt shows in full (the message each was
+/// asked with and the reply that answered it).
 pub const TURNS_IN_FULL: usize = 3;
 
 /// The most earlier turns a follow-up's prompt carries: the ones before the latest
@@ -26,9 +27,10 @@ pub const TURNS_IN_PROMPT: usize = 6;
 /// The longest SQL a turn keeps; longer SQL is cut (a prompt never grows past it).
 pub const TURN_SQL_CHARS: usize = 2_000;
 
-/// The longest user message or reply a turn keeps for the next prompt; a longer one is
-/// not kept (the prompt shows the question, or the SQL, instead).
-pub const TURN_MESSAGE_CHARS: usize = 8_000;
+/// The longest user message or reply, in bytes, a turn keeps for the next prompt; a
+/// longer one is not kept at all (the prompt shows the question, or the SQL, instead),
+/// so three turns in full add at most a few thousand tokens to a prompt.
+pub const TURN_MESSAGE_BYTES: usize = 4_000;
 
 /// The most result columns a turn keeps by name.
 pub const TURN_COLUMNS: usize = 24;
@@ -98,13 +100,13 @@ pub struct Turn {
     pub reason: Option<String>,
     /// What askdb asked back, and the options it offered (clarifications only).
     pub clarify: Option<super::ClarifyRequest>,
-    /// The user message the question was asked with, as sent (cut past
-    /// [`TURN_MESSAGE_CHARS`]: then not kept), so the next follow-up's prompt repeats it
-    /// byte for byte and a server's prompt cache still holds it.
+    /// The user message the question was asked with, as sent (not kept past
+    /// [`TURN_MESSAGE_BYTES`]), so the next follow-up's prompt repeats it byte for byte
+    /// and a server's prompt cache still holds it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub asked: Option<String>,
     /// The reply that answered, as the model wrote it (answered turns only; not kept
-    /// past [`TURN_MESSAGE_CHARS`]).
+    /// past [`TURN_MESSAGE_BYTES`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reply: Option<String>,
 }
@@ -136,12 +138,12 @@ impl Turn {
             asked: result
                 .asked
                 .clone()
-                .filter(|text| text.len() <= TURN_MESSAGE_CHARS),
+                .filter(|text| text.len() <= TURN_MESSAGE_BYTES),
             reply: match outcome {
                 TurnOutcome::Answered => result
                     .answered_reply
                     .clone()
-                    .filter(|text| text.len() <= TURN_MESSAGE_CHARS),
+                    .filter(|text| text.len() <= TURN_MESSAGE_BYTES),
                 _ => None,
             },
         }
@@ -310,5 +312,36 @@ mod tests {
             None,
             "only an answer's SQL is kept"
         );
+    }
+
+    #[test]
+    fn a_turn_keeps_its_message_and_reply_only_within_the_bound() {
+        let mut result = AgentResult::for_tests("How many?", Decision::Answer);
+        result.asked = Some("Question: How many?".to_string());
+        result.answered_reply = Some("```sql\nSELECT 1\n```".to_string());
+        let turn = Turn::from_result(1, &result);
+        assert_eq!(turn.asked.as_deref(), Some("Question: How many?"));
+        assert_eq!(turn.reply.as_deref(), Some("```sql\nSELECT 1\n```"));
+        result.asked = Some("x".repeat(TURN_MESSAGE_BYTES + 1));
+        result.answered_reply = Some("y".repeat(TURN_MESSAGE_BYTES + 1));
+        let long = Turn::from_result(1, &result);
+        assert_eq!((long.asked, long.reply), (None, None), "too long: not kept");
+        result.answered_reply = Some("```sql\nSELECT 1\n```".to_string());
+        result.decision = Decision::Decline;
+        assert_eq!(
+            Turn::from_result(1, &result).reply,
+            None,
+            "only an answer's reply"
+        );
+    }
+
+    #[test]
+    fn a_turn_stored_before_messages_were_kept_still_loads() {
+        let stored = r#"{"number": 1, "question": "How many?", "understood_as": null,
+            "sql": "SELECT 1", "columns": ["n"], "row_count": 1, "outcome": "answered",
+            "reason": null, "clarify": null}"#;
+        let turn: Turn = serde_json::from_str(stored).expect("an older turn loads");
+        assert_eq!((turn.asked, turn.reply), (None, None));
+        assert_eq!(turn.sql.as_deref(), Some("SELECT 1"));
     }
 }

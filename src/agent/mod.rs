@@ -784,6 +784,10 @@ impl Agent {
             "answer",
             format!("{} row(s), chart {}", result.row_count, chart.kind),
         );
+        // The reply that wrote the SQL answered with, as the model wrote it: the answer
+        // may be rows held from an earlier round (a suspect answer whose repair
+        // failed), not the latest reply chosen.
+        state.answered_reply = state.written_reply(&result.sql);
         let mut agent_result = self.base_result(state, Decision::Answer);
         agent_result.sql = Some(result.sql.clone());
         agent_result.columns = result.columns;

@@ -20,8 +20,9 @@
 //!   message as it was sent and the reply that answered it as the model wrote it, then
 //!   the follow-up ([`follow_up_message`]: the latest result's columns and row count,
 //!   never rows, the question, and the request to open the reply with it as one
-//!   standalone question). The turn before's prompt and reply are this prompt's
-//!   prefix, so a server that kept them reads only the follow-up (decision 0011).
+//!   standalone question). With up to 3 earlier turns and the same system prompt, the
+//!   turn before's prompt and reply are this prompt's prefix, so a server that kept
+//!   them reads only the follow-up (decision 0011).
 //!
 //! The repair instruction is chosen by the failure's kind alone
 //! ([`repair_instruction`]); a kind that is repaired without an instruction fails a test.
@@ -937,122 +938,4 @@ fn system_prompt_with_notes(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_repaired_database_error_has_an_instruction_and_the_rest_none() {
-        for error_type in ErrorType::ALL {
-            assert_eq!(
-                error_type.repairable(),
-                repair_instruction(FailureKind::Database(error_type)).is_some(),
-                "{error_type}: repairable types need an instruction, others must have none"
-            );
-        }
-    }
-
-    #[test]
-    fn the_system_prompt_leads_with_instructions_and_ends_with_the_schema() {
-        let strategy = Strategy::default();
-        let prompt = system_prompt(SqlDialect::Sqlite, &strategy, "<schema>x</schema>", true);
-        assert!(prompt.starts_with("You write one read-only sqlite SELECT"));
-        assert!(prompt.ends_with("<schema>x</schema>"));
-        assert!(prompt.contains("strftime"));
-        let with_alias = Strategy {
-            alias_rule: true,
-            ..strategy
-        };
-        assert!(system_prompt(SqlDialect::Sqlite, &with_alias, "", true).contains(ALIAS_RULE));
-        assert!(!prompt.contains(ALIAS_RULE));
-        let json = system_prompt(SqlDialect::Postgres, &Strategy::json_actions(), "s", true);
-        assert!(json.starts_with("You are askdb."));
-        let lean = Strategy {
-            hints: Hints::Lean,
-            ..strategy
-        };
-        let lean = system_prompt(SqlDialect::Sqlite, &lean, "", true);
-        assert!(lean.contains("join only the tables the question needs"));
-        assert!(!lean.contains("strftime") && !lean.contains("join on the keys shown"));
-        let fit = Strategy {
-            hints: Hints::Fit,
-            group_columns: true,
-            ..strategy
-        };
-        let dated = system_prompt(SqlDialect::Sqlite, &fit, "", true);
-        let undated = system_prompt(SqlDialect::Sqlite, &fit, "", false);
-        assert!(dated.contains("strftime") && dated.contains("holds only a year"));
-        assert!(!undated.contains("strftime") && undated.contains("holds only a year"));
-        assert!(undated.contains(GROUP_COLUMNS_RULE));
-        assert!(!prompt.contains(GROUP_COLUMNS_RULE));
-    }
-
-    #[test]
-    fn a_repair_keeps_the_first_call_as_its_prefix() {
-        let strategy = Strategy::default();
-        let first = generation_request(
-            &strategy,
-            "q",
-            "sys".into(),
-            Vec::new(),
-            "Question: q".into(),
-            &[],
-        );
-        let repair = generation_request(
-            &strategy,
-            "q",
-            "sys".into(),
-            Vec::new(),
-            "Question: q".into(),
-            &[RepairTurn {
-                reply: "```sql\nSELECT x FROM t".into(),
-                feedback: feedback_message(
-                    FailureKind::Database(ErrorType::UnknownColumn),
-                    "no such column: x",
-                    None,
-                ),
-            }],
-        );
-        assert_eq!(first.messages[..], repair.messages[..2]);
-        assert_eq!(first.purpose, Purpose::WriteSql);
-        assert_eq!(repair.purpose, Purpose::RepairSql);
-        assert_eq!(repair.prefill.as_deref(), Some(SQL_FENCE));
-        assert_eq!(repair.stop, vec![SQL_STOP.to_string()]);
-        assert!(repair.messages[3].content.contains("What to do:"));
-    }
-
-    #[test]
-    fn a_reply_is_shown_as_written_with_its_block_closed() {
-        // The stop sequence cut the closing fence off: it is put back, nothing else.
-        assert_eq!(
-            closed_reply("```sql\nSELECT 1;\n"),
-            "```sql\nSELECT 1;\n```"
-        );
-        assert_eq!(
-            closed_reply("```sql\nSELECT 1\n```"),
-            "```sql\nSELECT 1\n```"
-        );
-        let json = r#"{"action": "sql", "sql": "SELECT 1"}"#;
-        assert_eq!(closed_reply(json), json);
-    }
-
-    #[test]
-    fn the_column_fact_names_the_alias_and_the_owner() {
-        let fact = ColumnFact {
-            column: "Quantity".into(),
-            qualified: Some(("T2".into(), Some("tracks".into()))),
-            owners: vec![super::super::repair_facts::Owner {
-                table: "invoice_items".into(),
-                column: "Quantity".into(),
-                known_as: Some("T3".into()),
-                join: Vec::new(),
-                card: None,
-            }],
-        };
-        let text = column_fact_text(&fact);
-        assert!(
-            text.contains("T2 stands for tracks, which has no column Quantity"),
-            "{text}"
-        );
-        assert!(text.contains("write T3.Quantity"), "{text}");
-    }
-}
+mod tests;

@@ -64,7 +64,8 @@ pub(super) struct State<'o> {
     /// Each statement the guard passed as it ran (re-rendered, LIMIT included) to the
     /// SQL as written, both whitespace-folded: a failure names what ran.
     pub(super) rendered: Vec<(String, String)>,
-    /// The reply whose SQL answered, as written (the latest chosen by a vote or run).
+    /// The reply whose SQL answered, as written: set when the answer is given, from
+    /// the SQL that ran ([`State::written_reply`]).
     pub(super) answered_reply: Option<String>,
     /// The user message the question was first asked with (examples, earlier turns'
     /// shape and all): a later follow-up shows it again byte for byte.
@@ -193,13 +194,12 @@ impl State<'_> {
         }
     }
 
-    /// The chosen reply's restatement becomes the question's, and its text the answer's.
+    /// The chosen reply's restatement becomes the question's.
     pub(super) fn chosen(&mut self, sql: &str) {
         let normal = super::reply::normalise_sql(sql);
         if let Some((_, text)) = self.restatements.iter().find(|(key, _)| *key == normal) {
             self.understood_as = Some(text.clone());
         }
-        self.answered_reply = self.written_reply(sql);
     }
 
     /// A failed attempt as its repair's assistant turn shows it: the reply as written

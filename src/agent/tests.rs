@@ -1368,6 +1368,37 @@ async fn a_repair_that_still_fails_a_check_is_answered_with_warnings_and_never_r
 }
 
 #[tokio::test]
+async fn rows_held_past_a_failed_repair_keep_the_reply_that_wrote_them() {
+    let fixture = demo();
+    // The suspect rows are held; both repairs fail to run, so the held rows are the
+    // answer, and the turn a conversation keeps must show the reply that wrote them.
+    let broken = "SELECT strftime('%m', txn_dt) AS month, SUM(totl_amt) FROM bills GROUP BY month";
+    let agent = agent(
+        &fixture.path,
+        &[
+            line(MONTHLY_2025, "write_sql", sql_reply(ARCHIVE_BY_YEAR)),
+            line(MONTHLY_2025, "repair_sql", sql_reply(broken)),
+            line(
+                MONTHLY_2025,
+                "repair_sql",
+                sql_reply(&broken.replace("totl", "tot")),
+            ),
+        ],
+    )
+    .await;
+    let (result, _) = ask_recorded(&agent, MONTHLY_2025).await;
+    assert_eq!(result.decision, Decision::Answer, "{:?}", result.trace);
+    assert!(!result.warnings.is_empty());
+    assert!(result
+        .sql
+        .as_deref()
+        .is_some_and(|sql| sql.contains("bill_archive")));
+    let reply = result.answered_reply.as_deref().unwrap_or_default();
+    assert!(reply.contains("bill_archive.amt"), "{reply}");
+    assert!(!reply.contains("totl_amt"), "{reply}");
+}
+
+#[tokio::test]
 async fn baseline_shows_a_suspect_first_answer_with_warnings_and_no_repair() {
     let fixture = demo();
     let agent = agent(

@@ -358,6 +358,13 @@ pub struct ModeFigures {
     /// graded or not): a follow-up should take no longer than a first question.
     pub first_turn_p50_ms: Option<u64>,
     pub follow_up_p50_ms: Option<u64>,
+    /// Median prompt tokens a turn's model calls made the server read (not from its
+    /// prompt cache), first turns and follow-ups: how much of a follow-up's prompt was a
+    /// prefix the server already held. None where no turn recorded its calls.
+    #[serde(default)]
+    pub first_turn_new_prompt_tokens_p50: Option<u64>,
+    #[serde(default)]
+    pub follow_up_new_prompt_tokens_p50: Option<u64>,
 }
 
 /// What a SParC run measured.
@@ -436,6 +443,31 @@ fn median_latency(records: &[TurnRecord], mode: SparcMode, which: fn(u32) -> boo
     percentile_nearest_rank(&latencies, 50)
 }
 
+fn median_new_prompt_tokens(
+    records: &[TurnRecord],
+    mode: SparcMode,
+    which: fn(u32) -> bool,
+) -> Option<u64> {
+    let mut tokens: Vec<u64> = records
+        .iter()
+        .filter(|record| {
+            record.mode == mode
+                && !record.infrastructure
+                && which(record.turn)
+                && !record.model_calls.is_empty()
+        })
+        .map(|record| {
+            record
+                .model_calls
+                .iter()
+                .map(|call| call.input_tokens.saturating_sub(call.cache_read_tokens))
+                .sum()
+        })
+        .collect();
+    tokens.sort_unstable();
+    percentile_nearest_rank(&tokens, 50)
+}
+
 /// The figures of a run's records.
 pub fn summarize(records: &[TurnRecord]) -> SparcSummary {
     let mut interactions: Vec<&str> = records.iter().map(|r| r.interaction.as_str()).collect();
@@ -474,6 +506,12 @@ pub fn summarize(records: &[TurnRecord]) -> SparcSummary {
                 interactions: Rate::of(all_right as u64, graded as u64),
                 first_turn_p50_ms: median_latency(records, mode, |turn| turn == 1),
                 follow_up_p50_ms: median_latency(records, mode, |turn| turn > 1),
+                first_turn_new_prompt_tokens_p50: median_new_prompt_tokens(records, mode, |turn| {
+                    turn == 1
+                }),
+                follow_up_new_prompt_tokens_p50: median_new_prompt_tokens(records, mode, |turn| {
+                    turn > 1
+                }),
             }
         })
         .collect();
@@ -533,20 +571,22 @@ fn difference_text(name: &str, difference: &PairedDifference) -> String {
 pub fn render(summary: &SparcSummary) -> String {
     let mut text = format!(
         "SParC: {} interactions, {} turns; {} turn(s) left ungraded (their gold fails or returns no rows on these files)\n\n\
-         | mode | questions | first turns | follow-ups | interactions | median ms, first / follow-up |\n|---|---|---|---|---|---|\n",
+         | mode | questions | first turns | follow-ups | interactions | median ms, first / follow-up | median uncached prompt tokens, first / follow-up |\n|---|---|---|---|---|---|---|\n",
         summary.interactions, summary.turns, summary.ungraded_gold_turns
     );
     for figures in &summary.modes {
         let ms = |value: Option<u64>| value.map_or_else(|| "-".to_string(), |ms| ms.to_string());
         text.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} / {} |\n",
+            "| {} | {} | {} | {} | {} | {} / {} | {} / {} |\n",
             figures.mode.as_str(),
             rate_text(&figures.questions),
             rate_text(&figures.first_turns),
             rate_text(&figures.follow_ups),
             rate_text(&figures.interactions),
             ms(figures.first_turn_p50_ms),
-            ms(figures.follow_up_p50_ms)
+            ms(figures.follow_up_p50_ms),
+            ms(figures.first_turn_new_prompt_tokens_p50),
+            ms(figures.follow_up_new_prompt_tokens_p50)
         ));
     }
     text.push('\n');

@@ -13,9 +13,8 @@ use std::time::{Duration, Instant};
 use axum::body::Body;
 use axum::http::{header, Request, StatusCode};
 use serde_json::Value;
-use tower::ServiceExt;
 
-use super::tests::{call, gate, post_json};
+use super::tests::{call, gate, post_json, session_cookie};
 use super::*;
 use crate::llm::scripted::ScriptedProvider;
 use crate::llm::{PriceTable, SpendLedger};
@@ -209,21 +208,7 @@ async fn a_session_made_on_one_replica_is_taken_by_the_other_until_a_revocation_
     let a = replica(dir.path(), &url, None, config(&file_a)).await;
     let b = replica(dir.path(), &url, None, config(&file_b)).await;
 
-    let response = app(a.clone())
-        .oneshot(post_json(
-            "/api/session",
-            &format!("{{\"token\": \"{token}\"}}"),
-        ))
-        .await
-        .expect("infallible");
-    assert_eq!(response.status(), StatusCode::OK);
-    let cookie = response
-        .headers()
-        .get(header::SET_COOKIE)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.split(';').next())
-        .expect("a cookie")
-        .to_string();
+    let cookie = session_cookie(&a, &token).await;
     let (status, body) = call(&b, with_header("/api/session", header::COOKIE, &cookie)).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["user"], "ana", "the other replica knows the session");
@@ -519,21 +504,7 @@ async fn a_shared_user_signs_in_on_every_replica_until_revoked_on_one() {
     }
 
     // The page signs in on B; its session is taken on A.
-    let response = app(b.clone())
-        .oneshot(post_json(
-            "/api/session",
-            &format!("{{\"token\": \"{token}\"}}"),
-        ))
-        .await
-        .expect("infallible");
-    assert_eq!(response.status(), StatusCode::OK);
-    let cookie = response
-        .headers()
-        .get(header::SET_COOKIE)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.split(';').next())
-        .expect("a cookie")
-        .to_string();
+    let cookie = session_cookie(&b, &token).await;
     let (_, body) = call(&a, with_header("/api/session", header::COOKIE, &cookie)).await;
     assert_eq!(body["user"], "ana", "{body}");
 

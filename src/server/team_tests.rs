@@ -424,23 +424,7 @@ async fn a_policys_pace_is_its_users_own() {
         "{own}"
     );
     // Nor through the page's session cookie, which signs him in as his token does.
-    let signed_in = app(state.clone())
-        .oneshot(
-            Request::post("/api/session")
-                .header(header::CONTENT_TYPE, "application/json")
-                .body(Body::from(json!({ "token": ben }).to_string()))
-                .expect("request"),
-        )
-        .await
-        .expect("infallible");
-    assert_eq!(signed_in.status(), StatusCode::OK);
-    let cookie = signed_in
-        .headers()
-        .get(header::SET_COOKIE)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.split(';').next())
-        .expect("a session cookie")
-        .to_string();
+    let cookie = super::tests::session_cookie(&state, &ben).await;
     let by_cookie = app(state.clone())
         .oneshot(
             Request::get("/metrics")

@@ -63,6 +63,26 @@ pub(super) async fn call(state: &AppState, request: Request<Body>) -> (StatusCod
     (status, value)
 }
 
+/// Signs in on `state` with `token` as the page does (POST /api/session) and returns
+/// the session cookie it sets, as a `Cookie` header's value.
+pub(super) async fn session_cookie(state: &AppState, token: &str) -> String {
+    let response = app(state.clone())
+        .oneshot(post_json(
+            "/api/session",
+            &json!({ "token": token }).to_string(),
+        ))
+        .await
+        .expect("infallible");
+    assert_eq!(response.status(), StatusCode::OK);
+    response
+        .headers()
+        .get(header::SET_COOKIE)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.split(';').next())
+        .expect("a session cookie")
+        .to_string()
+}
+
 pub(super) fn post_json(path: &str, body: &str) -> Request<Body> {
     Request::post(path)
         .header(header::CONTENT_TYPE, "application/json")

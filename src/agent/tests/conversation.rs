@@ -196,7 +196,7 @@ async fn a_follow_up_can_refer_back_two_turns() {
     .await;
     let mut turns = Vec::new();
     ask_turn(&agent, &mut turns, VOIDED).await;
-    ask_turn(&agent, &mut turns, customers).await;
+    let (_, second_steps) = ask_turn(&agent, &mut turns, customers).await;
     let (result, recorder) = ask_turn(&agent, &mut turns, back).await;
     assert_eq!(result.decision, Decision::Answer, "{:?}", result.reason);
     assert_eq!(
@@ -211,6 +211,10 @@ async fn a_follow_up_can_refer_back_two_turns() {
     // The system prompt, each earlier turn as its message and reply, the follow-up.
     assert_eq!(prompt.len(), 6, "{prompt:?}");
     assert!(prompt[1].contains(VOIDED) && prompt[3].contains(customers));
+    // The turn before's prompt is this one's prefix, then the reply it got as written.
+    let before = first_prompt(&second_steps);
+    assert_eq!(prompt[..before.len()], before[..]);
+    assert_eq!(turns[1].reply.as_deref(), Some(prompt[4].as_str()));
 }
 
 #[tokio::test]
@@ -429,8 +433,13 @@ async fn a_long_conversation_carries_only_the_capped_turns() {
     let asked = conversation_text(&recorder);
     let dropped = 8 - TURNS_IN_PROMPT;
     let summarised = TURNS_IN_PROMPT - TURNS_IN_FULL;
-    // The system prompt, a message and a reply per turn in full, the follow-up.
+    // The system prompt, a message and a reply per turn in full, the follow-up; the
+    // summarised turns open the first message.
     assert_eq!(prompt.len(), 1 + 2 * TURNS_IN_FULL + 1, "{prompt:?}");
+    assert!(
+        prompt[1].starts_with("Earlier in this conversation"),
+        "{prompt:?}"
+    );
     for number in 1..=8usize {
         let asked_in_full = asked.contains(&format!("Question number {number}?"));
         let summary = asked.contains(&format!("- standalone question {number}\n"));

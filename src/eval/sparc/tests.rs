@@ -228,6 +228,14 @@ async fn a_run_asks_every_turn_in_three_modes_and_counts_what_the_script_implies
     assert!(text.contains("1 turn(s) left ungraded"), "{text}");
     assert!(text.contains("| agent | 100.0% (3/3"), "{text}");
     assert!(agent.first_turn_p50_ms.is_some() && agent.follow_up_p50_ms.is_some());
+    // Each turn keeps its model calls, so the uncached prompt tokens are counted.
+    assert!(records
+        .iter()
+        .filter(|record| record.decision.is_some())
+        .all(|record| !record.model_calls.is_empty() && record.attempts >= 1));
+    assert!(agent
+        .follow_up_new_prompt_tokens_p50
+        .is_some_and(|tokens| tokens > 0));
     let written: SparcReport = serde_json::from_str(
         &std::fs::read_to_string(dir.join("summary.json")).expect("summary written"),
     )
