@@ -159,8 +159,7 @@ impl Agent {
                         }
                         None => sql,
                     };
-                    state.restated(&sql, understood_as);
-                    state.wrote(&sql, text);
+                    state.wrote(&sql, text, understood_as);
                     for assumption in assumptions {
                         if !state.assumptions.contains(&assumption) {
                             state.assumptions.push(assumption);

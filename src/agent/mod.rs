@@ -244,10 +244,8 @@ impl Agent {
             question,
             context: Context::default(),
             understood_as: None,
-            restatements: Vec::new(),
             written: Vec::new(),
             rendered: Vec::new(),
-            answered_reply: None,
             asked: None,
             mode,
             strategy: self.strategy,
@@ -784,11 +782,11 @@ impl Agent {
             "answer",
             format!("{} row(s), chart {}", result.row_count, chart.kind),
         );
+        let mut agent_result = self.base_result(state, Decision::Answer);
         // The reply that wrote the SQL answered with, as the model wrote it: the answer
         // may be rows held from an earlier round (a suspect answer whose repair
         // failed), not the latest reply chosen.
-        state.answered_reply = state.written_reply(&result.sql);
-        let mut agent_result = self.base_result(state, Decision::Answer);
+        agent_result.answered_reply = state.written_reply(&result.sql);
         agent_result.sql = Some(result.sql.clone());
         agent_result.columns = result.columns;
         agent_result.row_count = result.row_count;
@@ -858,7 +856,7 @@ impl Agent {
             examples: state.used_examples.clone(),
             answered_from_example: state.answered_from_example,
             asked: state.asked.clone(),
-            answered_reply: state.answered_reply.clone(),
+            answered_reply: None,
         }
     }
 

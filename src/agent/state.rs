@@ -45,6 +45,15 @@ pub(super) enum Node {
     Done,
 }
 
+/// A reply that wrote SQL, as the model wrote it.
+pub(super) struct Written {
+    /// Its SQL, whitespace-folded.
+    pub(super) sql: String,
+    pub(super) text: String,
+    /// Its restatement (a follow-up's "Understood as").
+    pub(super) understood_as: Option<String>,
+}
+
 pub(super) struct State<'o> {
     /// The question as the prompt asks it (a reply to a clarification is the earlier
     /// question with the option chosen).
@@ -54,19 +63,13 @@ pub(super) struct State<'o> {
     /// The standalone restatement of a follow-up, from the reply whose rows answered it
     /// (else the latest reply that gave one).
     pub(super) understood_as: Option<String>,
-    /// Each reply's restatement by its whitespace-folded SQL, so the vote's choice
-    /// brings its own.
-    pub(super) restatements: Vec<(String, String)>,
-    /// Each reply as the model wrote it, by its whitespace-folded SQL: an assistant turn
-    /// shows a reply as written, so a server that kept its tokens reads them from the
-    /// prompt cache instead of again.
-    pub(super) written: Vec<(String, String)>,
+    /// Each reply that wrote SQL, once per whitespace-folded SQL: the vote's choice
+    /// brings its own restatement, and an assistant turn shows a reply as written, so a
+    /// server that kept its tokens reads them from the prompt cache instead of again.
+    pub(super) written: Vec<Written>,
     /// Each statement the guard passed as it ran (re-rendered, LIMIT included) to the
     /// SQL as written, both whitespace-folded: a failure names what ran.
     pub(super) rendered: Vec<(String, String)>,
-    /// The reply whose SQL answered, as written: set when the answer is given, from
-    /// the SQL that ran ([`State::written_reply`]).
-    pub(super) answered_reply: Option<String>,
     /// The user message the question was first asked with (examples, earlier turns'
     /// shape and all): a later follow-up shows it again byte for byte.
     pub(super) asked: Option<String>,
@@ -182,38 +185,46 @@ impl State<'_> {
         text
     }
 
-    /// Keeps a reply's restatement, and makes it the question's until a chosen reply
-    /// brings its own.
-    pub(super) fn restated(&mut self, sql: &str, understood_as: Option<String>) {
-        if let Some(text) = understood_as {
-            self.restatements
-                .push((super::reply::normalise_sql(sql), text.clone()));
-            if self.understood_as.is_none() {
-                self.understood_as = Some(text);
+    /// Keeps a reply that wrote `sql` as the model wrote it, and its restatement, which
+    /// becomes the question's until a chosen reply brings its own.
+    pub(super) fn wrote(&mut self, sql: &str, text: &str, understood_as: Option<String>) {
+        if self.understood_as.is_none() {
+            self.understood_as.clone_from(&understood_as);
+        }
+        let sql = super::reply::normalise_sql(sql);
+        match self.written.iter_mut().find(|written| written.sql == sql) {
+            Some(written) => {
+                if written.understood_as.is_none() {
+                    written.understood_as = understood_as;
+                }
             }
+            None => self.written.push(Written {
+                sql,
+                text: text.to_string(),
+                understood_as,
+            }),
         }
     }
 
     /// The chosen reply's restatement becomes the question's.
     pub(super) fn chosen(&mut self, sql: &str) {
         let normal = super::reply::normalise_sql(sql);
-        if let Some((_, text)) = self.restatements.iter().find(|(key, _)| *key == normal) {
-            self.understood_as = Some(text.clone());
+        if let Some(text) = self
+            .written
+            .iter()
+            .find(|written| written.sql == normal)
+            .and_then(|written| written.understood_as.clone())
+        {
+            self.understood_as = Some(text);
         }
     }
 
     /// A failed attempt as its repair's assistant turn shows it: the reply as written
-    /// where a reply wrote this SQL (a malformed or runaway one shortened), else the SQL.
+    /// where a reply wrote this SQL, else as [`super::prompts::quoted_reply`] quotes it
+    /// (a malformed or runaway reply, which wrote no SQL, shortened).
     pub(super) fn failed_reply(&self, kind: super::failure::FailureKind, sql: &str) -> String {
-        use super::failure::FailureKind;
-        match kind {
-            FailureKind::MalformedReply | FailureKind::CutOff => {
-                super::prompts::quoted_reply(kind, sql)
-            }
-            _ => self
-                .written_reply(sql)
-                .unwrap_or_else(|| super::prompts::quoted_reply(kind, sql)),
-        }
+        self.written_reply(sql)
+            .unwrap_or_else(|| super::prompts::quoted_reply(kind, sql))
     }
 
     /// Keeps which SQL as written ran as `ran`.
@@ -221,14 +232,6 @@ impl State<'_> {
         let ran = super::reply::normalise_sql(ran);
         if !self.rendered.iter().any(|(key, _)| *key == ran) {
             self.rendered.push((ran, super::reply::normalise_sql(sql)));
-        }
-    }
-
-    /// Keeps what the model wrote for a reply whose SQL is `sql`.
-    pub(super) fn wrote(&mut self, sql: &str, text: &str) {
-        let normal = super::reply::normalise_sql(sql);
-        if !self.written.iter().any(|(key, _)| *key == normal) {
-            self.written.push((normal, text.to_string()));
         }
     }
 
@@ -241,8 +244,8 @@ impl State<'_> {
         }
         self.written
             .iter()
-            .find(|(key, _)| *key == normal)
-            .map(|(_, text)| super::prompts::closed_reply(text))
+            .find(|written| written.sql == normal)
+            .map(|written| super::prompts::closed_reply(&written.text))
     }
 
     pub(super) fn first_round(&mut self, ok: bool, sql: &str) {
