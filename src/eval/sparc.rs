@@ -433,39 +433,37 @@ fn rate_of(outcomes: &[QuestionOutcome]) -> Rate {
     Rate::of(successes as u64, scored.len() as u64)
 }
 
-fn median_latency(records: &[TurnRecord], mode: SparcMode, which: fn(u32) -> bool) -> Option<u64> {
-    let mut latencies: Vec<u64> = records
-        .iter()
-        .filter(|record| record.mode == mode && !record.infrastructure && which(record.turn))
-        .map(|record| record.latency_ms)
-        .collect();
-    latencies.sort_unstable();
-    percentile_nearest_rank(&latencies, 50)
-}
-
-fn median_new_prompt_tokens(
+/// The median of `value` over one mode's turns that `which` keeps, infrastructure
+/// failures left out, and turns `value` has nothing for.
+fn median_of(
     records: &[TurnRecord],
     mode: SparcMode,
     which: fn(u32) -> bool,
+    value: fn(&TurnRecord) -> Option<u64>,
 ) -> Option<u64> {
-    let mut tokens: Vec<u64> = records
+    let mut values: Vec<u64> = records
         .iter()
-        .filter(|record| {
-            record.mode == mode
-                && !record.infrastructure
-                && which(record.turn)
-                && !record.model_calls.is_empty()
-        })
-        .map(|record| {
-            record
-                .model_calls
-                .iter()
-                .map(|call| call.input_tokens.saturating_sub(call.cache_read_tokens))
-                .sum()
-        })
+        .filter(|record| record.mode == mode && !record.infrastructure && which(record.turn))
+        .filter_map(value)
         .collect();
-    tokens.sort_unstable();
-    percentile_nearest_rank(&tokens, 50)
+    values.sort_unstable();
+    percentile_nearest_rank(&values, 50)
+}
+
+fn latency(record: &TurnRecord) -> Option<u64> {
+    Some(record.latency_ms)
+}
+
+/// The prompt tokens a turn's model calls made the server read, not from its cache;
+/// None for a turn that recorded no call.
+fn new_prompt_tokens(record: &TurnRecord) -> Option<u64> {
+    (!record.model_calls.is_empty()).then(|| {
+        record
+            .model_calls
+            .iter()
+            .map(|call| call.input_tokens.saturating_sub(call.cache_read_tokens))
+            .sum()
+    })
 }
 
 /// The figures of a run's records.
@@ -504,14 +502,20 @@ pub fn summarize(records: &[TurnRecord]) -> SparcSummary {
                 first_turns: rate_of(&turn_outcomes(records, mode, |turn| turn == 1)),
                 follow_ups: rate_of(&turn_outcomes(records, mode, |turn| turn > 1)),
                 interactions: Rate::of(all_right as u64, graded as u64),
-                first_turn_p50_ms: median_latency(records, mode, |turn| turn == 1),
-                follow_up_p50_ms: median_latency(records, mode, |turn| turn > 1),
-                first_turn_new_prompt_tokens_p50: median_new_prompt_tokens(records, mode, |turn| {
-                    turn == 1
-                }),
-                follow_up_new_prompt_tokens_p50: median_new_prompt_tokens(records, mode, |turn| {
-                    turn > 1
-                }),
+                first_turn_p50_ms: median_of(records, mode, |turn| turn == 1, latency),
+                follow_up_p50_ms: median_of(records, mode, |turn| turn > 1, latency),
+                first_turn_new_prompt_tokens_p50: median_of(
+                    records,
+                    mode,
+                    |turn| turn == 1,
+                    new_prompt_tokens,
+                ),
+                follow_up_new_prompt_tokens_p50: median_of(
+                    records,
+                    mode,
+                    |turn| turn > 1,
+                    new_prompt_tokens,
+                ),
             }
         })
         .collect();
