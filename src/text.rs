@@ -1,7 +1,8 @@
 //! Small text helpers every layer uses: an error written with its chain of causes, a URL
 //! shown without its password, and text cut to a length. One home each, so that, say, a
 //! password is redacted the same way in a log line, a run manifest and an error. Also
-//! a list of sentences with each said once, as a reader would count them.
+//! a list of sentences with each said once, as a reader would count them, and a count
+//! with its noun ("1 row", "2 rows").
 
 /// An error with its chain of causes ("error connecting to server: Connection refused"):
 /// many libraries print only the outermost part by themselves. A cause whose text the
@@ -66,6 +67,16 @@ pub fn redact_password(url: &str) -> String {
     }
 }
 
+/// A count with its noun in the number it takes: `counted(1, "row", "rows")` is
+/// "1 row", `counted(2, "row", "rows")` "2 rows".
+pub fn counted(count: u64, one: &str, many: &str) -> String {
+    if count == 1 {
+        format!("1 {one}")
+    } else {
+        format!("{count} {many}")
+    }
+}
+
 /// Cuts text to at most `max` characters, marking the cut with an ellipsis.
 pub fn cut_text(text: &str, max: usize) -> String {
     if text.chars().count() <= max {
@@ -96,6 +107,13 @@ pub fn each_once(sentences: Vec<String>) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_count_takes_its_nouns_number() {
+        assert_eq!(counted(0, "row", "rows"), "0 rows");
+        assert_eq!(counted(1, "row", "rows"), "1 row");
+        assert_eq!(counted(2, "attempt", "attempts"), "2 attempts");
+    }
 
     #[test]
     fn mysql_and_mariadb_urls_are_read_alike_and_nothing_else_is_one() {

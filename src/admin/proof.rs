@@ -94,11 +94,7 @@ async fn attempt(client: &mut Client, sql: &str) -> Result<u64, tokio_postgres::
 }
 
 fn row_count(rows: u64) -> String {
-    if rows == 1 {
-        "1 row".to_string()
-    } else {
-        format!("{rows} rows")
-    }
+    crate::text::counted(rows, "row", "rows")
 }
 
 pub(super) async fn expect_refusal(

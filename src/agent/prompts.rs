@@ -317,12 +317,9 @@ pub fn follow_up_message(
     let mut text = String::new();
     if let Some(latest) = context.turns.last() {
         if latest.outcome == TurnOutcome::Answered {
-            let rows = match latest.row_count {
-                1 => "1 row".to_string(),
-                n => format!("{n} rows"),
-            };
             text.push_str(&format!(
-                "That query returned {rows}; columns: {}.\n\n",
+                "That query returned {}; columns: {}.\n\n",
+                crate::text::counted(latest.row_count as u64, "row", "rows"),
                 latest.columns.join(", ")
             ));
         }

@@ -147,11 +147,7 @@ fn gate_error(error: &GateError) -> CallToolResult {
 
 /// "1 row", "2 rows".
 fn count(n: usize, noun: &str) -> String {
-    if n == 1 {
-        format!("1 {noun}")
-    } else {
-        format!("{n} {noun}s")
-    }
+    crate::text::counted(n as u64, noun, &format!("{noun}s"))
 }
 
 fn success(text: String, structured: impl Serialize) -> CallToolResult {

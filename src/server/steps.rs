@@ -24,11 +24,7 @@ pub fn seconds(ms: u64) -> String {
 }
 
 fn plural(count: usize, one: &str, many: &str) -> String {
-    if count == 1 {
-        format!("{count} {one}")
-    } else {
-        format!("{count} {many}")
-    }
+    crate::text::counted(count as u64, one, many)
 }
 
 /// The 1-based candidate, named only when a round tried several.
