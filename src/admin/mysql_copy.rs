@@ -4,10 +4,11 @@
 //! engines and paired.
 //!
 //! SQLite keeps any value in any column; MySQL needs one type per column. Each column's
-//! type is read off the values it holds, not its declaration, so no value is coerced:
+//! storage is read off the values it holds, not its declaration, so no value is coerced:
 //! only integers gives `BIGINT`, integers and reals `DOUBLE`, anything else text (and the
 //! odd number among text is written as SQLite shows it). A declaration decides only for an
-//! empty column. Keys are added after the rows with foreign key checks off, as
+//! empty column, and names the type where every value fits it (`INT`, `TEXT`,
+//! `VARCHAR(20)`), so the copy's schema reads as the file's does. Keys are added after the rows with foreign key checks off, as
 //! benchmark data does not always satisfy its own keys; a key the server cannot build
 //! (duplicate values, mismatched types) is left out and counted, never fatal. Text
 //! compares with the binary collation, as on SQLite and in `askdb db setup`.
@@ -133,10 +134,177 @@ impl ColumnType {
     }
 }
 
+/// The file's own declaration written for MySQL, where the type read off the values
+/// holds every value under it: `INT`, `TEXT`, `VARCHAR(20)` where the file says so,
+/// so a copy's schema reads to a model as the file's does (MariaDB shows `bigint(20)`
+/// and `varchar(255)` for the types read off the values). None keeps the type read
+/// off the values. Text in a key stays `VARCHAR`, as MySQL keys no `TEXT` whole; reals
+/// stay `DOUBLE` and dates stay text, so no value prints differently from the file.
+fn kept_declaration<'a>(
+    declaration: &str,
+    column_type: ColumnType,
+    values: impl Iterator<Item = &'a SqliteValue> + Clone,
+    in_key: bool,
+) -> Option<String> {
+    let declaration = declaration.trim().to_ascii_lowercase();
+    let (base, arguments) = match declaration.split_once('(') {
+        Some((base, rest)) => (base.trim(), rest.trim_end().strip_suffix(')')?.trim()),
+        None => (declaration.as_str(), ""),
+    };
+    let length = || {
+        arguments
+            .parse::<usize>()
+            .ok()
+            .filter(|n| (1..=MAX_VARCHAR).contains(n))
+    };
+    let texts = values.clone().filter_map(|value| match value {
+        SqliteValue::Text(text) => Some(text.as_str()),
+        _ => None,
+    });
+    let integers_within = |low: i64, high: i64| {
+        values.clone().all(|value| match value {
+            SqliteValue::Integer(number) => (low..=high).contains(number),
+            _ => true,
+        })
+    };
+    match column_type {
+        ColumnType::Integer => {
+            let (name, low, high) = match base {
+                "int" | "integer" => ("INT", i64::from(i32::MIN), i64::from(i32::MAX)),
+                "bigint" => ("BIGINT", i64::MIN, i64::MAX),
+                "mediumint" => ("MEDIUMINT", -(1 << 23), (1 << 23) - 1),
+                "smallint" => ("SMALLINT", i64::from(i16::MIN), i64::from(i16::MAX)),
+                "tinyint" => ("TINYINT", i64::from(i8::MIN), i64::from(i8::MAX)),
+                _ => return None,
+            };
+            integers_within(low, high).then(|| name.to_string())
+        }
+        ColumnType::Varchar(_) => {
+            // Integers among text print as SQLite shows them: the longest is counted
+            // the same way as the type read off the values counts it.
+            let longest = values
+                .clone()
+                .map(|value| match value {
+                    SqliteValue::Text(text) => text.chars().count(),
+                    SqliteValue::Integer(number) => number.to_string().len(),
+                    SqliteValue::Real(number) => sqlite_real_text(*number).len(),
+                    _ => 0,
+                })
+                .max()
+                .unwrap_or(0);
+            match base {
+                "varchar" | "nvarchar" | "varchar2" | "character varying" => {
+                    let n = length()?;
+                    (longest <= n).then(|| format!("VARCHAR({n})"))
+                }
+                // MySQL drops a CHAR value's trailing spaces when it reads it back.
+                "char" | "character" | "nchar" => {
+                    let n = length()?;
+                    let mut texts = texts;
+                    (longest <= n && !texts.any(|text| text.ends_with(' ')))
+                        .then(|| format!("CHAR({n})"))
+                }
+                "text" if !in_key => Some("TEXT".to_string()),
+                _ => None,
+            }
+        }
+        ColumnType::Real | ColumnType::LongText | ColumnType::Blob => None,
+    }
+}
+
+/// Each table's columns: the storage read off the values, and the type the column is
+/// created with, its kept declaration ([`kept_declaration`]) unless a foreign key joins
+/// it to a column written otherwise: MySQL keys only columns of one type, so both sides
+/// then take the type read off their values.
+fn column_types(tables: &[SourceTable]) -> Vec<Vec<(ColumnType, String)>> {
+    let lower = |name: &str| name.to_lowercase();
+    let mut keyed: std::collections::BTreeSet<(String, String)> = Default::default();
+    for table in tables {
+        for column in &table.primary_key {
+            keyed.insert((lower(&table.name), lower(column)));
+        }
+        for (from, parent, to) in &table.foreign_keys {
+            keyed.extend(
+                from.iter()
+                    .map(|column| (lower(&table.name), lower(column))),
+            );
+            keyed.extend(to.iter().map(|column| (lower(parent), lower(column))));
+        }
+    }
+    let mut types: Vec<Vec<(ColumnType, String)>> = tables
+        .iter()
+        .map(|table| {
+            table
+                .columns
+                .iter()
+                .enumerate()
+                .map(|(index, (column, declaration))| {
+                    let values = table.rows.iter().map(move |row| &row[index]);
+                    let storage = ColumnType::of_values(declaration, values.clone());
+                    let in_key = keyed.contains(&(lower(&table.name), lower(column)));
+                    let written = kept_declaration(declaration, storage, values, in_key)
+                        .unwrap_or_else(|| storage.sql());
+                    (storage, written)
+                })
+                .collect()
+        })
+        .collect();
+    let position = |table: &str, column: &str| {
+        let table_index = tables.iter().position(|t| lower(&t.name) == lower(table))?;
+        let column_index = tables[table_index]
+            .columns
+            .iter()
+            .position(|(name, _)| lower(name) == lower(column))?;
+        Some((table_index, column_index))
+    };
+    let mut pairs = Vec::new();
+    for (table_index, table) in tables.iter().enumerate() {
+        for (from, parent, to) in &table.foreign_keys {
+            let to = if to.is_empty() {
+                tables
+                    .iter()
+                    .find(|t| lower(&t.name) == lower(parent))
+                    .map(|t| t.primary_key.clone())
+                    .unwrap_or_default()
+            } else {
+                to.clone()
+            };
+            for (child, referenced) in from.iter().zip(&to) {
+                if let (Some(column), Some(other)) = (
+                    position(&table.name, child).map(|(_, column)| (table_index, column)),
+                    position(parent, referenced),
+                ) {
+                    pairs.push((column, other));
+                }
+            }
+        }
+    }
+    // A column may be joined to several: undo until no pair disagrees.
+    let mut changed = true;
+    while changed {
+        changed = false;
+        for ((t1, c1), (t2, c2)) in &pairs {
+            if types[*t1][*c1].1.eq_ignore_ascii_case(&types[*t2][*c2].1) {
+                continue;
+            }
+            for (t, c) in [(*t1, *c1), (*t2, *c2)] {
+                let storage = types[t][c].0.sql();
+                if types[t][c].1 != storage {
+                    types[t][c].1 = storage;
+                    changed = true;
+                }
+            }
+        }
+    }
+    types
+}
+
 /// One table read from the file.
 struct SourceTable {
     name: String,
     columns: Vec<(String, String)>,
+    /// Whether each column is declared NOT NULL, in the columns' order.
+    not_null: Vec<bool>,
     /// Primary key columns, in key order.
     primary_key: Vec<String>,
     /// Foreign keys: (columns, referenced table as written, referenced columns; empty
@@ -173,6 +341,7 @@ fn read_sqlite(path: &Path) -> Result<Vec<SourceTable>, SetupError> {
     for name in names {
         let quoted = format!("\"{}\"", name.replace('"', "\"\""));
         let mut columns = Vec::new();
+        let mut not_null = Vec::new();
         let mut keyed: Vec<(i64, String)> = Vec::new();
         let mut statement = connection
             .prepare(&format!("PRAGMA table_info({quoted})"))
@@ -181,6 +350,8 @@ fn read_sqlite(path: &Path) -> Result<Vec<SourceTable>, SetupError> {
         while let Some(row) = info.next().map_err(read)? {
             let column: String = row.get(1).map_err(read)?;
             let declared: Option<String> = row.get(2).map_err(read)?;
+            let declared_not_null: i64 = row.get(3).map_err(read)?;
+            not_null.push(declared_not_null != 0);
             let key_position: i64 = row.get(5).map_err(read)?;
             if key_position > 0 {
                 keyed.push((key_position, column.clone()));
@@ -226,6 +397,7 @@ fn read_sqlite(path: &Path) -> Result<Vec<SourceTable>, SetupError> {
         tables.push(SourceTable {
             name,
             columns,
+            not_null,
             primary_key: keyed.into_iter().map(|(_, column)| column).collect(),
             foreign_keys: grouped
                 .into_values()
@@ -303,24 +475,26 @@ pub async fn copy_sqlite_into_mysql(
         .iter()
         .map(|table| (table.name.to_lowercase(), table.name.clone()))
         .collect();
+    let column_types = column_types(&tables);
     let mut report = CopyReport::default();
     let mut types_of: BTreeMap<String, BTreeMap<String, ColumnType>> = BTreeMap::new();
-    for table in &tables {
+    for (table, columns) in tables.iter().zip(&column_types) {
         let name = quote_name(&table.name);
-        let types: Vec<ColumnType> = (0..table.columns.len())
-            .map(|index| {
-                ColumnType::of_values(
-                    &table.columns[index].1,
-                    table.rows.iter().map(|row| &row[index]),
-                )
-            })
-            .collect();
+        let types: Vec<ColumnType> = columns.iter().map(|(storage, _)| *storage).collect();
         let definitions: Vec<String> = table
             .columns
             .iter()
-            .zip(&types)
-            .map(|((column, _), column_type)| {
-                format!("{} {}", quote_name(column), column_type.sql())
+            .zip(columns)
+            .enumerate()
+            .map(|(index, ((column, _), (_, written)))| {
+                // NOT NULL where the file declares it and holds it (the load is strict).
+                let not_null = table.not_null.get(index).copied().unwrap_or(false)
+                    && table
+                        .rows
+                        .iter()
+                        .all(|row| !matches!(row[index], SqliteValue::Null));
+                let constraint = if not_null { " NOT NULL" } else { "" };
+                format!("{} {written}{constraint}", quote_name(column))
             })
             .collect();
         run(
@@ -511,6 +685,148 @@ mod tests {
         assert_eq!(
             ColumnType::of_values("", empty.iter()),
             ColumnType::Varchar(MAX_VARCHAR)
+        );
+    }
+
+    #[test]
+    fn a_declaration_is_kept_where_every_value_fits_it() {
+        let kept = |declaration: &str, values: &[SqliteValue], in_key: bool| {
+            let column_type = ColumnType::of_values(declaration, values.iter());
+            kept_declaration(declaration, column_type, values.iter(), in_key)
+        };
+        let small = [SqliteValue::Integer(3), SqliteValue::Null];
+        assert_eq!(kept("int", &small, true).as_deref(), Some("INT"));
+        assert_eq!(kept("INTEGER", &small, false).as_deref(), Some("INT"));
+        assert_eq!(kept("bigint(20)", &small, false).as_deref(), Some("BIGINT"));
+        let large = [SqliteValue::Integer(i64::from(i32::MAX) + 1)];
+        assert_eq!(kept("int", &large, false), None, "too large for INT");
+        assert_eq!(
+            kept("smallint", &[SqliteValue::Integer(40_000)], false),
+            None
+        );
+        let words = [SqliteValue::Text("Pune".into()), SqliteValue::Null];
+        assert_eq!(kept("text", &words, false).as_deref(), Some("TEXT"));
+        assert_eq!(
+            kept("TEXT", &words, true),
+            None,
+            "text in a key stays VARCHAR"
+        );
+        assert_eq!(
+            kept("varchar(20)", &words, true).as_deref(),
+            Some("VARCHAR(20)")
+        );
+        assert_eq!(kept("varchar(3)", &words, false), None, "a value is longer");
+        assert_eq!(kept("char(4)", &words, false).as_deref(), Some("CHAR(4)"));
+        let padded = [SqliteValue::Text("ab ".into())];
+        assert_eq!(
+            kept("char(4)", &padded, false),
+            None,
+            "CHAR drops the space"
+        );
+        // A declaration the values contradict is not kept.
+        let mixed = [SqliteValue::Integer(3), SqliteValue::Text("n/a".into())];
+        assert_eq!(kept("int", &mixed, false), None);
+        assert_eq!(kept("real", &[SqliteValue::Real(2.5)], false), None);
+        assert_eq!(kept("date", &words, false), None);
+    }
+
+    /// A copy on the machine's MariaDB: the file's declarations come back where the
+    /// values fit them, and the values come back unchanged.
+    #[tokio::test]
+    async fn a_copy_on_mariadb_keeps_the_declarations_its_values_fit() {
+        let admin_url = crate::eval::guard_check::mysql_admin_url();
+        if let Err(error) = super::super::mysql_reachable(&admin_url).await {
+            crate::ci::skip_or_fail("the SQLite copy", &format!("MySQL is unreachable: {error}"));
+            return;
+        }
+        let folder = tempfile::tempdir().expect("a temporary folder");
+        let file = folder.path().join("shop.sqlite");
+        let sqlite = rusqlite::Connection::open(&file).expect("a SQLite file");
+        sqlite
+            .execute_batch(
+                "CREATE TABLE city (code char(3) PRIMARY KEY, name text NOT NULL, founded int);
+                 CREATE TABLE person (id int PRIMARY KEY, name text);
+                 CREATE TABLE shop (id INTEGER PRIMARY KEY, city char(3) REFERENCES city(code),
+                   owner number REFERENCES person(id), note TEXT, rating real, opened date,
+                   stock int, tag varchar(4));
+                 INSERT INTO city VALUES ('PNQ', 'Pune', 1600), ('BOM', 'Mumbai', 1507);
+                 INSERT INTO person VALUES (1, 'Asha'), (2, 'Ravi');
+                 INSERT INTO shop VALUES (1, 'PNQ', 1, 'corner', 4.5, '2024-01-31', 7, 'ab'),
+                   (2, 'BOM', 2, NULL, 3, '2023-12-01', 'n/a', 'abcdef');",
+            )
+            .expect("the file's tables");
+        drop(sqlite);
+        let database = format!(
+            "askdb_copy_{}_{}",
+            std::process::id(),
+            crate::calendar::unix_millis()
+        );
+        let copied = copy_sqlite_into_mysql(&file, &admin_url, &database).await;
+        let url = super::super::url_with_database(&admin_url, &database);
+        let read = async {
+            let mut conn = connect_mysql(&url, None).await?;
+            let types: Vec<(String, String, String, String)> = conn
+                .exec(
+                    "SELECT table_name, column_name, column_type, is_nullable \
+                     FROM information_schema.columns \
+                     WHERE table_schema = ? ORDER BY table_name, ordinal_position",
+                    (database.as_str(),),
+                )
+                .await
+                .map_err(|error| mysql_step_error("read the types", &error))?;
+            let rows: Vec<(i64, Option<String>, Option<String>, String)> = conn
+                .query("SELECT id, city, note, stock FROM shop ORDER BY id")
+                .await
+                .map_err(|error| mysql_step_error("read the rows", &error))?;
+            let _ = conn.disconnect().await;
+            Ok::<_, SetupError>((types, rows))
+        }
+        .await;
+        drop_mysql_database(&admin_url, &database)
+            .await
+            .expect("the copy is dropped");
+        let report = copied.expect("the copy succeeds");
+        assert!(report.keys_left_out.is_empty(), "{report:?}");
+        assert_eq!(
+            report.keys, 5,
+            "three primary keys and two foreign keys: {report:?}"
+        );
+        let (types, rows) = read.expect("the copy reads back");
+        let type_of = |table: &str, column: &str| {
+            types
+                .iter()
+                .find(|(t, c, _, _)| t == table && c == column)
+                .map(|(_, _, written, _)| written.to_lowercase())
+                .unwrap_or_else(|| panic!("{table}.{column} in {types:?}"))
+        };
+        assert_eq!(type_of("city", "code"), "char(3)");
+        assert_eq!(type_of("shop", "city"), "char(3)");
+        assert_eq!(type_of("city", "name"), "text");
+        let nullable = |table: &str, column: &str| {
+            types
+                .iter()
+                .any(|(t, c, _, nullable)| t == table && c == column && nullable == "YES")
+        };
+        assert!(!nullable("city", "name"), "declared NOT NULL: {types:?}");
+        assert!(nullable("city", "founded") && nullable("shop", "note"));
+        assert!(type_of("city", "founded").starts_with("int"), "{types:?}");
+        assert!(type_of("shop", "id").starts_with("int"), "{types:?}");
+        // Integers under a `number` declaration are BIGINT, and the key that joins them
+        // to `person.id int` needs one type: both sides take the type of their values.
+        assert!(type_of("shop", "owner").starts_with("bigint"), "{types:?}");
+        assert!(type_of("person", "id").starts_with("bigint"), "{types:?}");
+        // Values the declaration does not hold keep the type read off them.
+        assert_eq!(type_of("shop", "note"), "text");
+        assert_eq!(type_of("shop", "rating"), "double");
+        assert_eq!(type_of("shop", "opened"), "varchar(255)");
+        assert_eq!(type_of("shop", "stock"), "varchar(255)");
+        assert_eq!(type_of("shop", "tag"), "varchar(255)");
+        assert_eq!(
+            rows,
+            vec![
+                (1, Some("PNQ".into()), Some("corner".into()), "7".into()),
+                (2, Some("BOM".into()), None, "n/a".into()),
+            ]
         );
     }
 
