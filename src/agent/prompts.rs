@@ -170,11 +170,16 @@ pub fn system_prompt(
                     fitted_dialect_rules(dialect, holds_dates),
                 ),
             };
+            let follow_up = if strategy.follow_up_rule_in_system {
+                format!(" {FOLLOW_UP_RULE} {}", restatement_instruction(strategy))
+            } else {
+                String::new()
+            };
             format!(
                 "You write one read-only {dialect} SELECT that answers the question about the \
                  database below. Use only its tables and columns, {joins}, follow its notes, \
                  and match text values to the stored spelling in the samples.{alias} {rules}\n\
-                 Reply with the query in a ```sql block and nothing else.{marker}\n\n{schema_block}",
+                 Reply with the query in a ```sql block and nothing else.{marker}{follow_up}\n\n{schema_block}",
                 dialect = dialect.as_str(),
             )
         }
@@ -210,6 +215,12 @@ pub fn question_message(question: &str, assumptions: &[String]) -> String {
     }
     text
 }
+
+/// What a follow-up is asked to write, in its message or (`follow=system`) in the
+/// system prompt.
+const FOLLOW_UP_RULE: &str = "A follow-up question is read in the context of the \
+     conversation before it: write one SELECT that answers it on its own, repeating every \
+     filter and join of an earlier query it keeps.";
 
 /// What a follow-up's reply opens with, asked of the model.
 fn restatement_instruction(strategy: &Strategy) -> String {
@@ -331,11 +342,15 @@ pub fn follow_up_message(
             text.push_str(&format!("\n- {assumption}"));
         }
     }
-    text.push_str(&format!(
-        "\n\nWrite one SELECT that answers the follow-up on its own, read in the context of \
-         the conversation above: repeat every filter and join of an earlier query it keeps. {}",
-        restatement_instruction(strategy)
-    ));
+    let said_in_system = strategy.follow_up_rule_in_system && strategy.reply == ReplyFormat::Sql;
+    if !said_in_system {
+        text.push_str(&format!(
+            "\n\nWrite one SELECT that answers the follow-up on its own, read in the context \
+             of the conversation above: repeat every filter and join of an earlier query it \
+             keeps. {}",
+            restatement_instruction(strategy)
+        ));
+    }
     text
 }
 

@@ -17,6 +17,7 @@
 //! | `repair` | `sampled`, `greedy` | a repair after a failure asks for the strategy's `n` candidates at its temperature (they vote), or for one greedy reply; a reply identical to a failed one is always answered by sampled candidates |
 //! | `groups` | `on`, `off` | with `reply=sql`: the rule "when the question asks for a value for each group, select the group's column too" |
 //! | `budget` | `off`, 1 to 600 | seconds a question may take: no model round starts when the round before it, taken again, would end past the budget (a rule's own rewrite still runs; the question ends in an answer with warnings or an honest give-up) |
+//! | `follow` | `message`, `system` | with `reply=sql`: what a follow-up is asked to do (one standalone SELECT, opened with its restatement) is said at the end of the follow-up's own message, or once in the system prompt, where the server holds it in every question's cached prefix |
 //! | `conf` | `off`, -10.0 to 0.0 | with `when=doubt`: a greedy reply whose least likely token has a log-probability below this is doubtful too (the model hesitated over a column, a table or a join), and its result votes with sampled candidates; needs a server that gives log-probabilities |
 
 use std::fmt;
@@ -96,6 +97,10 @@ pub struct Strategy {
     /// attempt cap ends it). Runs recorded before the knob had none.
     #[serde(default)]
     pub time_budget_s: Option<u32>,
+    /// With `reply=sql`: a follow-up's instruction is in the system prompt, not in its
+    /// message.
+    #[serde(default)]
+    pub follow_up_rule_in_system: bool,
 }
 
 /// The default time budget of a question, in seconds: a user waits this long at most for
@@ -135,6 +140,7 @@ impl Default for Strategy {
             group_columns: false,
             greedy_repairs: false,
             time_budget_s: Some(DEFAULT_TIME_BUDGET_S),
+            follow_up_rule_in_system: false,
         }
     }
 }
@@ -158,7 +164,7 @@ impl Strategy {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("bad strategy {0:?}: use key=value pairs separated by commas (reply=sql|json, alias=on|off, marker=on|off, cards=notes|rows, schema=budget|linked, n=1..8, when=always|doubt, t=0..1.5, hints=full|lean|fit, groups=on|off, repair=sampled|greedy, budget=off|1..600, conf=off|-10..0)")]
+#[error("bad strategy {0:?}: use key=value pairs separated by commas (reply=sql|json, alias=on|off, marker=on|off, cards=notes|rows, schema=budget|linked, n=1..8, when=always|doubt, t=0..1.5, hints=full|lean|fit, groups=on|off, repair=sampled|greedy, follow=message|system, budget=off|1..600, conf=off|-10..0)")]
 pub struct StrategyError(pub String);
 
 impl FromStr for Strategy {
@@ -201,6 +207,8 @@ impl FromStr for Strategy {
                 ("repair", "greedy") => strategy.greedy_repairs = true,
                 ("groups", "on") => strategy.group_columns = true,
                 ("groups", "off") => strategy.group_columns = false,
+                ("follow", "message") => strategy.follow_up_rule_in_system = false,
+                ("follow", "system") => strategy.follow_up_rule_in_system = true,
                 ("budget", "off") => strategy.time_budget_s = None,
                 ("budget", seconds) => {
                     strategy.time_budget_s =
@@ -229,7 +237,7 @@ impl fmt::Display for Strategy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "reply={},alias={},marker={},cards={},schema={},n={},when={},t={},hints={}{}{}{},budget={}",
+            "reply={},alias={},marker={},cards={},schema={},n={},when={},t={},hints={}{}{}{}{},budget={}",
             match self.reply {
                 ReplyFormat::Sql => "sql",
                 ReplyFormat::Json => "json",
@@ -256,6 +264,11 @@ impl fmt::Display for Strategy {
                 Hints::Fit => "fit",
             },
             if self.group_columns { ",groups=on" } else { "" },
+            if self.follow_up_rule_in_system {
+                ",follow=system"
+            } else {
+                ""
+            },
             if self.greedy_repairs {
                 ",repair=greedy"
             } else {
@@ -282,8 +295,12 @@ mod tests {
                 .parse()
                 .expect("parses");
         assert_eq!(strategy.to_string().parse::<Strategy>(), Ok(strategy));
-        let fitted: Strategy = "hints=fit,groups=on,repair=greedy".parse().expect("parses");
+        let fitted: Strategy = "hints=fit,groups=on,repair=greedy,follow=system"
+            .parse()
+            .expect("parses");
         assert_eq!((fitted.hints, fitted.group_columns), (Hints::Fit, true));
+        assert!(fitted.follow_up_rule_in_system);
+        assert!(!Strategy::default().follow_up_rule_in_system);
         assert!(fitted.greedy_repairs);
         assert_eq!(fitted.to_string().parse::<Strategy>(), Ok(fitted));
         assert_eq!(strategy.confidence_floor, Some(-1.5));

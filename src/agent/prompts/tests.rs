@@ -116,3 +116,35 @@ fn the_column_fact_names_the_alias_and_the_owner() {
     );
     assert!(text.contains("write T3.Quantity"), "{text}");
 }
+
+#[test]
+fn a_follow_ups_instruction_is_said_once_where_the_strategy_puts_it() {
+    let in_message = Strategy::default();
+    let in_system = Strategy {
+        follow_up_rule_in_system: true,
+        ..Strategy::default()
+    };
+    let context = Context::default();
+    let system_of = |strategy: &Strategy| system_prompt(SqlDialect::Sqlite, strategy, "<s/>", true);
+    let message_of =
+        |strategy: &Strategy| follow_up_message(strategy, &context, "And in 2024?", &[]);
+    assert!(!system_of(&in_message).contains(FOLLOW_UP_RULE));
+    assert!(message_of(&in_message).contains("Write one SELECT"));
+    assert!(message_of(&in_message).contains(super::super::reply::UNDERSTOOD_MARKER));
+    // In the system prompt, the schema still ends it (the cached prefix), and the
+    // follow-up's message is only its question.
+    let system = system_of(&in_system);
+    assert!(system.contains(FOLLOW_UP_RULE), "{system}");
+    assert!(
+        system.contains(super::super::reply::UNDERSTOOD_MARKER),
+        "{system}"
+    );
+    assert!(system.ends_with("<s/>"));
+    assert_eq!(message_of(&in_system), "Follow-up question: And in 2024?");
+    // The JSON reply has no such sentence in its system prompt: its message keeps it.
+    let json = Strategy {
+        reply: ReplyFormat::Json,
+        ..in_system.clone()
+    };
+    assert!(message_of(&json).contains("\"understood_as\""));
+}
