@@ -365,6 +365,13 @@ pub struct ModeFigures {
     pub first_turn_new_prompt_tokens_p50: Option<u64>,
     #[serde(default)]
     pub follow_up_new_prompt_tokens_p50: Option<u64>,
+    /// Median tokens a turn's model calls generated, first turns and follow-ups: the
+    /// other half of where a turn's time goes (a follow-up's reply opens with its
+    /// restatement). None where no turn recorded its calls.
+    #[serde(default)]
+    pub first_turn_generated_tokens_p50: Option<u64>,
+    #[serde(default)]
+    pub follow_up_generated_tokens_p50: Option<u64>,
 }
 
 /// What a SParC run measured.
@@ -466,6 +473,17 @@ fn new_prompt_tokens(record: &TurnRecord) -> Option<u64> {
     })
 }
 
+/// The tokens a turn's model calls generated; None for a turn that recorded no call.
+fn generated_tokens(record: &TurnRecord) -> Option<u64> {
+    (!record.model_calls.is_empty()).then(|| {
+        record
+            .model_calls
+            .iter()
+            .map(|call| call.output_tokens)
+            .sum()
+    })
+}
+
 /// The figures of a run's records.
 pub fn summarize(records: &[TurnRecord]) -> SparcSummary {
     let mut interactions: Vec<&str> = records.iter().map(|r| r.interaction.as_str()).collect();
@@ -515,6 +533,18 @@ pub fn summarize(records: &[TurnRecord]) -> SparcSummary {
                     mode,
                     |turn| turn > 1,
                     new_prompt_tokens,
+                ),
+                first_turn_generated_tokens_p50: median_of(
+                    records,
+                    mode,
+                    |turn| turn == 1,
+                    generated_tokens,
+                ),
+                follow_up_generated_tokens_p50: median_of(
+                    records,
+                    mode,
+                    |turn| turn > 1,
+                    generated_tokens,
                 ),
             }
         })
@@ -575,13 +605,13 @@ fn difference_text(name: &str, difference: &PairedDifference) -> String {
 pub fn render(summary: &SparcSummary) -> String {
     let mut text = format!(
         "SParC: {} interactions, {} turns; {} turn(s) left ungraded (their gold fails or returns no rows on these files)\n\n\
-         | mode | questions | first turns | follow-ups | interactions | median ms, first / follow-up | median uncached prompt tokens, first / follow-up |\n|---|---|---|---|---|---|---|\n",
+         | mode | questions | first turns | follow-ups | interactions | median ms, first / follow-up | median uncached prompt tokens, first / follow-up | median generated tokens, first / follow-up |\n|---|---|---|---|---|---|---|---|\n",
         summary.interactions, summary.turns, summary.ungraded_gold_turns
     );
     for figures in &summary.modes {
         let ms = |value: Option<u64>| value.map_or_else(|| "-".to_string(), |ms| ms.to_string());
         text.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} / {} | {} / {} |\n",
+            "| {} | {} | {} | {} | {} | {} / {} | {} / {} | {} / {} |\n",
             figures.mode.as_str(),
             rate_text(&figures.questions),
             rate_text(&figures.first_turns),
@@ -590,7 +620,9 @@ pub fn render(summary: &SparcSummary) -> String {
             ms(figures.first_turn_p50_ms),
             ms(figures.follow_up_p50_ms),
             ms(figures.first_turn_new_prompt_tokens_p50),
-            ms(figures.follow_up_new_prompt_tokens_p50)
+            ms(figures.follow_up_new_prompt_tokens_p50),
+            ms(figures.first_turn_generated_tokens_p50),
+            ms(figures.follow_up_generated_tokens_p50)
         ));
     }
     text.push('\n');

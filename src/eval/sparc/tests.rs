@@ -236,6 +236,13 @@ async fn a_run_asks_every_turn_in_three_modes_and_counts_what_the_script_implies
     assert!(agent
         .follow_up_new_prompt_tokens_p50
         .is_some_and(|tokens| tokens > 0));
+    assert!(agent
+        .follow_up_generated_tokens_p50
+        .is_some_and(|tokens| tokens > 0));
+    assert!(
+        text.contains("median generated tokens, first / follow-up"),
+        "{text}"
+    );
     let written: SparcReport = serde_json::from_str(
         &std::fs::read_to_string(dir.join("summary.json")).expect("summary written"),
     )
