@@ -293,8 +293,10 @@ fn integer_rank(base: &str) -> Option<u8> {
 
 /// Whether a column's type change can change what a query means or returns.
 pub fn type_change_is_drift(from: &str, to: &str) -> bool {
-    let (old_base, old_args) = parse_type(from);
-    let (new_base, new_args) = parse_type(to);
+    // A snapshot taken before types were read without MySQL's display width (or on
+    // another server) still compares equal.
+    let (old_base, old_args) = parse_type(&crate::schema::without_display_width(from));
+    let (new_base, new_args) = parse_type(&crate::schema::without_display_width(to));
     if old_base == new_base && old_args == new_args {
         return false;
     }
@@ -568,6 +570,11 @@ mod tests {
         assert!(!type_change_is_drift("numeric(12,2)", "numeric(14,2)"));
         assert!(type_change_is_drift("numeric(12,2)", "numeric(10,2)"));
         assert!(!type_change_is_drift("integer", "bigint"));
+        // MySQL's display widths, in a snapshot taken with them or without.
+        assert!(!type_change_is_drift("int(10) unsigned", "int unsigned"));
+        assert!(!type_change_is_drift("tinyint(4)", "tinyint"));
+        assert!(!type_change_is_drift("mediumint(9)", "mediumint"));
+        assert!(type_change_is_drift("tinyint(1)", "tinyint"));
         assert!(type_change_is_drift("integer", "text"));
         assert!(!type_change_is_drift("INTEGER", "integer"));
         assert!(!type_change_is_drift(

@@ -113,8 +113,55 @@ impl TableSchema {
     }
 }
 
+/// A column type as MySQL 8 writes it: MariaDB and MySQL 5.7 show an integer's display
+/// width (`bigint(20)`, `int(11) unsigned`) and `year(4)`, which change neither what a
+/// column holds nor how it compares; MySQL 8 dropped them, keeping only `tinyint(1)`
+/// (the boolean convention) and a `zerofill` column's width (which changes how values
+/// print). The same column then reads the same on every server, in a prompt and in a
+/// drift check against a snapshot taken either way. Any other type comes back as it is.
+pub fn without_display_width(column_type: &str) -> String {
+    let written = column_type.trim();
+    // ASCII lower-casing keeps every byte where it was, so indices carry over.
+    let lower = written.to_ascii_lowercase();
+    let Some(base) = ["tinyint", "smallint", "mediumint", "bigint", "int", "year"]
+        .into_iter()
+        .find(|base| lower.starts_with(&format!("{base}(")))
+    else {
+        return column_type.to_string();
+    };
+    let Some(close) = lower.find(')') else {
+        return column_type.to_string();
+    };
+    let width = &lower[base.len() + 1..close];
+    let keeps_width = lower.contains("zerofill") || (base == "tinyint" && width == "1");
+    if keeps_width || width.is_empty() || !width.chars().all(|c| c.is_ascii_digit()) {
+        return column_type.to_string();
+    }
+    format!("{}{}", &written[..base.len()], &written[close + 1..])
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn integer_types_read_without_their_display_width() {
+        for (written, read) in [
+            ("bigint(20)", "bigint"),
+            ("int(10) unsigned", "int unsigned"),
+            ("INT(11)", "INT"),
+            ("tinyint(4)", "tinyint"),
+            ("tinyint(10)", "tinyint"),
+            ("tinyint(1)", "tinyint(1)"),
+            ("int(10) unsigned zerofill", "int(10) unsigned zerofill"),
+            ("year(4)", "year"),
+            ("varchar(20)", "varchar(20)"),
+            ("decimal(10,2)", "decimal(10,2)"),
+            ("int", "int"),
+            ("point", "point"),
+        ] {
+            assert_eq!(super::without_display_width(written), read, "{written}");
+        }
+    }
+
     use super::*;
 
     #[test]

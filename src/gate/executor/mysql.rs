@@ -320,7 +320,7 @@ impl MysqlExecutor {
                         .filter(|column| column.0 == name)
                         .map(|(_, column, data_type, nullable)| ColumnSchema {
                             name: column.clone(),
-                            data_type: without_display_width(data_type),
+                            data_type: crate::schema::without_display_width(data_type),
                             nullable: nullable == "YES",
                         })
                         .collect(),
@@ -375,28 +375,6 @@ impl MysqlExecutor {
 type KeyColumn = (String, String, String, Option<String>, Option<String>);
 
 /// The constraint a foreign key found so far belongs to (by its first column).
-/// A column type as MySQL 8 writes it: MariaDB and MySQL 5.7 show an integer's display
-/// width (`bigint(20)`, `int(11) unsigned`), which changes neither what it holds nor how
-/// it compares, and MySQL 8 dropped it but for `tinyint(1)`, the boolean convention. The
-/// same column then reads the same on every server (drift compares integer types by
-/// their rank alone, so a snapshot taken with the width is not drifted).
-fn without_display_width(column_type: &str) -> String {
-    let lower = column_type.to_ascii_lowercase();
-    let integer = ["tinyint", "smallint", "mediumint", "bigint", "int"]
-        .into_iter()
-        .find(|base| lower.starts_with(&format!("{base}(")));
-    match (integer, lower.find(')')) {
-        (Some(base), Some(close)) if !lower.starts_with("tinyint(1)") => {
-            format!(
-                "{}{}",
-                &column_type[..base.len()],
-                &column_type[close + 1..]
-            )
-        }
-        _ => column_type.to_string(),
-    }
-}
-
 fn constraint_of<'a>(keys: &'a [KeyColumn], table: &str, key: &ForeignKey) -> Option<&'a str> {
     let first = key.columns.first()?;
     keys.iter()
@@ -528,17 +506,6 @@ fn decode_value(value: Value) -> JsonValue {
 mod tests {
     use super::super::value_bytes;
     use super::*;
-
-    #[test]
-    fn integer_types_read_without_their_display_width() {
-        assert_eq!(without_display_width("bigint(20)"), "bigint");
-        assert_eq!(without_display_width("int(10) unsigned"), "int unsigned");
-        assert_eq!(without_display_width("tinyint(1)"), "tinyint(1)");
-        assert_eq!(without_display_width("tinyint(4)"), "tinyint");
-        assert_eq!(without_display_width("varchar(20)"), "varchar(20)");
-        assert_eq!(without_display_width("decimal(10,2)"), "decimal(10,2)");
-        assert_eq!(without_display_width("int"), "int");
-    }
 
     #[test]
     fn a_values_size_is_known_before_it_is_decoded() {
