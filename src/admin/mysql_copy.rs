@@ -180,8 +180,8 @@ fn kept_declaration<'a>(
             integers_within(low, high).then(|| name.to_string())
         }
         ColumnType::Varchar(_) => {
-            // Integers among text print as SQLite shows them: the longest is counted
-            // the same way as the type read off the values counts it.
+            // Each value counted as it is written into the column (a real as SQLite
+            // prints it, `2.0`).
             let longest = values
                 .clone()
                 .map(|value| match value {
@@ -826,6 +826,90 @@ mod tests {
             vec![
                 (1, Some("PNQ".into()), Some("corner".into()), "7".into()),
                 (2, Some("BOM".into()), None, "n/a".into()),
+            ]
+        );
+    }
+
+    #[test]
+    fn columns_a_foreign_key_joins_are_written_alike_down_a_chain_of_keys() {
+        let table = |name: &str,
+                     columns: &[(&str, &str)],
+                     primary_key: &[&str],
+                     foreign_keys: &[(&str, &str, &str)],
+                     row: Vec<SqliteValue>| SourceTable {
+            name: name.to_string(),
+            columns: columns
+                .iter()
+                .map(|(column, declared)| (column.to_string(), declared.to_string()))
+                .collect(),
+            not_null: vec![false; columns.len()],
+            primary_key: primary_key
+                .iter()
+                .map(|column| column.to_string())
+                .collect(),
+            foreign_keys: foreign_keys
+                .iter()
+                .map(|(from, parent, to)| {
+                    (
+                        vec![from.to_string()],
+                        parent.to_string(),
+                        vec![to.to_string()],
+                    )
+                })
+                .collect(),
+            rows: vec![row],
+        };
+        let tables = vec![
+            table(
+                "a",
+                &[("id", "int")],
+                &["id"],
+                &[],
+                vec![SqliteValue::Integer(1)],
+            ),
+            // `number` keeps no declaration: BIGINT, so a.id must be BIGINT too...
+            table(
+                "b",
+                &[("id", "int"), ("a_id", "number")],
+                &["id"],
+                &[("a_id", "A", "id")],
+                vec![SqliteValue::Integer(1), SqliteValue::Integer(1)],
+            ),
+            // ...and so must a column two keys away that refers to b.a_id.
+            table(
+                "c",
+                &[("x", "int")],
+                &[],
+                &[("x", "b", "a_id")],
+                vec![SqliteValue::Integer(1)],
+            ),
+            table(
+                "d",
+                &[("code", "char(3)")],
+                &["code"],
+                &[],
+                vec![SqliteValue::Text("PNQ".into())],
+            ),
+            table(
+                "e",
+                &[("code", "char(3)")],
+                &[],
+                &[("code", "d", "code")],
+                vec![SqliteValue::Text("PNQ".into())],
+            ),
+        ];
+        let written: Vec<Vec<String>> = column_types(&tables)
+            .into_iter()
+            .map(|columns| columns.into_iter().map(|(_, written)| written).collect())
+            .collect();
+        assert_eq!(
+            written,
+            vec![
+                vec!["BIGINT".to_string()],
+                vec!["INT".to_string(), "BIGINT".to_string()],
+                vec!["BIGINT".to_string()],
+                vec!["CHAR(3)".to_string()],
+                vec!["CHAR(3)".to_string()],
             ]
         );
     }
