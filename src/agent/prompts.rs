@@ -216,8 +216,9 @@ pub fn question_message(question: &str, assumptions: &[String]) -> String {
     text
 }
 
-/// What a follow-up is asked to write, in its message or (`follow=system`) in the
-/// system prompt.
+/// What a follow-up is asked to write, said in the system prompt (`follow=system`):
+/// the message's own sentence in [`follow_up_message`] says the same of "the follow-up"
+/// the message holds, so this one names what it applies to.
 const FOLLOW_UP_RULE: &str = "A follow-up question is read in the context of the \
      conversation before it: write one SELECT that answers it on its own, repeating every \
      filter and join of an earlier query it keeps.";

@@ -144,7 +144,7 @@ fn a_follow_ups_instruction_is_said_once_where_the_strategy_puts_it() {
     // The JSON reply has no such sentence in its system prompt: its message keeps it.
     let json = Strategy {
         reply: ReplyFormat::Json,
-        ..in_system.clone()
+        ..in_system
     };
     assert!(message_of(&json).contains("\"understood_as\""));
 }
