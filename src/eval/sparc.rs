@@ -367,7 +367,8 @@ pub struct ModeFigures {
     pub follow_up_new_prompt_tokens_p50: Option<u64>,
     /// Median tokens a turn's model calls generated, first turns and follow-ups: the
     /// other half of where a turn's time goes (a follow-up's reply opens with its
-    /// restatement). None where no turn recorded its calls.
+    /// restatement; a turn that sampled candidates counts each). None where no turn
+    /// recorded its calls.
     #[serde(default)]
     pub first_turn_generated_tokens_p50: Option<u64>,
     #[serde(default)]
@@ -473,7 +474,9 @@ fn new_prompt_tokens(record: &TurnRecord) -> Option<u64> {
     })
 }
 
-/// The tokens a turn's model calls generated; None for a turn that recorded no call.
+/// The tokens a turn's model calls generated, every sampled candidate counted (they are
+/// decoded side by side, so a sampling call's count overstates its time); None for a
+/// turn that recorded no call.
 fn generated_tokens(record: &TurnRecord) -> Option<u64> {
     (!record.model_calls.is_empty()).then(|| {
         record

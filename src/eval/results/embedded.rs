@@ -5,7 +5,7 @@
 /// The summaries published in this repository when the binary was built, so an
 /// installed `askdb serve` can show its evaluation card without the source tree:
 /// (file name, contents).
-pub const EMBEDDED_SUMMARIES: [(&str, &str); 10] = [
+pub const EMBEDDED_SUMMARIES: [(&str, &str); 12] = [
     (
         "chinook.summary.json",
         include_str!("../../../evals/results/chinook.summary.json"),
@@ -41,6 +41,14 @@ pub const EMBEDDED_SUMMARIES: [(&str, &str); 10] = [
     (
         "spider-report-ask.summary.json",
         include_str!("../../../evals/results/spider-report-ask.summary.json"),
+    ),
+    (
+        "spider-report-mysql.summary.json",
+        include_str!("../../../evals/results/spider-report-mysql.summary.json"),
+    ),
+    (
+        "spider-report.summary.json",
+        include_str!("../../../evals/results/spider-report.summary.json"),
     ),
     (
         "spider.summary.json",

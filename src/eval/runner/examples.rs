@@ -157,6 +157,10 @@ pub fn example_figures(source: ExampleSource, records: &[QuestionRecord]) -> Exa
 pub struct RunComparison {
     pub run: String,
     pub other: String,
+    /// How each run was asked (settings, model, when), so a committed comparison says
+    /// what it compared without its run folders.
+    pub run_manifest: super::Manifest,
+    pub other_manifest: super::Manifest,
     /// `agent_*` fields are `run`'s agent, `baseline_*` fields `other`'s.
     pub paired: PairedDifference,
 }
@@ -173,6 +177,8 @@ pub fn compare_runs(run: &Path, other: &Path) -> Result<RunComparison, EvalError
     Ok(RunComparison {
         run: run.display().to_string(),
         other: other.display().to_string(),
+        run_manifest: super::read_manifest(run)?,
+        other_manifest: super::read_manifest(other)?,
         paired: metrics::paired_difference(
             &agent_outcomes(run)?,
             &agent_outcomes(other)?,
