@@ -260,15 +260,7 @@ fn column_types(tables: &[SourceTable]) -> Vec<Vec<(ColumnType, String)>> {
     let mut pairs = Vec::new();
     for (table_index, table) in tables.iter().enumerate() {
         for (from, parent, to) in &table.foreign_keys {
-            let to = if to.is_empty() {
-                tables
-                    .iter()
-                    .find(|t| lower(&t.name) == lower(parent))
-                    .map(|t| t.primary_key.clone())
-                    .unwrap_or_default()
-            } else {
-                to.clone()
-            };
+            let to = referenced_columns(tables, parent, to);
             for (child, referenced) in from.iter().zip(&to) {
                 if let (Some(column), Some(other)) = (
                     position(&table.name, child).map(|(_, column)| (table_index, column)),
@@ -297,6 +289,19 @@ fn column_types(tables: &[SourceTable]) -> Vec<Vec<(ColumnType, String)>> {
         }
     }
     types
+}
+
+/// The columns a foreign key refers to: as the file names them, or, where it names
+/// none, the parent's primary key (the parent found whatever its case).
+fn referenced_columns(tables: &[SourceTable], parent: &str, to: &[String]) -> Vec<String> {
+    if !to.is_empty() {
+        return to.to_vec();
+    }
+    tables
+        .iter()
+        .find(|table| table.name.to_lowercase() == parent.to_lowercase())
+        .map(|table| table.primary_key.clone())
+        .unwrap_or_default()
 }
 
 /// One table read from the file.
@@ -574,15 +579,7 @@ pub async fn copy_sqlite_into_mysql(
                 report.keys_left_out.push(description);
                 continue;
             };
-            let to = if to.is_empty() {
-                tables
-                    .iter()
-                    .find(|candidate| &candidate.name == parent_table)
-                    .map(|candidate| candidate.primary_key.clone())
-                    .unwrap_or_default()
-            } else {
-                to.clone()
-            };
+            let to = referenced_columns(&tables, parent_table, to);
             if to.len() != from.len() || !can_key(&table.name, from) || !can_key(parent_table, &to)
             {
                 report.keys_left_out.push(description);
