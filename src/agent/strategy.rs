@@ -161,6 +161,12 @@ impl Strategy {
     pub fn samples(&self) -> bool {
         self.candidates > 1
     }
+
+    /// Whether a follow-up's instruction is said once in the system prompt rather than
+    /// in its message: only a `reply=sql` prompt has the place for it.
+    pub fn follow_up_rule_said_in_system(&self) -> bool {
+        self.follow_up_rule_in_system && self.reply == ReplyFormat::Sql
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

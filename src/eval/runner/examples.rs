@@ -7,6 +7,7 @@
 //! and `askdb eval compare` pairs a run with examples against one without
 //! ([`compare_runs`]).
 
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -163,6 +164,10 @@ pub struct RunComparison {
     pub other_manifest: super::Manifest,
     /// `agent_*` fields are `run`'s agent, `baseline_*` fields `other`'s.
     pub paired: PairedDifference,
+    /// The questions only `run`'s agent got right, and those only `other`'s did, by id:
+    /// what a later look at the differences starts from once the run folders are gone.
+    pub run_only_right: Vec<String>,
+    pub other_only_right: Vec<String>,
 }
 
 /// Pairs the agent records of two run folders by question id.
@@ -174,17 +179,42 @@ pub fn compare_runs(run: &Path, other: &Path) -> Result<RunComparison, EvalError
             .map(QuestionRecord::outcome)
             .collect())
     };
+    let (ours, theirs) = (agent_outcomes(run)?, agent_outcomes(other)?);
+    let right_ids = |outcomes: &[QuestionOutcome]| -> BTreeSet<String> {
+        outcomes
+            .iter()
+            .filter(|outcome| metrics::is_success(outcome))
+            .map(|outcome| outcome.id.clone())
+            .collect()
+    };
+    // The ids the paired figure counts: asked by both and graded in both.
+    let asked_ids = |outcomes: &[QuestionOutcome]| -> BTreeSet<String> {
+        outcomes
+            .iter()
+            .filter(|outcome| metrics::is_scored(outcome))
+            .map(|outcome| outcome.id.clone())
+            .collect()
+    };
+    let both_asked: BTreeSet<String> = asked_ids(&ours)
+        .intersection(&asked_ids(&theirs))
+        .cloned()
+        .collect();
+    let (ours_right, theirs_right) = (right_ids(&ours), right_ids(&theirs));
+    let only = |right: &BTreeSet<String>, other_right: &BTreeSet<String>| -> Vec<String> {
+        right
+            .difference(other_right)
+            .filter(|id| both_asked.contains(*id))
+            .cloned()
+            .collect()
+    };
     Ok(RunComparison {
         run: run.display().to_string(),
         other: other.display().to_string(),
         run_manifest: super::read_manifest(run)?,
         other_manifest: super::read_manifest(other)?,
-        paired: metrics::paired_difference(
-            &agent_outcomes(run)?,
-            &agent_outcomes(other)?,
-            BOOTSTRAP_RESAMPLES,
-            BOOTSTRAP_SEED,
-        ),
+        paired: metrics::paired_difference(&ours, &theirs, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED),
+        run_only_right: only(&ours_right, &theirs_right),
+        other_only_right: only(&theirs_right, &ours_right),
     })
 }
 
