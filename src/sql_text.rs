@@ -49,49 +49,6 @@ impl SqlDialect {
     }
 }
 
-/// What the server behind a dialect runs beyond the grammar every version shares, read
-/// from the server when askdb connects. The prompt states it, so the model neither avoids
-/// what works nor writes what this server refuses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ServerFeatures {
-    /// `INTERSECT` and `EXCEPT`: SQLite and PostgreSQL always; MariaDB from 10.3, MySQL
-    /// from 8.0.31.
-    pub set_operations: bool,
-}
-
-impl ServerFeatures {
-    /// What every SQLite and PostgreSQL version askdb supports runs.
-    pub const COMPLETE: ServerFeatures = ServerFeatures {
-        set_operations: true,
-    };
-
-    /// What a MySQL or MariaDB server runs, from its `VERSION()` (`10.11.6-MariaDB-...`,
-    /// `8.0.35`). A version that does not read as numbers is taken as the oldest.
-    pub fn of_mysql_version(version: &str) -> ServerFeatures {
-        // MariaDB before 11 announced itself as `5.5.5-10.x` where old clients look.
-        let numbers: Vec<u32> = version
-            .strip_prefix("5.5.5-")
-            .unwrap_or(version)
-            .split(|c: char| !c.is_ascii_digit())
-            .take(3)
-            .map(|part| part.parse().unwrap_or(0))
-            .collect();
-        let at_least = |wanted: [u32; 3]| {
-            let mut have = [0u32; 3];
-            for (slot, number) in have.iter_mut().zip(&numbers) {
-                *slot = *number;
-            }
-            have >= wanted
-        };
-        let set_operations = if version.contains("MariaDB") {
-            at_least([10, 3, 0])
-        } else {
-            at_least([8, 0, 31])
-        };
-        ServerFeatures { set_operations }
-    }
-}
-
 /// A double-quoted identifier with embedded quotes doubled (both dialects accept it).
 pub fn quote_ident(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
@@ -121,19 +78,5 @@ mod tests {
         assert_eq!(quote_ident_mysql("a`b"), "`a``b`");
         assert_eq!(quote_literal("it's"), "'it''s'");
         assert_eq!(quote_literal("back\\slash"), "'back\\slash'");
-    }
-
-    #[test]
-    fn set_operations_are_read_off_the_server_version() {
-        let runs = |version: &str| ServerFeatures::of_mysql_version(version).set_operations;
-        assert!(runs("10.11.6-MariaDB-0+deb12u1"));
-        assert!(runs("10.3.0-MariaDB"));
-        assert!(!runs("10.2.44-MariaDB-log"));
-        assert!(runs("5.5.5-10.11.6-MariaDB"));
-        assert!(runs("8.0.31"));
-        assert!(runs("8.4.0"));
-        assert!(!runs("8.0.30"));
-        assert!(!runs("5.7.44-log"));
-        assert!(!runs("not a version"));
     }
 }

@@ -41,7 +41,6 @@ use crate::gate::{ErrorType, Gate, SqlDialect};
 use crate::linking::cards::{schema_block, TableCard};
 use crate::linking::Selection;
 use crate::llm::{Message, ModelRequest, Purpose};
-use crate::sql_text::ServerFeatures;
 
 /// The most tokens a SQL reply may take. Measured replies on the evaluation sets are
 /// far shorter (decision record 0009); a reply that runs to this is cut off.
@@ -88,53 +87,34 @@ fn generation_schema_of(follow_up: bool) -> serde_json::Value {
     schema
 }
 
-/// The dialect paragraph: how this engine writes dates, text matching and money, and
-/// what this server's version runs that the model may believe it does not.
-fn dialect_rules(dialect: SqlDialect, features: ServerFeatures) -> String {
+fn dialect_rules(dialect: SqlDialect) -> &'static str {
     match dialect {
         SqlDialect::Sqlite => {
             "SQLite: dates are TEXT like '2025-03-31' or '2025-03-31 14:05:00'; use \
              strftime('%Y', col), date(col), date('now', '-30 days') for a day relative to \
              today, and string comparison for ranges; there is no \
              EXTRACT, DATE_TRUNC, ILIKE or INTERVAL. Booleans are 0/1."
-                .to_string()
         }
         SqlDialect::Postgres => {
             "PostgreSQL: use EXTRACT(YEAR FROM col), date_trunc('month', col), \
              col >= DATE '2025-01-01', INTERVAL '30 days', ILIKE. ROUND(x::numeric, 2) for money."
-                .to_string()
         }
-        SqlDialect::Mysql => format!(
+        SqlDialect::Mysql => {
             "MySQL: use YEAR(col), DATE_FORMAT(col, '%Y-%m'), col >= '2025-01-01', \
              DATE_SUB(CURDATE(), INTERVAL 30 DAY); strings in single quotes, names in \
              backticks, never double quotes; there is no ILIKE (LOWER(col) LIKE '%word%' \
-             matches regardless of case). ROUND(x, 2) for money. {}",
-            mysql_server_rules(features)
-        ),
-    }
-}
-
-/// What a MySQL or MariaDB server of this version runs: set operations where it has
-/// them, and the subquery limit every version keeps.
-fn mysql_server_rules(features: ServerFeatures) -> &'static str {
-    if features.set_operations {
-        "This server runs INTERSECT and EXCEPT; it refuses LIMIT inside an IN (...) subquery."
-    } else {
-        "This server has no INTERSECT or EXCEPT (use IN and NOT IN); it refuses LIMIT inside \
-         an IN (...) subquery."
+             matches regardless of case). \
+             ROUND(x, 2) for money."
+        }
     }
 }
 
 /// The dialect paragraph fitted to the tables (`hints=fit`): date functions only where
 /// the tables hold dates, and a year stored on its own compared as the number it is.
-fn fitted_dialect_rules(
-    dialect: SqlDialect,
-    features: ServerFeatures,
-    holds_dates: bool,
-) -> String {
+fn fitted_dialect_rules(dialect: SqlDialect, holds_dates: bool) -> String {
     let year = "A column that holds only a year (2013) is compared with the year itself.";
     match (dialect, holds_dates) {
-        (_, true) => format!("{} {year}", dialect_rules(dialect, features)),
+        (_, true) => format!("{} {year}", dialect_rules(dialect)),
         (SqlDialect::Sqlite, false) => {
             format!("SQLite: there is no ILIKE; booleans are 0/1. {year}")
         }
@@ -142,10 +122,7 @@ fn fitted_dialect_rules(
             format!("PostgreSQL: ILIKE matches text regardless of case; ROUND(x::numeric, 2) for money. {year}")
         }
         (SqlDialect::Mysql, false) => {
-            format!(
-                "MySQL: strings in single quotes, names in backticks; there is no ILIKE (LOWER(col) LIKE '%word%' matches regardless of case); ROUND(x, 2) for money. {} {year}",
-                mysql_server_rules(features)
-            )
+            format!("MySQL: strings in single quotes, names in backticks; there is no ILIKE (LOWER(col) LIKE '%word%' matches regardless of case); ROUND(x, 2) for money. {year}")
         }
     }
 }
@@ -161,7 +138,6 @@ const GROUP_COLUMNS_RULE: &str =
 /// paragraph to).
 pub fn system_prompt(
     dialect: SqlDialect,
-    features: ServerFeatures,
     strategy: &Strategy,
     schema_block: &str,
     holds_dates: bool,
@@ -187,11 +163,11 @@ pub fn system_prompt(
                 String::new()
             };
             let (joins, rules) = match strategy.hints {
-                Hints::Full => ("join on the keys shown", dialect_rules(dialect, features)),
+                Hints::Full => ("join on the keys shown", dialect_rules(dialect).to_string()),
                 Hints::Lean => ("join only the tables the question needs", String::new()),
                 Hints::Fit => (
                     "join on the keys shown",
-                    fitted_dialect_rules(dialect, features, holds_dates),
+                    fitted_dialect_rules(dialect, holds_dates),
                 ),
             };
             let follow_up = if strategy.follow_up_rule_said_in_system() {
@@ -222,7 +198,7 @@ pub fn system_prompt(
              match the stored spelling and capitalisation shown in the samples; write one \
              statement without a trailing semicolon. {rules}\n\n{schema_block}",
             dialect = dialect.as_str(),
-            rules = dialect_rules(dialect, features),
+            rules = dialect_rules(dialect),
         ),
     }
 }
@@ -970,13 +946,7 @@ fn system_prompt_with_notes(
             .unwrap_or_default();
         card.holds_dates(columns)
     });
-    system_prompt(
-        gate.dialect(),
-        gate.server_features(),
-        strategy,
-        &block,
-        holds_dates,
-    )
+    system_prompt(gate.dialect(), strategy, &block, holds_dates)
 }
 
 #[cfg(test)]

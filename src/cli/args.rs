@@ -309,7 +309,8 @@ pub enum EvalCommand {
         runs_dir: PathBuf,
     },
     /// The agent of one run against the agent of another on the same questions, paired,
-    /// with a bootstrap interval (e.g. with verified examples against without).
+    /// with a bootstrap interval (e.g. with verified examples against without); `--json`
+    /// adds both runs' settings and the ids of the questions each alone got right.
     #[command(
         after_help = "Example:\n  askdb eval compare evals/runs/spider/20261205-with evals/runs/spider/20261205-without"
     )]

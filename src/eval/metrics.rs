@@ -76,7 +76,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 pub use intervals::{percentile_nearest_rank, wilson_interval, Interval, Z_95};
-pub use paired::{paired_difference, PairedDifference};
+pub use paired::{only_wins, paired_difference, PairedDifference};
 
 /// What the question called for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -907,6 +907,27 @@ mod tests {
         assert_close(result.agent_accuracy, 0.7);
         assert_close(result.baseline_accuracy, 0.5);
         assert_close(result.mean_difference, 0.2);
+    }
+
+    #[test]
+    fn the_win_lists_name_the_pairs_the_counts_count() {
+        let (agent, baseline) = paired_sets();
+        let (agent_only, baseline_only) = only_wins(&agent, &baseline);
+        let expected: Vec<String> = (0..6).map(|index| format!("p{index:02}")).collect();
+        assert_eq!(
+            agent_only, expected,
+            "infrastructure pairs, unpaired ids and the later duplicate left out"
+        );
+        assert_eq!(baseline_only, vec!["p06".to_string(), "p07".to_string()]);
+        let counted = paired_difference(&agent, &baseline, 0, 0);
+        assert_eq!(agent_only.len() as u64, counted.agent_only_wins);
+        assert_eq!(baseline_only.len() as u64, counted.baseline_only_wins);
+        // The first outcome of an id counts: with the wrong p00 first, p00 is no win.
+        let mut wrong_first = agent.clone();
+        wrong_first.insert(0, simple("p00", false, Decision::Answer));
+        assert!(!only_wins(&wrong_first, &baseline)
+            .0
+            .contains(&"p00".to_string()));
     }
 
     #[test]

@@ -501,14 +501,6 @@ impl Gate {
         self.inner.policy.dialect
     }
 
-    /// What the server behind this gate runs beyond its dialect's common grammar.
-    pub fn server_features(&self) -> crate::sql_text::ServerFeatures {
-        match &self.inner.backend {
-            Backend::Mysql(executor) => executor.features(),
-            Backend::Sqlite(_) | Backend::Postgres(_) => crate::sql_text::ServerFeatures::COMPLETE,
-        }
-    }
-
     pub fn notes(&self) -> &SchemaNotes {
         &self.inner.notes
     }

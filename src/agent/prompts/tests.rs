@@ -15,13 +15,7 @@ fn every_repaired_database_error_has_an_instruction_and_the_rest_none() {
 #[test]
 fn the_system_prompt_leads_with_instructions_and_ends_with_the_schema() {
     let strategy = Strategy::default();
-    let prompt = system_prompt(
-        SqlDialect::Sqlite,
-        ServerFeatures::COMPLETE,
-        &strategy,
-        "<schema>x</schema>",
-        true,
-    );
+    let prompt = system_prompt(SqlDialect::Sqlite, &strategy, "<schema>x</schema>", true);
     assert!(prompt.starts_with("You write one read-only sqlite SELECT"));
     assert!(prompt.ends_with("<schema>x</schema>"));
     assert!(prompt.contains("strftime"));
@@ -29,34 +23,15 @@ fn the_system_prompt_leads_with_instructions_and_ends_with_the_schema() {
         alias_rule: true,
         ..strategy
     };
-    assert!(system_prompt(
-        SqlDialect::Sqlite,
-        ServerFeatures::COMPLETE,
-        &with_alias,
-        "",
-        true
-    )
-    .contains(ALIAS_RULE));
+    assert!(system_prompt(SqlDialect::Sqlite, &with_alias, "", true).contains(ALIAS_RULE));
     assert!(!prompt.contains(ALIAS_RULE));
-    let json = system_prompt(
-        SqlDialect::Postgres,
-        ServerFeatures::COMPLETE,
-        &Strategy::json_actions(),
-        "s",
-        true,
-    );
+    let json = system_prompt(SqlDialect::Postgres, &Strategy::json_actions(), "s", true);
     assert!(json.starts_with("You are askdb."));
     let lean = Strategy {
         hints: Hints::Lean,
         ..strategy
     };
-    let lean = system_prompt(
-        SqlDialect::Sqlite,
-        ServerFeatures::COMPLETE,
-        &lean,
-        "",
-        true,
-    );
+    let lean = system_prompt(SqlDialect::Sqlite, &lean, "", true);
     assert!(lean.contains("join only the tables the question needs"));
     assert!(!lean.contains("strftime") && !lean.contains("join on the keys shown"));
     let fit = Strategy {
@@ -64,53 +39,12 @@ fn the_system_prompt_leads_with_instructions_and_ends_with_the_schema() {
         group_columns: true,
         ..strategy
     };
-    let dated = system_prompt(SqlDialect::Sqlite, ServerFeatures::COMPLETE, &fit, "", true);
-    let undated = system_prompt(
-        SqlDialect::Sqlite,
-        ServerFeatures::COMPLETE,
-        &fit,
-        "",
-        false,
-    );
+    let dated = system_prompt(SqlDialect::Sqlite, &fit, "", true);
+    let undated = system_prompt(SqlDialect::Sqlite, &fit, "", false);
     assert!(dated.contains("strftime") && dated.contains("holds only a year"));
     assert!(!undated.contains("strftime") && undated.contains("holds only a year"));
     assert!(undated.contains(GROUP_COLUMNS_RULE));
     assert!(!prompt.contains(GROUP_COLUMNS_RULE));
-}
-
-#[test]
-fn a_mysql_prompt_says_what_this_server_version_runs() {
-    let old = ServerFeatures::of_mysql_version("10.2.44-MariaDB");
-    let new = ServerFeatures::of_mysql_version("10.11.6-MariaDB");
-    for hints in [Hints::Full, Hints::Fit] {
-        let strategy = Strategy {
-            hints,
-            ..Strategy::default()
-        };
-        for holds_dates in [true, false] {
-            let on_new = system_prompt(SqlDialect::Mysql, new, &strategy, "", holds_dates);
-            let on_old = system_prompt(SqlDialect::Mysql, old, &strategy, "", holds_dates);
-            assert!(on_new.contains("runs INTERSECT and EXCEPT"), "{on_new}");
-            assert!(on_old.contains("no INTERSECT or EXCEPT"), "{on_old}");
-            for prompt in [&on_new, &on_old] {
-                assert!(
-                    prompt.contains("LIMIT inside an IN (...) subquery"),
-                    "{prompt}"
-                );
-            }
-        }
-    }
-    let sqlite = system_prompt(
-        SqlDialect::Sqlite,
-        ServerFeatures::COMPLETE,
-        &Strategy::default(),
-        "",
-        true,
-    );
-    assert!(
-        !sqlite.contains("INTERSECT"),
-        "only MySQL servers differ by version"
-    );
 }
 
 #[test]
@@ -191,15 +125,7 @@ fn a_follow_ups_instruction_is_said_once_where_the_strategy_puts_it() {
         ..Strategy::default()
     };
     let context = Context::default();
-    let system_of = |strategy: &Strategy| {
-        system_prompt(
-            SqlDialect::Sqlite,
-            ServerFeatures::COMPLETE,
-            strategy,
-            "<s/>",
-            true,
-        )
-    };
+    let system_of = |strategy: &Strategy| system_prompt(SqlDialect::Sqlite, strategy, "<s/>", true);
     let message_of =
         |strategy: &Strategy| follow_up_message(strategy, &context, "And in 2024?", &[]);
     assert!(!system_of(&in_message).contains(FOLLOW_UP_RULE));

@@ -62,24 +62,23 @@ fn by_id(outcomes: &[QuestionOutcome]) -> (BTreeMap<&str, &QuestionOutcome>, u64
     (map, duplicates)
 }
 
-/// Joins agent and baseline outcomes by id and compares their successes, with a seeded
-/// bootstrap interval of the mean difference.
-pub fn paired_difference(
-    agent: &[QuestionOutcome],
-    baseline: &[QuestionOutcome],
-    resamples: u32,
-    seed: u64,
-) -> PairedDifference {
+/// The pairs of two outcome lists as the paired difference counts them (module doc):
+/// each scored pair's id and the two successes, in id order, and what was left out.
+struct Pairs<'a> {
+    scored: Vec<(&'a str, bool, bool)>,
+    unpaired: u64,
+    excluded_infrastructure: u64,
+    duplicate_ids: u64,
+}
+
+fn pairs<'a>(agent: &'a [QuestionOutcome], baseline: &'a [QuestionOutcome]) -> Pairs<'a> {
     let (agent_by_id, agent_duplicates) = by_id(agent);
     let (baseline_by_id, baseline_duplicates) = by_id(baseline);
     let agent_ids: BTreeSet<&str> = agent_by_id.keys().copied().collect();
     let baseline_ids: BTreeSet<&str> = baseline_by_id.keys().copied().collect();
-    let unpaired = agent_ids.symmetric_difference(&baseline_ids).count() as u64;
-
     let mut excluded_infrastructure = 0u64;
-    let mut counts = [[0u64; 2]; 2];
+    let mut scored = Vec::new();
     // In id order (BTreeMap), so the bootstrap does not depend on the input order.
-    let mut differences: Vec<i64> = Vec::new();
     for (id, agent_outcome) in &agent_by_id {
         let Some(baseline_outcome) = baseline_by_id.get(id) else {
             continue;
@@ -88,8 +87,46 @@ pub fn paired_difference(
             excluded_infrastructure += 1;
             continue;
         }
-        let agent_success = is_success(agent_outcome);
-        let baseline_success = is_success(baseline_outcome);
+        scored.push((*id, is_success(agent_outcome), is_success(baseline_outcome)));
+    }
+    Pairs {
+        scored,
+        unpaired: agent_ids.symmetric_difference(&baseline_ids).count() as u64,
+        excluded_infrastructure,
+        duplicate_ids: agent_duplicates + baseline_duplicates,
+    }
+}
+
+/// The ids of the pairs only the agent got right and of those only the baseline did,
+/// counted as [`paired_difference`] counts `agent_only_wins` and `baseline_only_wins`.
+pub fn only_wins(
+    agent: &[QuestionOutcome],
+    baseline: &[QuestionOutcome],
+) -> (Vec<String>, Vec<String>) {
+    let mut agent_only = Vec::new();
+    let mut baseline_only = Vec::new();
+    for (id, agent_success, baseline_success) in pairs(agent, baseline).scored {
+        match (agent_success, baseline_success) {
+            (true, false) => agent_only.push(id.to_string()),
+            (false, true) => baseline_only.push(id.to_string()),
+            _ => {}
+        }
+    }
+    (agent_only, baseline_only)
+}
+
+/// Joins agent and baseline outcomes by id and compares their successes, with a seeded
+/// bootstrap interval of the mean difference.
+pub fn paired_difference(
+    agent: &[QuestionOutcome],
+    baseline: &[QuestionOutcome],
+    resamples: u32,
+    seed: u64,
+) -> PairedDifference {
+    let pairs = pairs(agent, baseline);
+    let mut counts = [[0u64; 2]; 2];
+    let mut differences: Vec<i64> = Vec::new();
+    for &(_, agent_success, baseline_success) in &pairs.scored {
         counts[usize::from(agent_success)][usize::from(baseline_success)] += 1;
         differences.push(i64::from(agent_success) - i64::from(baseline_success));
     }
@@ -106,9 +143,9 @@ pub fn paired_difference(
 
     PairedDifference {
         paired,
-        unpaired,
-        excluded_infrastructure,
-        duplicate_ids: agent_duplicates + baseline_duplicates,
+        unpaired: pairs.unpaired,
+        excluded_infrastructure: pairs.excluded_infrastructure,
+        duplicate_ids: pairs.duplicate_ids,
         agent_successes,
         baseline_successes,
         agent_only_wins,

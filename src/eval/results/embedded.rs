@@ -5,7 +5,7 @@
 /// The summaries published in this repository when the binary was built, so an
 /// installed `askdb serve` can show its evaluation card without the source tree:
 /// (file name, contents).
-pub const EMBEDDED_SUMMARIES: [(&str, &str); 12] = [
+pub const EMBEDDED_SUMMARIES: [(&str, &str); 13] = [
     (
         "chinook.summary.json",
         include_str!("../../../evals/results/chinook.summary.json"),
@@ -17,6 +17,10 @@ pub const EMBEDDED_SUMMARIES: [(&str, &str); 12] = [
     (
         "demo-ask.summary.json",
         include_str!("../../../evals/results/demo-ask.summary.json"),
+    ),
+    (
+        "demo-examples.summary.json",
+        include_str!("../../../evals/results/demo-examples.summary.json"),
     ),
     (
         "demo-serve.summary.json",

@@ -7,7 +7,6 @@
 //! and `askdb eval compare` pairs a run with examples against one without
 //! ([`compare_runs`]).
 
-use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -180,41 +179,15 @@ pub fn compare_runs(run: &Path, other: &Path) -> Result<RunComparison, EvalError
             .collect())
     };
     let (ours, theirs) = (agent_outcomes(run)?, agent_outcomes(other)?);
-    let right_ids = |outcomes: &[QuestionOutcome]| -> BTreeSet<String> {
-        outcomes
-            .iter()
-            .filter(|outcome| metrics::is_success(outcome))
-            .map(|outcome| outcome.id.clone())
-            .collect()
-    };
-    // The ids the paired figure counts: asked by both and graded in both.
-    let asked_ids = |outcomes: &[QuestionOutcome]| -> BTreeSet<String> {
-        outcomes
-            .iter()
-            .filter(|outcome| metrics::is_scored(outcome))
-            .map(|outcome| outcome.id.clone())
-            .collect()
-    };
-    let both_asked: BTreeSet<String> = asked_ids(&ours)
-        .intersection(&asked_ids(&theirs))
-        .cloned()
-        .collect();
-    let (ours_right, theirs_right) = (right_ids(&ours), right_ids(&theirs));
-    let only = |right: &BTreeSet<String>, other_right: &BTreeSet<String>| -> Vec<String> {
-        right
-            .difference(other_right)
-            .filter(|id| both_asked.contains(*id))
-            .cloned()
-            .collect()
-    };
+    let (run_only_right, other_only_right) = metrics::only_wins(&ours, &theirs);
     Ok(RunComparison {
         run: run.display().to_string(),
         other: other.display().to_string(),
         run_manifest: super::read_manifest(run)?,
         other_manifest: super::read_manifest(other)?,
         paired: metrics::paired_difference(&ours, &theirs, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED),
-        run_only_right: only(&ours_right, &theirs_right),
-        other_only_right: only(&theirs_right, &ours_right),
+        run_only_right,
+        other_only_right,
     })
 }
 

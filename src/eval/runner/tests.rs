@@ -647,7 +647,10 @@ async fn leave_one_out_reruns_the_same_question_never_a_copy_and_pairs_with_a_ru
         ),
         (1, 0)
     );
-    assert_eq!(comparison.run_only_right.len(), 1);
+    assert_eq!(
+        comparison.run_only_right.len() as u64,
+        comparison.paired.agent_only_wins
+    );
     assert!(comparison.other_only_right.is_empty());
     assert!(
         render_comparison(&comparison).contains("difference +20.0 points"),

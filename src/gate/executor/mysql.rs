@@ -29,7 +29,6 @@ use crate::gate::guard::resolution::{self, Resolution};
 use crate::gate::guard::{GuardPolicy, MYSQL_SQL_MODE};
 use crate::gate::taxonomy::{from_mysql, ErrorType};
 use crate::schema::{ColumnSchema, ForeignKey, TableSchema};
-use crate::sql_text::ServerFeatures;
 
 /// How long past the server's own limit the client waits before it kills the query.
 const CLIENT_GRACE: Duration = Duration::from_secs(1);
@@ -41,8 +40,6 @@ pub(crate) struct MysqlExecutor {
     /// MariaDB names its statement limit `max_statement_time` (seconds); MySQL
     /// `MAX_EXECUTION_TIME` (milliseconds, SELECT only).
     mariadb: bool,
-    /// What this server's version runs (the prompt says so).
-    features: ServerFeatures,
     /// Whether the session and its transactions are read-only. Always true in the
     /// product; the layer tests switch it off to show the guard holding on its own.
     #[cfg(test)]
@@ -80,19 +77,13 @@ impl MysqlExecutor {
             .await
             .map_err(failure_from)?;
         drop(conn);
-        let version = version.unwrap_or_default();
         Ok(MysqlExecutor {
             pool,
             opts,
-            mariadb: version.contains("MariaDB"),
-            features: ServerFeatures::of_mysql_version(&version),
+            mariadb: version.is_some_and(|version| version.contains("MariaDB")),
             #[cfg(test)]
             read_only: std::sync::atomic::AtomicBool::new(true),
         })
-    }
-
-    pub(crate) fn features(&self) -> ServerFeatures {
-        self.features
     }
 
     /// Switches the read-only session and transaction off (layer tests only).
