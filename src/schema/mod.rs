@@ -142,6 +142,8 @@ pub fn without_display_width(column_type: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn integer_types_read_without_their_display_width() {
         for (written, read) in [
@@ -158,11 +160,9 @@ mod tests {
             ("int", "int"),
             ("point", "point"),
         ] {
-            assert_eq!(super::without_display_width(written), read, "{written}");
+            assert_eq!(without_display_width(written), read, "{written}");
         }
     }
-
-    use super::*;
 
     #[test]
     fn tables_and_columns_are_found_without_case() {
