@@ -40,6 +40,7 @@ use std::time::Duration;
 
 use tokio_postgres::{Client, Config, NoTls};
 
+use crate::sql_text::quote_ident;
 use crate::text::redact_password;
 pub use dump::{drop_database, load_dump_into_database, url_reachable, url_with_database};
 use load::load_demo;
@@ -457,10 +458,6 @@ fn percent_encode(text: &str) -> String {
         }
     }
     encoded
-}
-
-fn quote_ident(name: &str) -> String {
-    format!("\"{}\"", name.replace('"', "\"\""))
 }
 
 /// A string literal; with standard_conforming_strings (the default since 9.1)

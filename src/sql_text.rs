@@ -47,9 +47,38 @@ impl SqlDialect {
             SqlDialect::Mysql => "mysql",
         }
     }
+
+    /// The character that quotes a name: MySQL and MariaDB read `"x"` as a string unless
+    /// the session has ANSI_QUOTES (askdb's pinned mode has not, and the guard refuses
+    /// double quotes there), so they quote names in backticks.
+    pub fn name_quote(self) -> char {
+        match self {
+            SqlDialect::Postgres | SqlDialect::Sqlite => '"',
+            SqlDialect::Mysql => '`',
+        }
+    }
+
+    /// The type a value is cast to so it compares as text: MySQL and MariaDB have no
+    /// `CAST(x AS TEXT)` and cast to CHAR.
+    pub fn text_cast_type(self) -> &'static str {
+        match self {
+            SqlDialect::Postgres | SqlDialect::Sqlite => "TEXT",
+            SqlDialect::Mysql => "CHAR",
+        }
+    }
 }
 
-/// A double-quoted identifier with embedded quotes doubled (both dialects accept it).
+/// A name quoted as `dialect` quotes names ([`SqlDialect::name_quote`]), embedded
+/// quote characters doubled: what SQL askdb writes for a database of any engine uses.
+pub fn quote_name(dialect: SqlDialect, name: &str) -> String {
+    match dialect {
+        SqlDialect::Postgres | SqlDialect::Sqlite => quote_ident(name),
+        SqlDialect::Mysql => quote_ident_mysql(name),
+    }
+}
+
+/// A double-quoted identifier with embedded quotes doubled, as SQLite and PostgreSQL
+/// read a name (MySQL reads it as a string: [`quote_name`] picks per dialect).
 pub fn quote_ident(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }

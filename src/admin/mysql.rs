@@ -26,6 +26,7 @@ use super::{
 };
 use crate::demo::{self, DdlDialect};
 use crate::gate::QUERY_LOG_TABLE;
+pub(super) use crate::sql_text::quote_ident_mysql as quote_name;
 use crate::text::redact_password;
 
 /// The host part of both users: any host, as the URL's host may be a name or an
@@ -109,11 +110,6 @@ async fn run(conn: &mut Conn, step: &str, sql: &str) -> Result<(), SetupError> {
     conn.query_drop(sql)
         .await
         .map_err(|error| mysql_step_error(step, &error))
-}
-
-/// A name in backticks (backticks inside doubled).
-pub(super) fn quote_name(name: &str) -> String {
-    format!("`{}`", name.replace('`', "``"))
 }
 
 /// A string literal for a session with NO_BACKSLASH_ESCAPES: quotes doubled.

@@ -344,7 +344,7 @@ fn read_sqlite(path: &Path) -> Result<Vec<SourceTable>, SetupError> {
         .map_err(read)?;
     let mut tables = Vec::with_capacity(names.len());
     for name in names {
-        let quoted = format!("\"{}\"", name.replace('"', "\"\""));
+        let quoted = crate::sql_text::quote_ident(&name);
         let mut columns = Vec::new();
         let mut not_null = Vec::new();
         let mut keyed: Vec<(i64, String)> = Vec::new();

@@ -149,16 +149,14 @@ impl Agent {
                     assumptions,
                     understood_as,
                 } => {
-                    let sql = match reply::qualified_names_in_backticks(&sql, self.gate.dialect()) {
-                        Some(rewritten) => {
-                            state.note(
-                                "generate",
-                                "double-quoted names after a qualifier written in backticks, as MySQL reads names",
-                            );
-                            rewritten
-                        }
-                        None => sql,
-                    };
+                    let (sql, readings) = mysql_readings::as_mysql_reads(
+                        sql,
+                        self.gate.dialect(),
+                        self.gate.schema(),
+                    );
+                    for reading in readings {
+                        state.note("generate", reading);
+                    }
                     state.wrote(&sql, text, understood_as);
                     for assumption in assumptions {
                         if !state.assumptions.contains(&assumption) {

@@ -5,7 +5,8 @@
 //! - an anti-join (NOT EXISTS, NOT IN, EXCEPT, LEFT JOIN ... IS NULL) may rightly find
 //!   nothing: no diagnostic;
 //! - text equality and LIKE filters are rewritten case- and space-insensitively
-//!   (`LOWER(TRIM(CAST(col AS TEXT))) = LOWER(TRIM('value'))`); the agent runs that text
+//!   (`LOWER(TRIM(CAST(col AS TEXT))) = LOWER(TRIM('value'))`, `AS CHAR` on MySQL, names
+//!   quoted as the dialect quotes them); the agent runs that text
 //!   once through the gate: rows mean the casing was wrong (one repair), nothing means
 //!   "no rows match";
 //! - the text filters are reported so the agent can tell an exact-key lookup
@@ -27,7 +28,7 @@ use std::collections::BTreeSet;
 use serde_json::Value as JsonValue;
 
 use crate::gate::{Gate, QueryOutcome, QueryResult, SqlDialect};
-use crate::sql_text::{quote_ident, quote_literal};
+use crate::sql_text::{quote_literal, quote_name};
 
 /// A text filter of the query: `column = 'value'` or `column LIKE 'pattern'`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -172,7 +173,7 @@ pub fn analyse(sql: &str, dialect: SqlDialect) -> Option<EmptyAnalysis> {
         let _ = visit_expressions_mut(&mut statement, |expr| {
             let replacement = as_text_filter(expr).map(|(filter, column_expr)| {
                 let column = column_expr.to_string();
-                let normalised = format!("LOWER(TRIM(CAST({column} AS TEXT)))");
+                let normalised = text_normalised(dialect, &column);
                 if filter.is_like {
                     format!("{normalised} LIKE LOWER({})", quote_literal(&filter.value))
                 } else {
@@ -211,6 +212,15 @@ pub fn looks_empty(rows: &[Vec<JsonValue>]) -> bool {
     rows.is_empty()
         || rows.iter().all(|row| row.iter().all(JsonValue::is_null))
         || (rows.len() == 1 && rows[0].iter().all(zero_or_null))
+}
+
+/// A column's value as lower-case text without surrounding spaces, in the dialect's own
+/// cast (MySQL and MariaDB cast to CHAR, having no `CAST(x AS TEXT)`).
+fn text_normalised(dialect: SqlDialect, column: &str) -> String {
+    format!(
+        "LOWER(TRIM(CAST({column} AS {})))",
+        dialect.text_cast_type()
+    )
 }
 
 /// What the one diagnostic of an empty result decided.
@@ -317,16 +327,18 @@ async fn stored_spelling(gate: &Gate, tables: &[String], filter: &TextFilter) ->
             .any(|name| name.eq_ignore_ascii_case(&table.name))
             && table.column_named(&filter.column).is_some()
     })?;
-    let column = quote_ident(&filter.column);
+    let dialect = gate.dialect();
+    let column = quote_name(dialect, &filter.column);
     let literal = quote_literal(&filter.value);
+    let normalised = text_normalised(dialect, &column);
     let condition = if filter.is_like {
-        format!("LOWER(TRIM(CAST({column} AS TEXT))) LIKE LOWER({literal})")
+        format!("{normalised} LIKE LOWER({literal})")
     } else {
-        format!("LOWER(TRIM(CAST({column} AS TEXT))) = LOWER(TRIM({literal}))")
+        format!("{normalised} = LOWER(TRIM({literal}))")
     };
     let sql = format!(
         "SELECT DISTINCT {column} FROM {} WHERE {condition} LIMIT 5",
-        quote_ident(&owner.name)
+        quote_name(dialect, &owner.name)
     );
     let QueryOutcome::Rows(rows) = gate.run_query(&sql).await else {
         return None;

@@ -36,6 +36,7 @@ pub mod conversation;
 pub mod empty;
 pub mod events;
 pub mod failure;
+mod mysql_readings;
 pub mod plausibility;
 pub mod prompts;
 pub mod question_rules;
@@ -47,6 +48,7 @@ mod state;
 pub mod strategy;
 mod verified;
 
+pub use mysql_readings::as_mysql_reads;
 pub use render::{render_plan, render_text};
 pub use result::{
     AgentResult, ClarifyRequest, Decision, FailedAttempt, FirstRound, ModelStep, Plan, Tokens,

@@ -261,15 +261,16 @@ impl Rejoin<'_> {
 }
 
 /// A column name as SQL must write it: bare when it is a plain word (in PostgreSQL, also
-/// lower-case, as it folds bare names), else quoted.
+/// lower-case, as it folds bare names), else quoted as the dialect quotes names (MySQL
+/// reads a double-quoted word as a string).
 fn identifier(name: &str, dialect: SqlDialect) -> Ident {
     let plain = name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
         && name.chars().next().is_some_and(|c| !c.is_ascii_digit())
-        && (dialect == SqlDialect::Sqlite || !name.chars().any(|c| c.is_ascii_uppercase()));
+        && (dialect != SqlDialect::Postgres || !name.chars().any(|c| c.is_ascii_uppercase()));
     if plain {
         Ident::new(name)
     } else {
-        Ident::with_quote('"', name)
+        Ident::with_quote(dialect.name_quote(), name)
     }
 }
 
@@ -483,6 +484,24 @@ mod tests {
             )
             .as_deref(),
             Some("SELECT 1 FROM cars_data t1 JOIN car_names t2 ON t1.\"Id\" = t2.\"MakeId\"")
+        );
+        // MySQL reads "Id" as a string (and the guard refuses it): its names are bare,
+        // as its column names ignore case, or in backticks.
+        assert_eq!(
+            rejoined(
+                "SELECT 1 FROM cars_data t1 JOIN car_names t2 ON t1.makeid = t2.makeid",
+                SqlDialect::Mysql
+            )
+            .as_deref(),
+            Some("SELECT 1 FROM cars_data t1 JOIN car_names t2 ON t1.Id = t2.MakeId")
+        );
+        assert_eq!(
+            identifier("Air Date", SqlDialect::Mysql).to_string(),
+            "`Air Date`"
+        );
+        assert_eq!(
+            identifier("Air Date", SqlDialect::Sqlite).to_string(),
+            "\"Air Date\""
         );
     }
 

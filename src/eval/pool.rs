@@ -362,6 +362,8 @@ async fn pool_candidate(
     let Reply::Sql { sql, .. } = parse_reply(text) else {
         return candidate;
     };
+    // As the agent runs a reply: on MySQL, what the model meant as MySQL reads it.
+    let (sql, _) = crate::agent::as_mysql_reads(sql, agent.gate().dialect(), agent.gate().schema());
     candidate.sql = Some(sql.clone());
     match agent.gate().run_query(&sql).await {
         QueryOutcome::Rows(result) => {

@@ -35,7 +35,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value as JsonValue;
 
 use crate::schema::{ForeignKey, SchemaNotes, TableSchema};
-use crate::sql_text::{quote_ident, quote_ident_mysql};
+use crate::sql_text::quote_name;
 use crate::text::{cut_text, redact_password};
 use executor::mysql::MysqlExecutor;
 use executor::postgres::PostgresExecutor;
@@ -587,11 +587,7 @@ impl Gate {
                 table.name
             )));
         }
-        let quote = |name: &str| match self.dialect() {
-            // Backticks: MySQL reads double quotes as a string, and the guard refuses them.
-            SqlDialect::Mysql => quote_ident_mysql(name),
-            SqlDialect::Postgres | SqlDialect::Sqlite => quote_ident(name),
-        };
+        let quote = |name: &str| quote_name(self.dialect(), name);
         let columns: Vec<String> = table
             .columns
             .iter()

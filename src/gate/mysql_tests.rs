@@ -1,7 +1,8 @@
 //! The MySQL/MariaDB executor against a real server (never a mock): the read-only
 //! transaction and the pinned session each hold with the guard switched off, the server's
 //! statement limit fires, results stop at the row and byte caps, errors arrive with the
-//! taxonomy's types, and a bad URL or password is an error, not a panic.
+//! taxonomy's types, a bad URL or password is an error, not a panic, and the SQL askdb
+//! writes for its own checks is MySQL's.
 //!
 //! Each test creates its own uniquely named database as root and drops it when it ends.
 //! The server is `ASKDB_TEST_MYSQL_URL` (default `mysql://root@127.0.0.1:3306/`); when it
@@ -566,4 +567,129 @@ async fn mysql_guard_alone_refuses_every_mysql_hostile_line_as_root() {
         scratch.tables().await,
         ["askdb_query_log", "bills", "customers"]
     );
+}
+
+/// The SQL askdb writes for its own checks runs on MySQL: the empty-result probe and
+/// the stored-spelling lookup (text cast to CHAR, names in backticks), the value index's
+/// reads, and a join the rules rewrite on its foreign key. Each is written once for
+/// every engine; a double-quoted name or `CAST(x AS TEXT)` fails here without a word
+/// (the repairs they feed never happen), so each is run for real.
+#[tokio::test]
+async fn mysql_runs_the_sql_askdb_writes_for_its_own_checks() {
+    let Some(scratch) = ScratchMysql::new("mysql_own_sql").await else {
+        return;
+    };
+    let mut admin = mysql_async::Conn::from_url(scratch.admin.as_str())
+        .await
+        .expect("admin connects");
+    admin
+        .query_drop(format!("USE `{}`", scratch.database))
+        .await
+        .expect("use");
+    for statement in [
+        "CREATE TABLE Breeds (BreedCode VARCHAR(10) COLLATE utf8mb4_bin PRIMARY KEY, BreedName VARCHAR(20) COLLATE utf8mb4_bin)",
+        "INSERT INTO Breeds VALUES ('ESK', 'Eskimo'), ('HUS', 'Husky')",
+        "CREATE TABLE Dogs (DogId INT PRIMARY KEY, BreedCode VARCHAR(10) COLLATE utf8mb4_bin, FOREIGN KEY (BreedCode) REFERENCES Breeds (BreedCode))",
+        "INSERT INTO Dogs VALUES (1, 'ESK'), (2, 'HUS'), (3, 'HUS')",
+    ] {
+        admin.query_drop(statement).await.expect("set up");
+    }
+    let _ = admin.disconnect().await;
+    let url: crate::database::DatabaseUrl = scratch.url().parse().expect("a MySQL URL parses");
+    let gate = crate::database::open_gate(&url, super::GateOptions::default())
+        .await
+        .unwrap_or_else(|error| panic!("the gate opens: {error}"));
+
+    // An empty answer whose filter is spelled in another case (the column compares
+    // bytes): the probe finds the row and the lookup names the stored spelling.
+    let empty = match gate
+        .run_query("SELECT b.BreedCode FROM Breeds b WHERE b.BreedName = 'eskimo '")
+        .await
+    {
+        super::QueryOutcome::Rows(rows) => rows,
+        super::QueryOutcome::Failed(error) => panic!("{error}"),
+    };
+    assert!(empty.rows.is_empty(), "{:?}", empty.rows);
+    let (diagnosis, probe) = crate::agent::empty::diagnose(&gate, &empty).await;
+    match diagnosis {
+        crate::agent::empty::Diagnosis::CaseMismatch { findings, .. } => assert!(
+            findings.iter().any(|finding| finding.contains("'Eskimo'")),
+            "{findings:?}"
+        ),
+        other => panic!("{other:?} (probe {probe:?})"),
+    }
+
+    // The value index reads every short text column.
+    let cards = crate::linking::cards::build_cards(&gate)
+        .await
+        .expect("cards");
+    let chosen: Vec<_> = cards.iter().collect();
+    let values = crate::linking::values::collect(&gate, &chosen)
+        .await
+        .expect("values");
+    assert!(
+        values
+            .iter()
+            .any(|column| column.column == "breedname"
+                && column.values.contains(&"Husky".to_string())),
+        "{values:?}"
+    );
+
+    // A join on a column its table lacks, rewritten on the key: the names it writes
+    // are MySQL's, and the statement runs.
+    let rejoined = crate::agent::repair_facts::join_on_foreign_key(
+        "SELECT count(*) FROM Dogs d JOIN Breeds b ON d.DogId = b.BreedId WHERE b.BreedName = 'Husky'",
+        super::SqlDialect::Mysql,
+        gate.schema(),
+    )
+    .expect("the join is rewritten on its key");
+    match gate.run_query(&rejoined).await {
+        super::QueryOutcome::Rows(rows) => {
+            assert_eq!(rows.rows, vec![vec![json!(2)]], "{rejoined}")
+        }
+        super::QueryOutcome::Failed(error) => panic!("{rejoined}: {error}"),
+    }
+
+    // What a model writes in SQLite's habits fails here as written, and runs as MySQL
+    // reads it: a table and an alias in another case (where the server compares table
+    // names by case, as Linux servers do by default), a LIMIT inside IN.
+    let mut admin = mysql_async::Conn::from_url(scratch.admin.as_str())
+        .await
+        .expect("admin connects");
+    let names_by_case: Option<i64> = admin
+        .query_first("SELECT @@lower_case_table_names")
+        .await
+        .expect("the setting is read");
+    let _ = admin.disconnect().await;
+    let mut habits = vec![(
+        "SELECT b.BreedName FROM Breeds b WHERE b.BreedCode IN \
+         (SELECT BreedCode FROM Dogs GROUP BY BreedCode ORDER BY count(*) DESC LIMIT 1)",
+        ErrorType::SyntaxError,
+        vec![vec![json!("Husky")]],
+    )];
+    if names_by_case == Some(0) {
+        habits.push((
+            "SELECT count(*) FROM dogs AS D WHERE d.BreedCode = 'HUS'",
+            ErrorType::UnknownTable,
+            vec![vec![json!(2)]],
+        ));
+    }
+    for (written, expected_error, expected) in habits {
+        match gate.run_query(written).await {
+            super::QueryOutcome::Failed(error) => {
+                assert_eq!(error.error_type, expected_error, "{written}: {error}")
+            }
+            super::QueryOutcome::Rows(rows) => panic!("{written} ran as written: {rows:?}"),
+        }
+        let (read, notes) = crate::agent::as_mysql_reads(
+            written.to_string(),
+            super::SqlDialect::Mysql,
+            gate.schema(),
+        );
+        assert!(!notes.is_empty(), "{written}");
+        match gate.run_query(&read).await {
+            super::QueryOutcome::Rows(rows) => assert_eq!(rows.rows, expected, "{read}"),
+            super::QueryOutcome::Failed(error) => panic!("{read}: {error}"),
+        }
+    }
 }

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::lexical::{contains_run, value_terms, words};
 use crate::gate::{Gate, GateError, QueryOutcome};
 use crate::linking::cards::TableCard;
+use crate::sql_text::quote_name;
 
 /// Distinct values read per column (the guard may cap it lower).
 pub const DISTINCT_VALUES: usize = 500;
@@ -161,10 +162,6 @@ fn is_text_type(data_type: &str) -> bool {
             .any(|word| lower.contains(word))
 }
 
-fn quote_ident(name: &str) -> String {
-    format!("\"{}\"", name.replace('"', "\"\""))
-}
-
 /// Reads the distinct values of every short text column of the given tables through
 /// the gate. A column whose query fails is left out rather than failing the index:
 /// linking without one column's values is still linking.
@@ -178,8 +175,8 @@ pub async fn collect(gate: &Gate, cards: &[&TableCard]) -> Result<Vec<ColumnValu
             }
             let sql = format!(
                 "SELECT DISTINCT {column} FROM {table} WHERE {column} IS NOT NULL LIMIT {DISTINCT_VALUES}",
-                column = quote_ident(&column.name),
-                table = quote_ident(&description.name),
+                column = quote_name(gate.dialect(), &column.name),
+                table = quote_name(gate.dialect(), &description.name),
             );
             let QueryOutcome::Rows(result) = gate.run_query(&sql).await else {
                 continue;

@@ -97,9 +97,3 @@ pub(crate) fn value_bytes(value: &JsonValue) -> u64 {
         _ => 8,
     }
 }
-
-/// Quotes an identifier for SQL the executors write themselves (introspection and
-/// samples), doubling embedded quotes. Both dialects accept double quotes.
-pub(crate) fn quote_ident(name: &str) -> String {
-    format!("\"{}\"", name.replace('"', "\"\""))
-}

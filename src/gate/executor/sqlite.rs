@@ -27,10 +27,11 @@ use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags};
 use serde_json::Value as JsonValue;
 
-use super::{quote_ident, ExecFailure, ExecLimits, RawRows};
+use super::{ExecFailure, ExecLimits, RawRows};
 use crate::gate::guard::resolution::{Resolution, SqliteAccess};
 use crate::gate::taxonomy::{self, ErrorType};
 use crate::schema::{ColumnSchema, ForeignKey, TableSchema};
+use crate::sql_text::quote_ident;
 
 /// How many virtual-machine steps pass between deadline checks. Small enough that a
 /// runaway statement is stopped within milliseconds of its deadline.
