@@ -139,15 +139,7 @@ impl Visitor for Declared {
     }
 
     fn pre_visit_table_factor(&mut self, factor: &TableFactor) -> ControlFlow<()> {
-        let alias = match factor {
-            TableFactor::Table { alias, .. }
-            | TableFactor::Derived { alias, .. }
-            | TableFactor::TableFunction { alias, .. }
-            | TableFactor::UNNEST { alias, .. }
-            | TableFactor::NestedJoin { alias, .. } => alias.as_ref(),
-            _ => None,
-        };
-        match (factor, alias) {
+        match (factor, crate::gate::table_factor_table_alias(factor)) {
             (_, Some(alias)) => {
                 let name = &alias.name.value;
                 let spellings = self.aliases.entry(name.to_lowercase()).or_default();

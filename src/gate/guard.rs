@@ -44,6 +44,7 @@ pub(crate) mod resolution;
 mod runner;
 
 use checker::*;
+pub use declared::table_factor_table_alias;
 use declared::*;
 use limit::*;
 pub use policy::GuardPolicy;

@@ -42,7 +42,8 @@ use executor::postgres::PostgresExecutor;
 use executor::sqlite::SqliteExecutor;
 use executor::{ExecFailure, ExecLimits, RawRows, Stage};
 pub use guard::{
-    CheckedQuery, GuardPolicy, LimitAction, Refusal, RefusalReason, SqlDialect, RUNTIME_STACK_BYTES,
+    table_factor_table_alias, CheckedQuery, GuardPolicy, LimitAction, Refusal, RefusalReason,
+    SqlDialect, RUNTIME_STACK_BYTES,
 };
 pub use narrow::{PolicyError, PolicyLimit, UserPolicy};
 pub use taxonomy::ErrorType;

@@ -217,20 +217,11 @@ fn binding<'a>(factor: &TableFactor, schema: &'a [TableSchema]) -> Option<Bindin
                 table: table_named(schema, &table_name).filter(|_| !renamed),
             })
         }
-        other => {
-            let alias = match other {
-                TableFactor::Derived { alias, .. }
-                | TableFactor::TableFunction { alias, .. }
-                | TableFactor::Function { alias, .. }
-                | TableFactor::UNNEST { alias, .. }
-                | TableFactor::NestedJoin { alias, .. } => alias.as_ref(),
-                _ => None,
-            };
-            Some(Binding {
-                name: alias.map(|alias| alias.name.value.to_lowercase())?,
-                table: None,
-            })
-        }
+        other => Some(Binding {
+            name: crate::gate::table_factor_table_alias(other)
+                .map(|alias| alias.name.value.to_lowercase())?,
+            table: None,
+        }),
     }
 }
 

@@ -174,7 +174,10 @@ pub(super) fn table_factor_alias(factor: &TableFactor) -> Option<&Ident> {
     table_factor_table_alias(factor).map(|alias| &alias.name)
 }
 
-pub(super) fn table_factor_table_alias(factor: &TableFactor) -> Option<&TableAlias> {
+/// The alias a table factor declares, of whichever kind (a table, a derived table, a
+/// table function, ...): the one list of the kinds that may carry one, for the guard and
+/// for every module that reads a statement's relations.
+pub fn table_factor_table_alias(factor: &TableFactor) -> Option<&TableAlias> {
     match factor {
         TableFactor::Table { alias, .. }
         | TableFactor::Derived { alias, .. }
