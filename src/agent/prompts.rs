@@ -439,7 +439,7 @@ pub fn generation_request(
     let request = ModelRequest::new(purpose, question, messages);
     match strategy.reply {
         ReplyFormat::Sql => request
-            .with_prefill(SQL_FENCE)
+            .with_prefill(reply_start(strategy, follow_up && repairs.is_empty()))
             .with_stop(&[SQL_STOP])
             .with_max_tokens(SQL_MAX_TOKENS),
         ReplyFormat::Json => {
@@ -449,6 +449,18 @@ pub fn generation_request(
                 .with_json_schema(schema, instruction)
                 .with_max_tokens(JSON_MAX_TOKENS)
         }
+    }
+}
+
+/// The start of a SQL reply, written for the model: the fence, and for a follow-up's
+/// first reply under `follow=prefill` the restatement's marker, so the model writes the
+/// restatement without a sentence in the follow-up's message asking for it (those
+/// tokens are not in the cached prefix; the marker is a handful).
+fn reply_start(strategy: &Strategy, restates: bool) -> String {
+    if restates && strategy.prefills_restatement() {
+        format!("{SQL_FENCE}{}", super::reply::UNDERSTOOD_MARKER)
+    } else {
+        SQL_FENCE.to_string()
     }
 }
 

@@ -17,7 +17,7 @@
 //! | `repair` | `sampled`, `greedy` | a repair after a failure asks for the strategy's `n` candidates at its temperature (they vote), or for one greedy reply; a reply identical to a failed one is always answered by sampled candidates |
 //! | `groups` | `on`, `off` | with `reply=sql`: the rule "when the question asks for a value for each group, select the group's column too" |
 //! | `budget` | `off`, 1 to 600 | seconds a question may take: no model round starts when the round before it, taken again, would end past the budget (a rule's own rewrite still runs; the question ends in an answer with warnings or an honest give-up) |
-//! | `follow` | `message`, `system` | with `reply=sql`: what a follow-up is asked to do (one standalone SELECT, opened with its restatement) is said at the end of the follow-up's own message, or once in the system prompt, where the server holds it in every question's cached prefix (measured in decision 0011: the local 1.5B model then stops writing the restatement) |
+//! | `follow` | `message`, `system`, `prefill` | with `reply=sql`: what a follow-up is asked to do (one standalone SELECT, opened with its restatement) is said at the end of the follow-up's own message, or once in the system prompt, where the server holds it in every question's cached prefix (measured in decision 0011: the local 1.5B model then stops writing the restatement); `prefill` says it in the system prompt and begins a follow-up's reply with the restatement's marker for the model, so it writes the restatement with nothing in its message asking for it |
 //! | `conf` | `off`, -10.0 to 0.0 | with `when=doubt`: a greedy reply whose least likely token has a log-probability below this is doubtful too (the model hesitated over a column, a table or a join), and its result votes with sampled candidates; needs a server that gives log-probabilities |
 
 use std::fmt;
@@ -97,10 +97,25 @@ pub struct Strategy {
     /// attempt cap ends it). Runs recorded before the knob had none.
     #[serde(default)]
     pub time_budget_s: Option<u32>,
-    /// With `reply=sql`: a follow-up's instruction is in the system prompt, not in its
-    /// message.
+    /// With `reply=sql`: where a follow-up's instruction is said, and who restates it.
     #[serde(default)]
-    pub follow_up_rule_in_system: bool,
+    pub follow_up: FollowUpAsk,
+}
+
+/// Where a follow-up is told what to write (one standalone SELECT) and how its
+/// restatement ("Understood as: ...") is asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum FollowUpAsk {
+    /// At the end of the follow-up's own message; the reply opens with the restatement.
+    #[default]
+    Message,
+    /// Once in the system prompt (every question's cached prefix); the reply opens with
+    /// the restatement.
+    System,
+    /// Once in the system prompt, and a follow-up's reply begun with the restatement's
+    /// marker for the model (where the provider continues a begun reply).
+    Prefill,
 }
 
 /// The default time budget of a question, in seconds: a user waits this long at most for
@@ -140,7 +155,7 @@ impl Default for Strategy {
             group_columns: false,
             greedy_repairs: false,
             time_budget_s: Some(DEFAULT_TIME_BUDGET_S),
-            follow_up_rule_in_system: false,
+            follow_up: FollowUpAsk::Message,
         }
     }
 }
@@ -165,12 +180,17 @@ impl Strategy {
     /// Whether a follow-up's instruction is said once in the system prompt rather than
     /// in its message: only a `reply=sql` prompt has the place for it.
     pub fn follow_up_rule_said_in_system(&self) -> bool {
-        self.follow_up_rule_in_system && self.reply == ReplyFormat::Sql
+        self.follow_up != FollowUpAsk::Message && self.reply == ReplyFormat::Sql
+    }
+
+    /// Whether a follow-up's reply is begun with the restatement's marker.
+    pub fn prefills_restatement(&self) -> bool {
+        self.follow_up == FollowUpAsk::Prefill && self.reply == ReplyFormat::Sql
     }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("bad strategy {0:?}: use key=value pairs separated by commas (reply=sql|json, alias=on|off, marker=on|off, cards=notes|rows, schema=budget|linked, n=1..8, when=always|doubt, t=0..1.5, hints=full|lean|fit, groups=on|off, repair=sampled|greedy, follow=message|system, budget=off|1..600, conf=off|-10..0)")]
+#[error("bad strategy {0:?}: use key=value pairs separated by commas (reply=sql|json, alias=on|off, marker=on|off, cards=notes|rows, schema=budget|linked, n=1..8, when=always|doubt, t=0..1.5, hints=full|lean|fit, groups=on|off, repair=sampled|greedy, follow=message|system|prefill, budget=off|1..600, conf=off|-10..0)")]
 pub struct StrategyError(pub String);
 
 impl FromStr for Strategy {
@@ -213,8 +233,9 @@ impl FromStr for Strategy {
                 ("repair", "greedy") => strategy.greedy_repairs = true,
                 ("groups", "on") => strategy.group_columns = true,
                 ("groups", "off") => strategy.group_columns = false,
-                ("follow", "message") => strategy.follow_up_rule_in_system = false,
-                ("follow", "system") => strategy.follow_up_rule_in_system = true,
+                ("follow", "message") => strategy.follow_up = FollowUpAsk::Message,
+                ("follow", "system") => strategy.follow_up = FollowUpAsk::System,
+                ("follow", "prefill") => strategy.follow_up = FollowUpAsk::Prefill,
                 ("budget", "off") => strategy.time_budget_s = None,
                 ("budget", seconds) => {
                     strategy.time_budget_s =
@@ -270,10 +291,10 @@ impl fmt::Display for Strategy {
                 Hints::Fit => "fit",
             },
             if self.group_columns { ",groups=on" } else { "" },
-            if self.follow_up_rule_in_system {
-                ",follow=system"
-            } else {
-                ""
+            match self.follow_up {
+                FollowUpAsk::Message => "",
+                FollowUpAsk::System => ",follow=system",
+                FollowUpAsk::Prefill => ",follow=prefill",
             },
             if self.greedy_repairs {
                 ",repair=greedy"
@@ -305,8 +326,12 @@ mod tests {
             .parse()
             .expect("parses");
         assert_eq!((fitted.hints, fitted.group_columns), (Hints::Fit, true));
-        assert!(fitted.follow_up_rule_in_system);
-        assert!(!Strategy::default().follow_up_rule_in_system);
+        assert_eq!(fitted.follow_up, FollowUpAsk::System);
+        assert_eq!(Strategy::default().follow_up, FollowUpAsk::Message);
+        let prefill: Strategy = "follow=prefill".parse().expect("parses");
+        assert!(prefill.prefills_restatement() && prefill.follow_up_rule_said_in_system());
+        assert_eq!(prefill.to_string().parse::<Strategy>(), Ok(prefill));
+        assert!(!fitted.prefills_restatement());
         assert!(fitted.greedy_repairs);
         assert_eq!(fitted.to_string().parse::<Strategy>(), Ok(fitted));
         assert_eq!(strategy.confidence_floor, Some(-1.5));

@@ -1,5 +1,6 @@
 //! The prompts' words and shapes: what each request holds and in which order.
 use super::*;
+use crate::agent::strategy::FollowUpAsk;
 
 #[test]
 fn every_repaired_database_error_has_an_instruction_and_the_rest_none() {
@@ -121,7 +122,7 @@ fn the_column_fact_names_the_alias_and_the_owner() {
 fn a_follow_ups_instruction_is_said_once_where_the_strategy_puts_it() {
     let in_message = Strategy::default();
     let in_system = Strategy {
-        follow_up_rule_in_system: true,
+        follow_up: FollowUpAsk::System,
         ..Strategy::default()
     };
     let context = Context::default();
@@ -147,4 +148,35 @@ fn a_follow_ups_instruction_is_said_once_where_the_strategy_puts_it() {
         ..in_system
     };
     assert!(message_of(&json).contains("\"understood_as\""));
+    // Prefilled: said in the system prompt as with `follow=system`, and the follow-up's
+    // first reply begun with the restatement's marker; a first question's and a
+    // repair's replies begin with the fence alone.
+    let prefill = Strategy {
+        follow_up: FollowUpAsk::Prefill,
+        ..Strategy::default()
+    };
+    assert_eq!(system_of(&prefill), system_of(&in_system));
+    assert_eq!(message_of(&prefill), "Follow-up question: And in 2024?");
+    let earlier = vec![
+        Message::user("How many?"),
+        Message::assistant("```sql\nSELECT 1\n```"),
+    ];
+    let repair = RepairTurn {
+        reply: "```sql\nSELECT x\n```".to_string(),
+        feedback: "no such column: x".to_string(),
+    };
+    let start = |strategy: &Strategy, earlier: Vec<Message>, repairs: &[RepairTurn]| {
+        generation_request(strategy, "q", "<s/>".into(), earlier, "q".into(), repairs).prefill
+    };
+    let marked = format!("{SQL_FENCE}{}", super::super::reply::UNDERSTOOD_MARKER);
+    assert_eq!(start(&prefill, earlier.clone(), &[]), Some(marked));
+    assert_eq!(
+        start(&prefill, earlier.clone(), std::slice::from_ref(&repair)),
+        Some(SQL_FENCE.to_string())
+    );
+    assert_eq!(
+        start(&prefill, Vec::new(), &[]),
+        Some(SQL_FENCE.to_string())
+    );
+    assert_eq!(start(&in_system, earlier, &[]), Some(SQL_FENCE.to_string()));
 }

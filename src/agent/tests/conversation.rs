@@ -130,25 +130,29 @@ async fn a_follow_up_that_narrows_sees_the_earlier_sql_and_shape_but_no_rows() {
         .contains("Understood"));
 }
 
+/// A follow-up that changes the measure of [`VOIDED`].
+const MEASURE: &str = "And what was their total amount?";
+
+/// [`VOIDED`] answered, then [`MEASURE`] answered with its restatement.
+fn measure_script() -> Vec<String> {
+    vec![
+        line(VOIDED, "write_sql", sql_reply(VOIDED_SQL)),
+        line(
+            MEASURE,
+            "write_sql",
+            restated(
+                "the total amount of the bills voided in 2025",
+                "SELECT SUM(total_amt) AS total FROM bills WHERE status = 'VOID' AND strftime('%Y', txn_dt) = '2025'",
+            ),
+        ),
+    ]
+}
+
 #[tokio::test]
 async fn a_follow_up_that_changes_the_measure_keeps_the_earlier_period() {
     let fixture = demo();
-    let measure = "And what was their total amount?";
-    let agent = agent(
-        &fixture.path,
-        &[
-            line(VOIDED, "write_sql", sql_reply(VOIDED_SQL)),
-            line(
-                measure,
-                "write_sql",
-                restated(
-                    "the total amount of the bills voided in 2025",
-                    "SELECT SUM(total_amt) AS total FROM bills WHERE status = 'VOID' AND strftime('%Y', txn_dt) = '2025'",
-                ),
-            ),
-        ],
-    )
-    .await;
+    let measure = MEASURE;
+    let agent = agent(&fixture.path, &measure_script()).await;
     let mut turns = Vec::new();
     ask_turn(&agent, &mut turns, VOIDED).await;
     let (result, _) = ask_turn(&agent, &mut turns, measure).await;
@@ -571,4 +575,37 @@ async fn a_follow_up_links_the_tables_of_the_questions_it_continues() {
         "{:?}",
         result.schema_tables
     );
+}
+
+#[tokio::test]
+async fn a_follow_up_under_follow_prefill_is_told_once_in_the_system_prompt() {
+    let fixture = demo();
+    let measure = MEASURE;
+    let agent = agent_with(&fixture.path, &measure_script(), "follow=prefill").await;
+    let mut turns = Vec::new();
+    let (first, first_steps) = ask_turn(&agent, &mut turns, VOIDED).await;
+    assert_eq!(first.decision, Decision::Answer);
+    let (result, recorder) = ask_turn(&agent, &mut turns, measure).await;
+    assert_eq!(result.decision, Decision::Answer, "{:?}", result.reason);
+    assert_eq!(
+        result.understood_as.as_deref(),
+        Some("the total amount of the bills voided in 2025")
+    );
+    // The instruction is in the system prompt every question reads from the cache, the
+    // same for the first question and the follow-up, and the follow-up's own message is
+    // its result's shape and its question.
+    let prompt = first_prompt(&recorder);
+    assert_eq!(prompt[0], first_prompt(&first_steps)[0]);
+    assert!(
+        prompt[0].contains("A follow-up question is read in the context"),
+        "{}",
+        prompt[0]
+    );
+    let asked = prompt.last().expect("a message");
+    assert!(
+        asked.contains(&format!("Follow-up question: {measure}")),
+        "{asked}"
+    );
+    assert!(!asked.contains("Understood as"), "{asked}");
+    assert!(!asked.contains("Write one SELECT"), "{asked}");
 }
