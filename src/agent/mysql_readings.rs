@@ -12,7 +12,8 @@
 //!   alias of the statement when case is ignored, and none as written, is written as the
 //!   statement declared it. Names of common table expressions are left as written (a
 //!   reference may be one). [`declared_case`]
-//! - **A LIMIT inside an IN subquery** (`x IN (SELECT ... ORDER BY n DESC LIMIT 1)`), which
+//! - **A LIMIT inside an IN, ANY/SOME or ALL subquery** (`x IN (SELECT ... ORDER BY n DESC
+//!   LIMIT 1)`, `x > ALL (SELECT ... LIMIT 3)`), which
 //!   neither server runs (error 1235, "doesn't yet support 'LIMIT & IN/ALL/ANY/SOME
 //!   subquery'"), is moved into a derived table, the form both run with the same rows:
 //!   `x IN (SELECT * FROM (SELECT ... LIMIT 1) AS limited_rows)`. Told the error, a
@@ -287,9 +288,10 @@ impl VisitorMut for Qualifiers<'_> {
     }
 }
 
-/// `sql` with each `IN` subquery that carries a LIMIT moved into a derived table, or
-/// None when there is none (and always for the other dialects, which run it as
-/// written, or when the text is not one statement that renders faithfully). A subquery
+/// `sql` with each `IN`, `ANY`/`SOME` or `ALL` subquery that carries a LIMIT moved into
+/// a derived table, or None when there is none (and always for the other dialects,
+/// which run it as written, or when the text is not one statement that renders
+/// faithfully). A subquery
 /// that may read the outer query (a qualifier it does not declare, a bare name no table
 /// it reads has) is left as written: MariaDB does not let a derived table read outside.
 pub fn limited_subqueries_derived(
@@ -305,11 +307,19 @@ pub fn limited_subqueries_derived(
     let mut derived = 0usize;
     let mut failed = false;
     let _ = sqlparser::ast::visit_expressions_mut(&mut statement, |expr| {
-        if let Expr::In {
-            target: InTarget::Subquery(subquery),
-            ..
-        } = expr
-        {
+        // The subqueries MariaDB and MySQL refuse a LIMIT in (1235): IN, ANY, SOME, ALL.
+        let compared = match expr {
+            Expr::In {
+                target: InTarget::Subquery(subquery),
+                ..
+            } => Some(subquery),
+            Expr::AnyOp { right, .. } | Expr::AllOp { right, .. } => match right.as_mut() {
+                Expr::Subquery(subquery) => Some(subquery),
+                _ => None,
+            },
+            _ => None,
+        };
+        if let Some(subquery) = compared {
             let limited = subquery.limit_clause.is_some() || subquery.fetch.is_some();
             if limited && reads_only_itself(subquery, schema) {
                 let wrapped = format!("SELECT * FROM ({subquery}) AS limited_rows");
@@ -513,8 +523,27 @@ mod tests {
                 "SELECT Name FROM city WHERE ID NOT IN (SELECT * FROM (SELECT ID FROM city LIMIT 1) AS limited_rows)"
             )
         );
+        // The same refusal covers a comparison with ANY, SOME or ALL of a subquery.
+        for (written, derived) in [
+            (
+                "SELECT Name FROM city WHERE ID = ANY (SELECT ID FROM city ORDER BY Name LIMIT 2)",
+                "SELECT Name FROM city WHERE ID = ANY(SELECT * FROM (SELECT ID FROM city ORDER BY Name LIMIT 2) AS limited_rows)",
+            ),
+            (
+                "SELECT Name FROM city WHERE ID > ALL (SELECT ID FROM city LIMIT 2)",
+                "SELECT Name FROM city WHERE ID > ALL(SELECT * FROM (SELECT ID FROM city LIMIT 2) AS limited_rows)",
+            ),
+        ] {
+            assert_eq!(
+                limited_subqueries_derived(written, SqlDialect::Mysql, &schema()).as_deref(),
+                Some(derived),
+                "{written}"
+            );
+        }
         for untouched in [
             "SELECT Name FROM city WHERE ID IN (SELECT ID FROM city)",
+            "SELECT Name FROM city WHERE ID > ALL (SELECT ID FROM city)",
+            "SELECT Name FROM city WHERE EXISTS (SELECT ID FROM city LIMIT 1)",
             "SELECT Name FROM city WHERE ID = (SELECT ID FROM city LIMIT 1)",
             "SELECT Name FROM city LIMIT 1",
             // A subquery that reads the outer query, by its alias or by a bare name none

@@ -652,7 +652,7 @@ async fn mysql_runs_the_sql_askdb_writes_for_its_own_checks() {
 
     // What a model writes in SQLite's habits fails here as written, and runs as MySQL
     // reads it: a table and an alias in another case (where the server compares table
-    // names by case, as Linux servers do by default), a LIMIT inside IN.
+    // names by case, as Linux servers do by default), a LIMIT inside IN or ANY.
     let mut admin = mysql_async::Conn::from_url(scratch.admin.as_str())
         .await
         .expect("admin connects");
@@ -661,12 +661,20 @@ async fn mysql_runs_the_sql_askdb_writes_for_its_own_checks() {
         .await
         .expect("the setting is read");
     let _ = admin.disconnect().await;
-    let mut habits = vec![(
-        "SELECT b.BreedName FROM Breeds b WHERE b.BreedCode IN \
-         (SELECT BreedCode FROM Dogs GROUP BY BreedCode ORDER BY count(*) DESC LIMIT 1)",
-        ErrorType::SyntaxError,
-        vec![vec![json!("Husky")]],
-    )];
+    let mut habits = vec![
+        (
+            "SELECT b.BreedName FROM Breeds b WHERE b.BreedCode IN \
+             (SELECT BreedCode FROM Dogs GROUP BY BreedCode ORDER BY count(*) DESC LIMIT 1)",
+            ErrorType::SyntaxError,
+            vec![vec![json!("Husky")]],
+        ),
+        (
+            "SELECT b.BreedName FROM Breeds b WHERE b.BreedCode = ANY \
+             (SELECT BreedCode FROM Dogs GROUP BY BreedCode ORDER BY count(*) DESC LIMIT 1)",
+            ErrorType::SyntaxError,
+            vec![vec![json!("Husky")]],
+        ),
+    ];
     if names_by_case == Some(0) {
         habits.push((
             "SELECT count(*) FROM dogs AS D WHERE d.BreedCode = 'HUS'",
