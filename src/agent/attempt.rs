@@ -41,6 +41,7 @@ impl Agent {
             prompts::conversation_messages(&self.strategy, &state.context),
             self.question_text(state),
             &state.repairs,
+            state.understood_as.is_some(),
         );
         Some(match round {
             Round::Greedy if self.strategy.confidence_floor.is_some() => request.with_logprobs(),

@@ -415,6 +415,8 @@ pub fn quoted_reply(kind: FailureKind, reply: &str) -> String {
 }
 
 /// A generation request: the stable prefix, then one turn pair per failed attempt.
+/// `restated`: a follow-up's restatement was already read from an earlier reply, so
+/// this one is not begun with its marker.
 pub fn generation_request(
     strategy: &Strategy,
     question: &str,
@@ -422,6 +424,7 @@ pub fn generation_request(
     earlier: Vec<Message>,
     question_text: String,
     repairs: &[RepairTurn],
+    restated: bool,
 ) -> ModelRequest {
     let follow_up = !earlier.is_empty();
     let mut messages = vec![Message::stable_system(system)];
@@ -439,7 +442,7 @@ pub fn generation_request(
     let request = ModelRequest::new(purpose, question, messages);
     match strategy.reply {
         ReplyFormat::Sql => request
-            .with_prefill(reply_start(strategy, follow_up && repairs.is_empty()))
+            .with_prefill(reply_start(strategy, follow_up && !restated))
             .with_stop(&[SQL_STOP])
             .with_max_tokens(SQL_MAX_TOKENS),
         ReplyFormat::Json => {
@@ -452,10 +455,12 @@ pub fn generation_request(
     }
 }
 
-/// The start of a SQL reply, written for the model: the fence, and for a follow-up's
-/// first reply under `follow=prefill` the restatement's marker, so the model writes the
+/// The start of a SQL reply, written for the model: the fence, and for a follow-up not
+/// yet restated under `follow=prefill` the restatement's marker, so the model writes the
 /// restatement without a sentence in the follow-up's message asking for it (those
-/// tokens are not in the cached prefix; the marker is a handful).
+/// tokens are not in the cached prefix; the marker is a handful). A provider that does
+/// not continue a begun reply (OpenAI's own API) gets only the system prompt's
+/// sentence, as under `follow=system`.
 fn reply_start(strategy: &Strategy, restates: bool) -> String {
     if restates && strategy.prefills_restatement() {
         format!("{SQL_FENCE}{}", super::reply::UNDERSTOOD_MARKER)
@@ -536,6 +541,7 @@ pub fn warm_up_request(strategy: &Strategy, system: String) -> ModelRequest {
         Vec::new(),
         question_message("How many tables are there?", &[]),
         &[],
+        false,
     )
     .with_max_tokens(1)
 }

@@ -129,12 +129,32 @@ fn understood(text: &str) -> (Option<String>, &str) {
         if !is_marker {
             return (found, rest);
         }
-        let said = line[marker..].trim();
+        let said = &line[marker..];
+        let after = rest[line_end..].trim_start();
+        // A query written on the restatement's own line (the model went on after the
+        // marker written for it without a line break) is the reply's body, not a comment.
+        if let (true, Some(at)) = (after.is_empty(), query_start(said)) {
+            let restated = said[..at].trim();
+            if found.is_none() && !restated.is_empty() {
+                found = Some(restated.to_string());
+            }
+            return (found, &said[at..]);
+        }
+        let said = said.trim();
         if found.is_none() && !said.is_empty() {
             found = Some(said.to_string());
         }
-        rest = rest[line_end..].trim_start();
+        rest = after;
     }
+}
+
+/// Where a query begins inside a line of prose: the first upper-case `SELECT` or `WITH`
+/// after a space (a restatement's words are not upper case).
+fn query_start(line: &str) -> Option<usize> {
+    ["SELECT ", "WITH "]
+        .iter()
+        .filter_map(|keyword| line.find(&format!(" {keyword}")).map(|at| at + 1))
+        .min()
 }
 
 /// Reads a generation reply in any of the forms above.
@@ -388,6 +408,22 @@ mod tests {
         assert!(matches!(
             parse_reply("```sql\n-- Understood as: x\n```"),
             Reply::Malformed(_)
+        ));
+        // A query the model wrote on the marker's line, after the restatement, is the
+        // query; a lower-case "select" is the restatement's word.
+        assert_eq!(
+            parse_reply(
+                "```sql\n-- Understood as: select the singers older than 40 SELECT name FROM singer WHERE age > 40\n```"
+            ),
+            Reply::Sql {
+                sql: "SELECT name FROM singer WHERE age > 40".to_string(),
+                assumptions: Vec::new(),
+                understood_as: Some("select the singers older than 40".to_string()),
+            }
+        );
+        assert!(matches!(
+            parse_reply("```sql\n-- Understood as: WITH t AS (SELECT 1 AS x) SELECT x FROM t\n```"),
+            Reply::Sql { sql, understood_as: None, .. } if sql == "WITH t AS (SELECT 1 AS x) SELECT x FROM t"
         ));
     }
 

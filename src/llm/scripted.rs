@@ -25,7 +25,9 @@
 //!   `{"mean_logprob", "min_logprob", "tokens"}`, as a server giving log-probabilities
 //!   reports it), `prompt_contains` (a text the request's messages must hold: when they
 //!   do not, the call fails with a `script` error naming it, so a test can tell what the
-//!   prompt carried, such as a follow-up's earlier turns).
+//!   prompt carried, such as a follow-up's earlier turns), `continues` (true: the
+//!   reply continues the start the request wrote for the model, its prefill, which is
+//!   put before it, as a server that continues a begun reply returns it).
 //! - Blank lines and lines starting with `#` are ignored.
 //!
 //! Scripted replies are free unless `ASKDB_MODEL_METERED=true` (or
@@ -86,6 +88,10 @@ struct ScriptLine {
     /// A text the prompt must hold for this reply to be given.
     #[serde(default)]
     prompt_contains: Option<String>,
+    /// The reply continues the start the request wrote for the model (its prefill),
+    /// which is put before it, as a server that continues a begun reply returns it.
+    #[serde(default)]
+    continues: bool,
 }
 
 /// A failure the script asks for.
@@ -165,6 +171,7 @@ struct ScriptedReply {
     outcome: ScriptedOutcome,
     delay: Option<Duration>,
     prompt_contains: Option<String>,
+    continues: bool,
 }
 
 type ScriptKey = (String, Purpose);
@@ -233,6 +240,7 @@ impl ScriptedProvider {
                     outcome,
                     delay: parsed.delay_ms.map(Duration::from_millis),
                     prompt_contains: parsed.prompt_contains,
+                    continues: parsed.continues,
                 });
         }
         Ok(ScriptedProvider {
@@ -305,6 +313,10 @@ impl ScriptedProvider {
                 alternatives,
                 confidence,
             } => {
+                let text = match (&request.prefill, reply.continues) {
+                    (Some(start), true) => format!("{start}{text}"),
+                    _ => text,
+                };
                 Ok(Completion {
                     input_tokens: input_tokens.unwrap_or_else(|| estimate_tokens(&prompt)),
                     output_tokens: output_tokens.unwrap_or_else(|| estimate_tokens(&text)),

@@ -58,6 +58,7 @@ fn a_repair_keeps_the_first_call_as_its_prefix() {
         Vec::new(),
         "Question: q".into(),
         &[],
+        false,
     );
     let repair = generation_request(
         &strategy,
@@ -73,6 +74,7 @@ fn a_repair_keeps_the_first_call_as_its_prefix() {
                 None,
             ),
         }],
+        false,
     );
     assert_eq!(first.messages[..], repair.messages[..2]);
     assert_eq!(first.purpose, Purpose::WriteSql);
@@ -165,18 +167,33 @@ fn a_follow_ups_instruction_is_said_once_where_the_strategy_puts_it() {
         reply: "```sql\nSELECT x\n```".to_string(),
         feedback: "no such column: x".to_string(),
     };
-    let start = |strategy: &Strategy, earlier: Vec<Message>, repairs: &[RepairTurn]| {
-        generation_request(strategy, "q", "<s/>".into(), earlier, "q".into(), repairs).prefill
+    let start = |strategy: &Strategy, earlier: Vec<Message>, repairs: &[RepairTurn], restated| {
+        generation_request(
+            strategy,
+            "q",
+            "<s/>".into(),
+            earlier,
+            "q".into(),
+            repairs,
+            restated,
+        )
+        .prefill
     };
-    let marked = format!("{SQL_FENCE}{}", super::super::reply::UNDERSTOOD_MARKER);
-    assert_eq!(start(&prefill, earlier.clone(), &[]), Some(marked));
-    assert_eq!(
-        start(&prefill, earlier.clone(), std::slice::from_ref(&repair)),
-        Some(SQL_FENCE.to_string())
-    );
-    assert_eq!(
-        start(&prefill, Vec::new(), &[]),
-        Some(SQL_FENCE.to_string())
-    );
-    assert_eq!(start(&in_system, earlier, &[]), Some(SQL_FENCE.to_string()));
+    let marked = Some(format!(
+        "{SQL_FENCE}{}",
+        super::super::reply::UNDERSTOOD_MARKER
+    ));
+    let fence = Some(SQL_FENCE.to_string());
+    assert_eq!(start(&prefill, earlier.clone(), &[], false), marked);
+    // A repair of a follow-up no reply has restated yet asks again; once read, not.
+    let repairs = std::slice::from_ref(&repair);
+    assert_eq!(start(&prefill, earlier.clone(), repairs, false), marked);
+    assert_eq!(start(&prefill, earlier.clone(), repairs, true), fence);
+    assert_eq!(start(&prefill, Vec::new(), &[], false), fence);
+    assert_eq!(start(&in_system, earlier.clone(), &[], false), fence);
+    let json = Strategy {
+        reply: ReplyFormat::Json,
+        ..prefill
+    };
+    assert_eq!(start(&json, earlier, &[], false), None);
 }

@@ -130,8 +130,9 @@ async fn a_follow_up_that_narrows_sees_the_earlier_sql_and_shape_but_no_rows() {
         .contains("Understood"));
 }
 
-/// A follow-up that changes the measure of [`VOIDED`].
+/// A follow-up that changes the measure of [`VOIDED`], and its query.
 const MEASURE: &str = "And what was their total amount?";
+const MEASURE_SQL: &str = "SELECT SUM(total_amt) AS total FROM bills WHERE status = 'VOID' AND strftime('%Y', txn_dt) = '2025'";
 
 /// [`VOIDED`] answered, then [`MEASURE`] answered with its restatement.
 fn measure_script() -> Vec<String> {
@@ -140,10 +141,7 @@ fn measure_script() -> Vec<String> {
         line(
             MEASURE,
             "write_sql",
-            restated(
-                "the total amount of the bills voided in 2025",
-                "SELECT SUM(total_amt) AS total FROM bills WHERE status = 'VOID' AND strftime('%Y', txn_dt) = '2025'",
-            ),
+            restated("the total amount of the bills voided in 2025", MEASURE_SQL),
         ),
     ]
 }
@@ -581,7 +579,19 @@ async fn a_follow_up_links_the_tables_of_the_questions_it_continues() {
 async fn a_follow_up_under_follow_prefill_is_told_once_in_the_system_prompt() {
     let fixture = demo();
     let measure = MEASURE;
-    let agent = agent_with(&fixture.path, &measure_script(), "follow=prefill").await;
+    let agent = agent_with(
+        &fixture.path,
+        &[
+            line(VOIDED, "write_sql", sql_reply(VOIDED_SQL)),
+            // What a server that continues the begun reply sends: the rest of the
+            // marker's line and the query, the block's start put before it.
+            json!({"question": MEASURE, "purpose": "write_sql", "continues": true,
+                   "reply": format!(" the total amount of the bills voided in 2025\n{MEASURE_SQL}\n```")})
+            .to_string(),
+        ],
+        "follow=prefill",
+    )
+    .await;
     let mut turns = Vec::new();
     let (first, first_steps) = ask_turn(&agent, &mut turns, VOIDED).await;
     assert_eq!(first.decision, Decision::Answer);
@@ -608,4 +618,21 @@ async fn a_follow_up_under_follow_prefill_is_told_once_in_the_system_prompt() {
     );
     assert!(!asked.contains("Understood as"), "{asked}");
     assert!(!asked.contains("Write one SELECT"), "{asked}");
+    // The reply kept for the next turn's prompt is the one the server holds: begun
+    // with the block and the marker.
+    assert!(
+        turns[1]
+            .reply
+            .as_deref()
+            .is_some_and(|reply| reply.starts_with("```sql\n-- Understood as: the total")),
+        "{:?}",
+        turns[1].reply
+    );
+    assert_eq!(
+        result
+            .sql
+            .as_deref()
+            .map(|sql| sql.contains("SUM(total_amt)")),
+        Some(true)
+    );
 }
