@@ -313,13 +313,16 @@ impl ScriptedProvider {
                 alternatives,
                 confidence,
             } => {
+                // Counted before the prefill is put back: a server reports only the
+                // tokens it generated.
+                let generated = output_tokens.unwrap_or_else(|| estimate_tokens(&text));
                 let text = match (&request.prefill, reply.continues) {
                     (Some(start), true) => format!("{start}{text}"),
                     _ => text,
                 };
                 Ok(Completion {
                     input_tokens: input_tokens.unwrap_or_else(|| estimate_tokens(&prompt)),
-                    output_tokens: output_tokens.unwrap_or_else(|| estimate_tokens(&text)),
+                    output_tokens: generated,
                     tokens_estimated: input_tokens.is_none() || output_tokens.is_none(),
                     text,
                     cache_read_tokens: 0,
