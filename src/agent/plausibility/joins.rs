@@ -827,9 +827,30 @@ mod tests {
                 .to_string(),
             // Every column asked for.
             format!("SELECT * {SINGERS_WITH_PERFORMANCES}"),
+            // A table-valued function joined in: it has no declared keys to weigh.
+            "SELECT sum(T1.age) FROM singer AS T1 \
+             JOIN json_each(T1.country) AS j ON j.value = T1.name"
+                .to_string(),
+            // Read by a table-valued function's argument, outside every ON condition.
+            format!(
+                "SELECT sum(T1.age) {SINGERS_WITH_PERFORMANCES} \
+                 JOIN json_each(T2.concert_id) AS j ON j.key = T1.singer_id"
+            ),
         ] {
             assert_eq!(flagged(&sql), Vec::<String>::new(), "{sql}");
         }
+    }
+
+    #[test]
+    fn a_table_valued_function_beside_a_repeating_join_hides_nothing() {
+        // The function is known by its alias, so the select is still weighed.
+        assert_eq!(
+            flagged(&format!(
+                "SELECT sum(T1.age) {SINGERS_WITH_PERFORMANCES} \
+                 JOIN json_each(T1.country) AS j ON j.value = T1.name"
+            )),
+            ["singer_in_concert<-singer"]
+        );
     }
 
     #[test]
