@@ -98,7 +98,8 @@ pub struct Strategy {
     #[serde(default)]
     pub time_budget_s: Option<u32>,
     /// With `reply=sql`: where a follow-up's instruction is said, and who restates it.
-    #[serde(default)]
+    /// Recorded without it, a strategy asked follow-ups in their message, the default then.
+    #[serde(default = "FollowUpAsk::before_the_knob")]
     pub follow_up: FollowUpAsk,
 }
 
@@ -108,14 +109,22 @@ pub struct Strategy {
 #[serde(rename_all = "snake_case")]
 pub enum FollowUpAsk {
     /// At the end of the follow-up's own message; the reply opens with the restatement.
-    #[default]
     Message,
     /// Once in the system prompt (every question's cached prefix); the reply opens with
     /// the restatement.
     System,
     /// Once in the system prompt, and a follow-up's reply begun with the restatement's
-    /// marker for the model (where the provider continues a begun reply).
+    /// marker for the model (where the provider continues a begun reply). The default
+    /// (decision record 0011).
+    #[default]
     Prefill,
+}
+
+impl FollowUpAsk {
+    /// What a strategy recorded before the knob was written out asked with.
+    fn before_the_knob() -> FollowUpAsk {
+        FollowUpAsk::Message
+    }
 }
 
 /// The default time budget of a question, in seconds: a user waits this long at most for
@@ -155,7 +164,7 @@ impl Default for Strategy {
             group_columns: false,
             greedy_repairs: false,
             time_budget_s: Some(DEFAULT_TIME_BUDGET_S),
-            follow_up: FollowUpAsk::Message,
+            follow_up: FollowUpAsk::Prefill,
         }
     }
 }
@@ -170,6 +179,15 @@ impl Strategy {
             candidates: 1,
             ..Strategy::default()
         }
+    }
+
+    /// A strategy as a run recorded it (its settings' `strategy`, the [`fmt::Display`]
+    /// form). A recording without `follow=` was made before the knob was written out,
+    /// when follow-ups were asked in their message, so that is what it reads as; a
+    /// `--strategy` typed by a user reads over today's defaults instead ([`FromStr`]).
+    pub fn recorded(text: &str) -> Result<Strategy, StrategyError> {
+        let strategy = format!("follow=message,{text}").parse::<Strategy>();
+        strategy.map_err(|_| StrategyError(text.to_string()))
     }
 
     /// Whether sampled candidates are ever asked for.
@@ -291,8 +309,9 @@ impl fmt::Display for Strategy {
                 Hints::Fit => "fit",
             },
             if self.group_columns { ",groups=on" } else { "" },
+            // Always written: a recording without it predates the knob (`recorded`).
             match self.follow_up {
-                FollowUpAsk::Message => "",
+                FollowUpAsk::Message => ",follow=message",
                 FollowUpAsk::System => ",follow=system",
                 FollowUpAsk::Prefill => ",follow=prefill",
             },
@@ -316,6 +335,36 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_recorded_strategy_reads_as_it_was_asked() {
+        // Recorded before `follow=` was written out: follow-ups were asked in their message.
+        let before = "reply=sql,alias=off,marker=on,cards=rows,schema=budget,n=5,when=doubt,t=0.7,hints=full,budget=30";
+        let recorded = Strategy::recorded(before).expect("reads");
+        assert_eq!(recorded.follow_up, FollowUpAsk::Message);
+        assert_eq!(
+            before.parse::<Strategy>().map(|typed| typed.follow_up),
+            Ok(FollowUpAsk::Prefill)
+        );
+        // Written today, every knob reads back, the default included.
+        for strategy in [
+            Strategy::default(),
+            "follow=message".parse().expect("parses"),
+            "follow=system,n=1".parse().expect("parses"),
+        ] {
+            assert_eq!(Strategy::recorded(&strategy.to_string()), Ok(strategy));
+        }
+        // A bad recording names itself, not the prefix it was read with.
+        assert_eq!(
+            Strategy::recorded("n=99"),
+            Err(StrategyError("n=99".to_string()))
+        );
+        // Serialized without the field, as before the knob.
+        let mut json = serde_json::to_value(Strategy::default()).expect("serializes");
+        json.as_object_mut().expect("an object").remove("follow_up");
+        let read: Strategy = serde_json::from_value(json).expect("deserializes");
+        assert_eq!(read.follow_up, FollowUpAsk::Message);
+    }
+
+    #[test]
     fn a_strategy_reads_back_what_it_writes_and_refuses_unknown_knobs() {
         let strategy: Strategy =
             "reply=json,alias=on,marker=off,cards=rows,schema=linked,n=3,when=always,t=0.5,hints=lean,conf=-1.5"
@@ -327,7 +376,7 @@ mod tests {
             .expect("parses");
         assert_eq!((fitted.hints, fitted.group_columns), (Hints::Fit, true));
         assert_eq!(fitted.follow_up, FollowUpAsk::System);
-        assert_eq!(Strategy::default().follow_up, FollowUpAsk::Message);
+        assert_eq!(Strategy::default().follow_up, FollowUpAsk::Prefill);
         let prefill: Strategy = "follow=prefill".parse().expect("parses");
         assert!(prefill.prefills_restatement() && prefill.follow_up_rule_said_in_system());
         assert_eq!(prefill.to_string().parse::<Strategy>(), Ok(prefill));

@@ -122,9 +122,7 @@ pub async fn run_pool(
         Some(dir) => read_manifest_of::<PoolManifest>(dir)?.settings,
         None => settings,
     };
-    let strategy = settings
-        .strategy
-        .parse::<Strategy>()
+    let strategy = Strategy::recorded(&settings.strategy)
         .map_err(|error| EvalError::Data(error.to_string()))?;
     let items = load_set(
         &settings.set,

@@ -495,10 +495,17 @@ pub async fn run(
     telemetry: &Telemetry,
 ) -> Result<PathBuf, EvalError> {
     // A resumed run keeps the settings it started with.
-    let settings = match &resume {
+    let mut settings = match &resume {
         Some(dir) => read_manifest(dir)?.settings,
         None => settings,
     };
+    // Written out in full, so every path (the harness, `askdb ask` processes) asks with
+    // the strategy the run recorded, not today's defaults.
+    if !settings.strategy.is_empty() {
+        settings.strategy = Strategy::recorded(&settings.strategy)
+            .map_err(|error| EvalError::Data(error.to_string()))?
+            .to_string();
+    }
     let db_override = match &settings.db {
         Some(text) => Some(
             text.parse::<DatabaseUrl>()

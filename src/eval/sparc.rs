@@ -789,13 +789,8 @@ pub async fn run(
     if let Some(limit) = settings.limit {
         interactions.truncate(limit);
     }
-    let strategy: Strategy =
-        settings
-            .strategy
-            .parse()
-            .map_err(|error: crate::agent::strategy::StrategyError| {
-                EvalError::Data(error.to_string())
-            })?;
+    let strategy = Strategy::recorded(&settings.strategy)
+        .map_err(|error| EvalError::Data(error.to_string()))?;
     let before_path = dir.join(DATABASES_BEFORE_FILE);
     let before: BTreeMap<String, String> = match std::fs::read_to_string(&before_path) {
         Ok(text) => serde_json::from_str(&text)

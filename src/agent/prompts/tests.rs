@@ -122,7 +122,10 @@ fn the_column_fact_names_the_alias_and_the_owner() {
 
 #[test]
 fn a_follow_ups_instruction_is_said_once_where_the_strategy_puts_it() {
-    let in_message = Strategy::default();
+    let in_message = Strategy {
+        follow_up: FollowUpAsk::Message,
+        ..Strategy::default()
+    };
     let in_system = Strategy {
         follow_up: FollowUpAsk::System,
         ..Strategy::default()

@@ -115,7 +115,10 @@ async fn a_follow_up_that_narrows_sees_the_earlier_sql_and_shape_but_no_rows() {
         asked.contains(&format!("Follow-up question: {narrow}")),
         "{asked}"
     );
-    assert!(asked.contains("-- Understood as:"), "{asked}");
+    // By default what to write is said once in the system prompt, shared with first
+    // questions, so the follow-up's message is its result shape and question alone.
+    assert!(prompt[0].contains("-- Understood as:"), "{}", prompt[0]);
+    assert!(!asked.contains("Understood as"), "{asked}");
     assert_eq!(turns[1].asked.as_deref(), Some(asked.as_str()));
     let shown_bill = earlier.rows[0][0].as_str().expect("a bill number");
     assert!(
