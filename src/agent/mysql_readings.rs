@@ -16,7 +16,8 @@
 //!   LIMIT 1)`, `x > ALL (SELECT ... LIMIT 3)`), which
 //!   neither server runs (error 1235, "doesn't yet support 'LIMIT & IN/ALL/ANY/SOME
 //!   subquery'"), is moved into a derived table, the form both run with the same rows:
-//!   `x IN (SELECT * FROM (SELECT ... LIMIT 1) AS limited_rows)`. Told the error, a
+//!   `x IN (SELECT * FROM (SELECT ... LIMIT 1) AS limited_rows)`; a LIMIT in one branch
+//!   of a UNION inside IN moves the whole union. Told the error, a
 //!   1.5B model sent the statement back unchanged or answered another question. [`limited_subqueries_derived`]
 
 use std::collections::BTreeMap;
@@ -24,7 +25,8 @@ use std::ops::ControlFlow;
 
 use sqlparser::ast::{
     Expr, Ident, InTarget, ObjectNamePart, Query, Select, SelectItem,
-    SelectItemQualifiedWildcardKind, Statement, TableFactor, Visit, VisitMut, Visitor, VisitorMut,
+    SelectItemQualifiedWildcardKind, SetExpr, Statement, TableFactor, Visit, VisitMut, Visitor,
+    VisitorMut,
 };
 use sqlparser::parser::Parser;
 
@@ -320,8 +322,7 @@ pub fn limited_subqueries_derived(
             _ => None,
         };
         if let Some(subquery) = compared {
-            let limited = subquery.limit_clause.is_some() || subquery.fetch.is_some();
-            if limited && reads_only_itself(subquery, schema) {
+            if limited(subquery) && reads_only_itself(subquery, schema) {
                 let wrapped = format!("SELECT * FROM ({subquery}) AS limited_rows");
                 match Parser::new(parser_dialect.as_ref())
                     .try_with_sql(&wrapped)
@@ -341,6 +342,21 @@ pub fn limited_subqueries_derived(
         return None;
     }
     rendered(&statement)
+}
+
+/// Whether `query` carries a LIMIT (or FETCH) of its own or in one branch of a UNION,
+/// INTERSECT or EXCEPT: MariaDB and MySQL refuse either inside IN, ANY and ALL (1235).
+fn limited(query: &Query) -> bool {
+    fn branch_limited(body: &SetExpr) -> bool {
+        match body {
+            SetExpr::SetOperation { left, right, .. } => {
+                branch_limited(left) || branch_limited(right)
+            }
+            SetExpr::Query(query) => limited(query),
+            _ => false,
+        }
+    }
+    query.limit_clause.is_some() || query.fetch.is_some() || branch_limited(&query.body)
 }
 
 /// Whether every column `query` names is one of its own relations': each qualifier one
@@ -533,6 +549,12 @@ mod tests {
                 "SELECT Name FROM city WHERE ID > ALL (SELECT ID FROM city LIMIT 2)",
                 "SELECT Name FROM city WHERE ID > ALL(SELECT * FROM (SELECT ID FROM city LIMIT 2) AS limited_rows)",
             ),
+            // A LIMIT in one branch of a UNION is refused the same way: the whole union
+            // moves.
+            (
+                "SELECT Name FROM city WHERE ID IN (SELECT ID FROM city WHERE ID < 3 UNION (SELECT ID FROM city ORDER BY Name DESC LIMIT 1))",
+                "SELECT Name FROM city WHERE ID IN (SELECT * FROM (SELECT ID FROM city WHERE ID < 3 UNION (SELECT ID FROM city ORDER BY Name DESC LIMIT 1)) AS limited_rows)",
+            ),
         ] {
             assert_eq!(
                 limited_subqueries_derived(written, SqlDialect::Mysql, &schema()).as_deref(),
@@ -542,6 +564,7 @@ mod tests {
         }
         for untouched in [
             "SELECT Name FROM city WHERE ID IN (SELECT ID FROM city)",
+            "SELECT Name FROM city WHERE ID IN (SELECT ID FROM city WHERE ID < 3 UNION SELECT ID FROM city WHERE ID > 9)",
             "SELECT Name FROM city WHERE ID > ALL (SELECT ID FROM city)",
             "SELECT Name FROM city WHERE EXISTS (SELECT ID FROM city LIMIT 1)",
             "SELECT Name FROM city WHERE ID = (SELECT ID FROM city LIMIT 1)",

@@ -652,7 +652,8 @@ async fn mysql_runs_the_sql_askdb_writes_for_its_own_checks() {
 
     // What a model writes in SQLite's habits fails here as written, and runs as MySQL
     // reads it: a table and an alias in another case (where the server compares table
-    // names by case, as Linux servers do by default), a LIMIT inside IN or ANY.
+    // names by case, as Linux servers do by default), a LIMIT inside IN or ANY, or in one
+    // branch of a UNION inside IN.
     let mut admin = mysql_async::Conn::from_url(scratch.admin.as_str())
         .await
         .expect("admin connects");
@@ -671,6 +672,13 @@ async fn mysql_runs_the_sql_askdb_writes_for_its_own_checks() {
         (
             "SELECT b.BreedName FROM Breeds b WHERE b.BreedCode = ANY \
              (SELECT BreedCode FROM Dogs GROUP BY BreedCode ORDER BY count(*) DESC LIMIT 1)",
+            ErrorType::SyntaxError,
+            vec![vec![json!("Husky")]],
+        ),
+        (
+            "SELECT b.BreedName FROM Breeds b WHERE b.BreedCode IN \
+             (SELECT BreedCode FROM Dogs WHERE BreedCode = 'none' UNION \
+             (SELECT BreedCode FROM Dogs GROUP BY BreedCode ORDER BY count(*) DESC LIMIT 1))",
             ErrorType::SyntaxError,
             vec![vec![json!("Husky")]],
         ),
