@@ -34,6 +34,13 @@
 #                               cancelled (askdb pauses its schema read for a question) stops
 #                               at the end of a step, about 7 s here at 512 and 30 s at
 #                               llama.cpp's 2,048, and reading is no slower (decision 0055)
+#   ASKDB_MODEL_SPECULATE       none (default) or ngram-simple: llama.cpp drafts the next
+#                               tokens from the context (a follow-up's SQL repeats the
+#                               earlier turn's) and checks them in one step. On two CPU
+#                               cores it made follow-ups slower (decision 0088); where
+#                               reading a batch is nearly free (a GPU) it may pay
+#   ASKDB_MODEL_SPECULATE_KEY   tokens that must repeat before a draft (default 12)
+#   ASKDB_MODEL_SPECULATE_DRAFT tokens drafted at most (default 48)
 #   ASKDB_MODEL_START_TIMEOUT   seconds to wait for the server to answer (default 600)
 #   ASKDB_PYTHON                the Python 3 to build the venv with (default python3)
 #
@@ -47,6 +54,9 @@ THREADS="${ASKDB_MODEL_THREADS:-2}"
 CONTEXT="${ASKDB_MODEL_CTX:-16384}"
 PARALLEL="${ASKDB_MODEL_PARALLEL:-5}"
 BATCH="${ASKDB_MODEL_BATCH:-512}"
+SPECULATE="${ASKDB_MODEL_SPECULATE:-none}"
+SPECULATE_KEY="${ASKDB_MODEL_SPECULATE_KEY:-12}"
+SPECULATE_DRAFT="${ASKDB_MODEL_SPECULATE_DRAFT:-48}"
 PORT="${ASKDB_MODEL_PORT:-0}"
 START_TIMEOUT="${ASKDB_MODEL_START_TIMEOUT:-600}"
 PYTHON="${ASKDB_PYTHON:-python3}"
@@ -229,6 +239,7 @@ import os, signal, sys, threading, time
 import xllamacpp as xlc
 
 gguf, name, threads, context, port, state_dir, parallel, batch = sys.argv[2:10]
+speculate, speculate_key, speculate_draft = sys.argv[10:13]
 params = xlc.CommonParams()
 params.model.path = gguf
 params.model_alias = {name}
@@ -245,6 +256,10 @@ params.cpuparams_batch.n_threads = int(threads)
 params.hostnames = ["127.0.0.1"]
 params.port = int(port)
 params.cache_prompt = True
+if speculate == "ngram-simple":
+    params.speculative.types = [xlc.common_speculative_type.COMMON_SPECULATIVE_TYPE_NGRAM_SIMPLE]
+    params.speculative.ngram_simple.size_n = int(speculate_key)
+    params.speculative.ngram_simple.size_m = int(speculate_draft)
 # Saved prompt caches (llama.cpp slot save/restore): askdb saves the schema prefix of the
 # database it opens and restores it at its next start instead of reading it again. Only
 # the newest copies are kept.
@@ -305,6 +320,16 @@ report_if_running() {
 }
 
 start() {
+  case "$SPECULATE" in
+    none | ngram-simple) ;;
+    *) fail "ASKDB_MODEL_SPECULATE is '$SPECULATE': use none or ngram-simple" ;;
+  esac
+  local tokens
+  for tokens in "$SPECULATE_KEY" "$SPECULATE_DRAFT"; do
+    case "$tokens" in
+      "" | *[!0-9]* | 0 | 0*) fail "ASKDB_MODEL_SPECULATE_KEY and ASKDB_MODEL_SPECULATE_DRAFT are counts of tokens from 1 (got '$tokens')" ;;
+    esac
+  done
   mkdir -p "$STATE_DIR"
   report_if_running && return
   # One start at a time: parallel test binaries may all ask for the model. The lock is
@@ -322,12 +347,13 @@ start() {
   local setup_seconds=$((SECONDS - began))
   rm -f "$PID_FILE" "$URL_FILE" "$MODEL_FILE"
   progress load
-  say "starting $MODEL_NAME ($THREADS threads, context $CONTEXT, $PARALLEL slots) after ${setup_seconds}s of setup; log in $LOG_FILE"
+  say "starting $MODEL_NAME ($THREADS threads, context $CONTEXT, $PARALLEL slots, speculation $SPECULATE) after ${setup_seconds}s of setup; log in $LOG_FILE"
   local load_began=$SECONDS
   # nohup execs Python, so no wrapper stays between us and the server; the server
   # records its own pid anyway, and that file is the one `stop` trusts.
   nohup "$VENV_PYTHON" -c "$SERVER_PY" askdb-local-model-server "$GGUF" "$MODEL_NAME" \
-    "$THREADS" "$CONTEXT" "$PORT" "$STATE_DIR" "$PARALLEL" "$BATCH" >"$LOG_FILE" 2>&1 </dev/null 9>&- &
+    "$THREADS" "$CONTEXT" "$PORT" "$STATE_DIR" "$PARALLEL" "$BATCH" \
+    "$SPECULATE" "$SPECULATE_KEY" "$SPECULATE_DRAFT" >"$LOG_FILE" 2>&1 </dev/null 9>&- &
   local launched=$!
   while true; do
     if ! kill -0 "$launched" 2>/dev/null; then

@@ -136,3 +136,40 @@ fn the_local_model_writes_an_executable_sqlite_select_for_the_demo_database() {
         "the whole test should take minutes, not hours"
     );
 }
+
+/// A speculation setting the script does not know is refused before anything is
+/// installed or started: the start fails with a sentence naming the setting, and the
+/// data directory holds no venv, model or server.
+#[test]
+fn an_unknown_speculation_setting_is_refused_before_anything_starts() {
+    for (name, value, said) in [
+        (
+            "ASKDB_MODEL_SPECULATE",
+            "always",
+            "use none or ngram-simple",
+        ),
+        ("ASKDB_MODEL_SPECULATE_KEY", "0", "counts of tokens from 1"),
+        (
+            "ASKDB_MODEL_SPECULATE_DRAFT",
+            "16 tokens",
+            "counts of tokens from 1",
+        ),
+    ] {
+        let home = tempfile::tempdir().expect("temp dir");
+        let output = std::process::Command::new("bash")
+            .arg(support::script())
+            .arg("start")
+            .env("ASKDB_HOME", home.path())
+            .env(name, value)
+            .output()
+            .expect("the script runs");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{name}={value}: {stderr}");
+        assert!(stderr.contains(said), "{name}={value}: {stderr}");
+        assert!(output.stdout.is_empty(), "{name}={value}: no export lines");
+        assert!(
+            !home.path().join("local-model").exists(),
+            "{name}={value}: nothing was made in the data directory"
+        );
+    }
+}
