@@ -362,12 +362,30 @@ fn limited(query: &Query) -> bool {
 /// Whether every column `query` names is one of its own relations': each qualifier one
 /// it declares, each bare name a column of a table it reads. A derived table or a
 /// common table expression inside, whose columns are not in the schema, counts as
-/// reading outside unless every name is qualified.
+/// reading outside unless every name is qualified. Each branch of a UNION, INTERSECT
+/// or EXCEPT is judged on its own as well: a name one branch takes from the outer
+/// query is not made its own by a table another branch reads.
 fn reads_only_itself(query: &Query, schema: &[TableSchema]) -> bool {
+    fn branches_read_only(body: &SetExpr, schema: &[TableSchema]) -> bool {
+        match body {
+            SetExpr::SetOperation { left, right, .. } => {
+                branches_read_only(left, schema) && branches_read_only(right, schema)
+            }
+            SetExpr::Query(query) => reads_only_itself(query, schema),
+            branch => names_only_its_own(branch, schema),
+        }
+    }
+    names_only_its_own(query, schema)
+        && (!matches!(query.body.as_ref(), SetExpr::SetOperation { .. })
+            || branches_read_only(&query.body, schema))
+}
+
+/// [`reads_only_itself`]'s test of one node, every relation inside it pooled.
+fn names_only_its_own(node: &impl Visit, schema: &[TableSchema]) -> bool {
     let mut declared = Declared::default();
-    let _ = Visit::visit(query, &mut declared);
+    let _ = node.visit(&mut declared);
     let mut names = ColumnNames::default();
-    let _ = Visit::visit(query, &mut names);
+    let _ = node.visit(&mut names);
     let own = |qualifier: &str| {
         declared.aliases.contains_key(&qualifier.to_lowercase())
             || declared
@@ -573,6 +591,10 @@ mod tests {
             // of its own tables has: a derived table may not, on MariaDB.
             "SELECT Name FROM city AS o WHERE ID IN (SELECT i.ID FROM city AS i WHERE i.Name = o.Name LIMIT 1)",
             "SELECT line_1 FROM Addresses WHERE address_id IN (SELECT ID FROM city WHERE Name = line_1 LIMIT 1)",
+            // A union branch that reads the outer query, by a bare name or a qualifier,
+            // though another branch reads a table with that name.
+            "SELECT Name FROM city AS o WHERE ID IN (SELECT address_id FROM Addresses WHERE line_1 = Name UNION (SELECT ID FROM city ORDER BY Name LIMIT 1))",
+            "SELECT Name FROM city AS o WHERE ID IN (SELECT address_id FROM Addresses WHERE line_1 = o.Name UNION (SELECT o.ID FROM city AS o ORDER BY o.Name LIMIT 1))",
         ] {
             assert_eq!(
                 limited_subqueries_derived(untouched, SqlDialect::Mysql, &schema()),

@@ -677,10 +677,11 @@ async fn mysql_runs_the_sql_askdb_writes_for_its_own_checks() {
         ),
         (
             "SELECT b.BreedName FROM Breeds b WHERE b.BreedCode IN \
-             (SELECT BreedCode FROM Dogs WHERE BreedCode = 'none' UNION \
-             (SELECT BreedCode FROM Dogs GROUP BY BreedCode ORDER BY count(*) DESC LIMIT 1))",
+             (SELECT BreedCode FROM Dogs WHERE DogId = 1 UNION \
+             (SELECT BreedCode FROM Dogs GROUP BY BreedCode ORDER BY count(*) DESC LIMIT 1)) \
+             ORDER BY b.BreedName",
             ErrorType::SyntaxError,
-            vec![vec![json!("Husky")]],
+            vec![vec![json!("Eskimo")], vec![json!("Husky")]],
         ),
     ];
     if names_by_case == Some(0) {
