@@ -150,6 +150,11 @@ fn an_unknown_speculation_setting_is_refused_before_anything_starts() {
         ),
         ("ASKDB_MODEL_SPECULATE_KEY", "0", "counts of tokens from 1"),
         (
+            "ASKDB_MODEL_SPECULATE_KEY",
+            "65536",
+            "counts of tokens from 1",
+        ),
+        (
             "ASKDB_MODEL_SPECULATE_DRAFT",
             "16 tokens",
             "counts of tokens from 1",
