@@ -344,19 +344,27 @@ pub fn limited_subqueries_derived(
     rendered(&statement)
 }
 
+/// The branches of a UNION, INTERSECT or EXCEPT, however nested; any other body is its
+/// own one branch.
+fn set_branches(body: &SetExpr) -> Vec<&SetExpr> {
+    match body {
+        SetExpr::SetOperation { left, right, .. } => {
+            let mut branches = set_branches(left);
+            branches.extend(set_branches(right));
+            branches
+        }
+        branch => vec![branch],
+    }
+}
+
 /// Whether `query` carries a LIMIT (or FETCH) of its own or in one branch of a UNION,
 /// INTERSECT or EXCEPT: MariaDB and MySQL refuse either inside IN, ANY and ALL (1235).
 fn limited(query: &Query) -> bool {
-    fn branch_limited(body: &SetExpr) -> bool {
-        match body {
-            SetExpr::SetOperation { left, right, .. } => {
-                branch_limited(left) || branch_limited(right)
-            }
-            SetExpr::Query(query) => limited(query),
-            _ => false,
-        }
-    }
-    query.limit_clause.is_some() || query.fetch.is_some() || branch_limited(&query.body)
+    query.limit_clause.is_some()
+        || query.fetch.is_some()
+        || set_branches(&query.body)
+            .into_iter()
+            .any(|branch| matches!(branch, SetExpr::Query(inner) if limited(inner)))
 }
 
 /// Whether every column `query` names is one of its own relations': each qualifier one
@@ -366,18 +374,14 @@ fn limited(query: &Query) -> bool {
 /// or EXCEPT is judged on its own as well: a name one branch takes from the outer
 /// query is not made its own by a table another branch reads.
 fn reads_only_itself(query: &Query, schema: &[TableSchema]) -> bool {
-    fn branches_read_only(body: &SetExpr, schema: &[TableSchema]) -> bool {
-        match body {
-            SetExpr::SetOperation { left, right, .. } => {
-                branches_read_only(left, schema) && branches_read_only(right, schema)
-            }
-            SetExpr::Query(query) => reads_only_itself(query, schema),
-            branch => names_only_its_own(branch, schema),
-        }
-    }
     names_only_its_own(query, schema)
         && (!matches!(query.body.as_ref(), SetExpr::SetOperation { .. })
-            || branches_read_only(&query.body, schema))
+            || set_branches(&query.body)
+                .into_iter()
+                .all(|branch| match branch {
+                    SetExpr::Query(inner) => reads_only_itself(inner, schema),
+                    branch => names_only_its_own(branch, schema),
+                }))
 }
 
 /// [`reads_only_itself`]'s test of one node, every relation inside it pooled.
