@@ -326,11 +326,8 @@ start() {
   esac
   local tokens
   for tokens in "$SPECULATE_KEY" "$SPECULATE_DRAFT"; do
-    case "$tokens" in
-      "" | *[!0-9]* | 0 | 0*) fail "ASKDB_MODEL_SPECULATE_KEY and ASKDB_MODEL_SPECULATE_DRAFT are counts of tokens from 1 to 65535 (got '$tokens')" ;;
-    esac
     # llama.cpp holds both in 16 bits.
-    if [ "${#tokens}" -gt 5 ] || [ "$tokens" -gt 65535 ]; then
+    if ! [[ "$tokens" =~ ^[1-9][0-9]{0,4}$ ]] || ((tokens > 65535)); then
       fail "ASKDB_MODEL_SPECULATE_KEY and ASKDB_MODEL_SPECULATE_DRAFT are counts of tokens from 1 to 65535 (got '$tokens')"
     fi
   done
