@@ -453,11 +453,26 @@ impl Agent {
         }
         state.spent.diagnostic = true;
         let started_ms = state.ms();
-        let (diagnosis, probe_sql) = empty::diagnose(&self.gate, &result).await;
+        let index = &self.index;
+        let lookup = self.strategy.value_lookup;
+        let holders = move |value: &str| {
+            if lookup {
+                index.columns_holding(value)
+            } else {
+                Vec::new()
+            }
+        };
+        let (diagnosis, probe_sql) = empty::diagnose(&self.gate, &result, &holders).await;
         let finding = match &diagnosis {
             empty::Diagnosis::Explained(why) | empty::Diagnosis::Stands(why) => why.clone(),
             empty::Diagnosis::CaseMismatch { findings, .. } => {
                 format!("case-insensitive probe matches: {}", findings.join(" "))
+            }
+            empty::Diagnosis::ValueElsewhere { findings } => {
+                format!(
+                    "the filtered values are stored elsewhere: {}",
+                    findings.join(" ")
+                )
             }
         };
         state.emit(AgentEvent::EmptyProbe {
@@ -474,6 +489,20 @@ impl Agent {
                         kind: FailureKind::CaseMismatch,
                         refusal: None,
                         message: prompts::CASE_MISMATCH.to_string(),
+                        sql: result.sql.clone(),
+                        repairable: true,
+                        fix: None,
+                    },
+                    Some(prompts::case_mismatch_facts(&findings)),
+                )
+            }
+            empty::Diagnosis::ValueElsewhere { findings } => {
+                state.note("inspect", format!("empty; {finding}"));
+                Node::Failed(
+                    Failure {
+                        kind: FailureKind::ValueElsewhere,
+                        refusal: None,
+                        message: prompts::VALUE_ELSEWHERE.to_string(),
                         sql: result.sql.clone(),
                         repairable: true,
                         fix: None,

@@ -8,7 +8,9 @@
 //!   (`LOWER(TRIM(CAST(col AS TEXT))) = LOWER(TRIM('value'))`, `AS CHAR` on MySQL, names
 //!   quoted as the dialect quotes them); the agent runs that text
 //!   once through the gate: rows mean the casing was wrong (one repair), nothing means
-//!   "no rows match";
+//!   "no rows match", unless (with the strategy's `values=on`) the value index says
+//!   another column stores a filter's value: one repair told where it is kept
+//!   (`'Africa' is not a value of Region; it is stored in country.Continent`);
 //! - the text filters are reported so the agent can tell an exact-key lookup
 //!   (`bill_no = 'NOPE-1'`), which is answered honestly, from a search.
 //!
@@ -237,12 +239,24 @@ pub enum Diagnosis {
         probe_sql: String,
         findings: Vec<String>,
     },
+    /// Nothing matches even with case ignored, but a filter's value is stored in another
+    /// column (the value index says which): one repair, with where each value is kept.
+    ValueElsewhere { findings: Vec<String> },
 }
+
+/// Where a value is stored: (table, column) pairs, from the value index
+/// ([`crate::linking::SchemaIndex::columns_holding`]); a lookup that finds nothing turns
+/// the check off.
+pub type ValueHolders<'a> = &'a (dyn Fn(&str) -> Vec<(String, String)> + Sync);
 
 /// Runs the one diagnostic of an empty result through the gate: an anti-join or a
 /// lookup by key stands; otherwise the case-insensitive rewrite runs once, and rows
 /// from it mean the stored spelling differs.
-pub async fn diagnose(gate: &Gate, result: &QueryResult) -> (Diagnosis, Option<String>) {
+pub async fn diagnose(
+    gate: &Gate,
+    result: &QueryResult,
+    holders: ValueHolders<'_>,
+) -> (Diagnosis, Option<String>) {
     let Some(analysis) = analyse(&result.sql, gate.dialect()) else {
         return (
             Diagnosis::Stands("the query could not be analysed".to_string()),
@@ -275,6 +289,15 @@ pub async fn diagnose(gate: &Gate, result: &QueryResult) -> (Diagnosis, Option<S
     let probe = gate.run_query(&probe_sql).await;
     let matched = matches!(&probe, QueryOutcome::Rows(rows) if !looks_empty(&rows.rows));
     if !matched {
+        let elsewhere = stored_elsewhere(&analysis.text_filters, &result.tables, holders);
+        if !elsewhere.is_empty() {
+            return (
+                Diagnosis::ValueElsewhere {
+                    findings: elsewhere,
+                },
+                Some(probe_sql),
+            );
+        }
         return (
             Diagnosis::Stands(
                 "the case-insensitive probe finds nothing either: no rows match".to_string(),
@@ -295,6 +318,45 @@ pub async fn diagnose(gate: &Gate, result: &QueryResult) -> (Diagnosis, Option<S
         },
         Some(probe_sql),
     )
+}
+
+/// For each equality filter whose value the filtered column does not hold, the other
+/// columns that do: "'Africa' is not a value of Region; it is stored in
+/// country.Continent". A holder with the filter's own column name in a table the query
+/// reads is that column (the value is there; other conditions excluded its rows), so
+/// it says nothing.
+fn stored_elsewhere(
+    filters: &[TextFilter],
+    tables: &[String],
+    holders: ValueHolders<'_>,
+) -> Vec<String> {
+    /// Enough places to choose from without reading the schema back to the model.
+    const MAX_HOLDERS: usize = 3;
+    let read = |table: &str| tables.iter().any(|name| name.eq_ignore_ascii_case(table));
+    let mut findings = Vec::new();
+    for filter in filters.iter().filter(|filter| !filter.is_like) {
+        let found = holders(&filter.value);
+        if found
+            .iter()
+            .any(|(table, column)| column.eq_ignore_ascii_case(&filter.column) && read(table))
+        {
+            continue;
+        }
+        let places: Vec<String> = found
+            .iter()
+            .take(MAX_HOLDERS)
+            .map(|(table, column)| format!("{table}.{column}"))
+            .collect();
+        if places.is_empty() {
+            continue;
+        }
+        findings.push(super::prompts::value_elsewhere_fact(
+            &filter.column,
+            &filter.value,
+            &places,
+        ));
+    }
+    findings
 }
 
 /// Single-column primary and unique keys of the given tables (lower-cased).

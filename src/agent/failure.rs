@@ -33,6 +33,9 @@ pub enum FailureKind {
     EmptyResult,
     /// No rows, but the text filters match when case and spaces are ignored.
     CaseMismatch,
+    /// No rows, and a text filter's value is stored in another column than the one
+    /// compared with it.
+    ValueElsewhere,
     /// A column no table has, not even by a near spelling: data the database lacks.
     AbsentColumn,
     /// Rows came back, but a rule check says they do not answer the question (another
@@ -54,6 +57,7 @@ impl FailureKind {
             FailureKind::IdenticalToFailed,
             FailureKind::EmptyResult,
             FailureKind::CaseMismatch,
+            FailureKind::ValueElsewhere,
             FailureKind::AbsentColumn,
             FailureKind::Suspect,
         ]);
@@ -68,6 +72,7 @@ impl FailureKind {
             FailureKind::IdenticalToFailed => "identical_to_failed",
             FailureKind::EmptyResult => "empty_result",
             FailureKind::CaseMismatch => "case_mismatch",
+            FailureKind::ValueElsewhere => "value_elsewhere",
             FailureKind::AbsentColumn => "absent_column",
             FailureKind::Suspect => "suspect",
         }
@@ -520,6 +525,7 @@ fn after_failure(failure: &Failure, kind: FailureKind, progress: &Progress) -> N
         K::CutOff
         | K::MalformedReply
         | K::CaseMismatch
+        | K::ValueElsewhere
         | K::AbsentColumn
         | K::Suspect
         | K::Database(_)

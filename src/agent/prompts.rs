@@ -595,6 +595,11 @@ pub fn repair_instruction(kind: FailureKind) -> Option<&'static str> {
             "The query returned no rows because text values are spelled differently in the \
              data. Use the exact stored values given below."
         }
+        FailureKind::ValueElsewhere => {
+            "The query returned no rows because a text value was compared with a column \
+             that does not hold it. Filter the column that stores it, given below, joining \
+             its table on the keys shown if needed."
+        }
         FailureKind::EmptyResult => {
             "The query returned no rows. Check each filter against the samples and the notes; \
              keep the question's meaning."
@@ -816,6 +821,18 @@ pub const NO_CANDIDATE: &str = "no candidate to run";
 /// An empty result whose text filters match only when case and spaces are ignored.
 pub const CASE_MISMATCH: &str =
     "no rows; the text filters match only when case and spaces are ignored";
+
+pub const VALUE_ELSEWHERE: &str =
+    "no rows; a text filter compares a column with a value another column stores";
+
+/// Where a filter's value is really kept: "'Africa' is not a value of Region; it is
+/// stored in country.Continent".
+pub fn value_elsewhere_fact(column: &str, value: &str, places: &[String]) -> String {
+    format!(
+        "'{value}' is not a value of {column}; it is stored in {}.",
+        places.join(", ")
+    )
+}
 
 /// What the rule checks found of a suspect answer, each fact with its check's id.
 pub fn suspect_message(findings: &[super::plausibility::Finding]) -> String {

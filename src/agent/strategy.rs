@@ -101,6 +101,10 @@ pub struct Strategy {
     /// Recorded without it, a strategy asked follow-ups in their message, the default then.
     #[serde(default = "FollowUpAsk::before_the_knob")]
     pub follow_up: FollowUpAsk,
+    /// An empty result whose text filter's value another column stores (the value
+    /// index says which) is repaired with where it is kept, instead of standing.
+    #[serde(default)]
+    pub value_lookup: bool,
 }
 
 /// Where a follow-up is told what to write (one standalone SELECT) and how its
@@ -165,6 +169,7 @@ impl Default for Strategy {
             greedy_repairs: false,
             time_budget_s: Some(DEFAULT_TIME_BUDGET_S),
             follow_up: FollowUpAsk::Prefill,
+            value_lookup: false,
         }
     }
 }
@@ -208,7 +213,7 @@ impl Strategy {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("bad strategy {0:?}: use key=value pairs separated by commas (reply=sql|json, alias=on|off, marker=on|off, cards=notes|rows, schema=budget|linked, n=1..8, when=always|doubt, t=0..1.5, hints=full|lean|fit, groups=on|off, repair=sampled|greedy, follow=message|system|prefill, budget=off|1..600, conf=off|-10..0)")]
+#[error("bad strategy {0:?}: use key=value pairs separated by commas (reply=sql|json, alias=on|off, marker=on|off, cards=notes|rows, schema=budget|linked, n=1..8, when=always|doubt, t=0..1.5, hints=full|lean|fit, groups=on|off, repair=sampled|greedy, follow=message|system|prefill, values=on|off, budget=off|1..600, conf=off|-10..0)")]
 pub struct StrategyError(pub String);
 
 impl FromStr for Strategy {
@@ -254,6 +259,8 @@ impl FromStr for Strategy {
                 ("follow", "message") => strategy.follow_up = FollowUpAsk::Message,
                 ("follow", "system") => strategy.follow_up = FollowUpAsk::System,
                 ("follow", "prefill") => strategy.follow_up = FollowUpAsk::Prefill,
+                ("values", "on") => strategy.value_lookup = true,
+                ("values", "off") => strategy.value_lookup = false,
                 ("budget", "off") => strategy.time_budget_s = None,
                 ("budget", seconds) => {
                     strategy.time_budget_s =
@@ -282,7 +289,7 @@ impl fmt::Display for Strategy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "reply={},alias={},marker={},cards={},schema={},n={},when={},t={},hints={}{}{}{}{},budget={}",
+            "reply={},alias={},marker={},cards={},schema={},n={},when={},t={},hints={}{}{}{}{}{},budget={}",
             match self.reply {
                 ReplyFormat::Sql => "sql",
                 ReplyFormat::Json => "json",
@@ -324,6 +331,8 @@ impl fmt::Display for Strategy {
             self.confidence_floor
                 .map(|floor| format!(",conf={floor}"))
                 .unwrap_or_default(),
+            // Written only when on, so strategies recorded before the knob read the same.
+            if self.value_lookup { ",values=on" } else { "" },
             self.time_budget_s
                 .map_or_else(|| "off".to_string(), |seconds| seconds.to_string())
         )
@@ -349,6 +358,7 @@ mod tests {
             Strategy::default(),
             "follow=message".parse().expect("parses"),
             "follow=system,n=1".parse().expect("parses"),
+            "values=on".parse().expect("parses"),
         ] {
             assert_eq!(Strategy::recorded(&strategy.to_string()), Ok(strategy));
         }
@@ -362,6 +372,11 @@ mod tests {
         json.as_object_mut().expect("an object").remove("follow_up");
         let read: Strategy = serde_json::from_value(json).expect("deserializes");
         assert_eq!(read.follow_up, FollowUpAsk::Message);
+        // The value lookup is off unless a strategy says so, and reads back when on.
+        assert!(!Strategy::default().value_lookup);
+        assert!(!Strategy::recorded(before).expect("reads").value_lookup);
+        let on: Strategy = "values=on".parse().expect("parses");
+        assert!(on.value_lookup && on.to_string().contains(",values=on"));
     }
 
     #[test]

@@ -135,6 +135,54 @@ async fn a_wrong_case_filter_is_repaired_after_the_case_probe() {
     assert_eq!(result.model_calls.len(), 2);
 }
 
+/// Flights keep their airline as a number; its name is in `airlines`.
+const FLIGHTS_BY_AIRLINE_ID: &str = "
+    CREATE TABLE airlines (uid INTEGER PRIMARY KEY, name TEXT);
+    INSERT INTO airlines VALUES (1, 'JetBlue Airways'), (2, 'United Airlines');
+    CREATE TABLE flights (flight_no INTEGER PRIMARY KEY, airline INTEGER REFERENCES airlines (uid));
+    INSERT INTO flights VALUES (10, 1), (11, 1), (12, 2);
+";
+
+#[tokio::test]
+async fn a_value_compared_with_a_column_that_lacks_it_is_repaired_where_it_is_stored() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = sqlite_file(&dir, FLIGHTS_BY_AIRLINE_ID);
+    let q = "How many flights does JetBlue Airways have?";
+    let wrong = "SELECT count(*) FROM flights WHERE airline = 'JetBlue Airways'";
+    let joined = "SELECT count(*) FROM flights f JOIN airlines a ON f.airline = a.uid \
+                  WHERE a.name = 'JetBlue Airways'";
+    let script = [
+        line(q, "write_sql", sql_reply(wrong)),
+        line(q, "repair_sql", sql_reply(joined)),
+    ];
+    let agent = agent_with(&path, &script, "n=1,values=on").await;
+    let (result, recorder) = ask_recorded(&agent, q).await;
+    assert_eq!(result.decision, Decision::Answer);
+    assert_eq!(result.history.len(), 1, "{:?}", result.history);
+    assert_eq!(result.history[0].error_type, FailureKind::ValueElsewhere);
+    assert_eq!(result.rows, vec![vec![json!(2)]]);
+    let probe = result
+        .trace
+        .iter()
+        .find(|step| step.note.contains("stored elsewhere"))
+        .expect("the lookup ran");
+    assert!(probe.note.contains("airlines.name"), "{}", probe.note);
+    // The repair was told where the value is kept.
+    let told = repair_prompts(&recorder);
+    assert!(
+        told.iter()
+            .any(|prompt| prompt.contains("it is stored in airlines.name")),
+        "{told:?}"
+    );
+
+    // Without the knob the empty count stands, as before.
+    let agent = agent_with(&path, &script, "n=1").await;
+    let result = agent.ask(q, &AskOptions::default()).await.expect("answers");
+    assert_eq!(result.decision, Decision::Answer);
+    assert!(result.history.is_empty(), "{:?}", result.history);
+    assert_eq!(result.rows, vec![vec![json!(0)]]);
+}
+
 #[tokio::test]
 async fn an_exact_key_lookup_that_finds_nothing_is_answered_honestly() {
     let fixture = demo();

@@ -610,7 +610,8 @@ async fn mysql_runs_the_sql_askdb_writes_for_its_own_checks() {
         super::QueryOutcome::Failed(error) => panic!("{error}"),
     };
     assert!(empty.rows.is_empty(), "{:?}", empty.rows);
-    let (diagnosis, probe) = crate::agent::empty::diagnose(&gate, &empty).await;
+    let no_lookup = |_: &str| Vec::new();
+    let (diagnosis, probe) = crate::agent::empty::diagnose(&gate, &empty, &no_lookup).await;
     match diagnosis {
         crate::agent::empty::Diagnosis::CaseMismatch { findings, .. } => assert!(
             findings.iter().any(|finding| finding.contains("'Eskimo'")),
@@ -634,6 +635,30 @@ async fn mysql_runs_the_sql_askdb_writes_for_its_own_checks() {
                 && column.values.contains(&"Husky".to_string())),
         "{values:?}"
     );
+
+    // A value compared with a column that does not hold it, in any case: the probe
+    // (cast to CHAR) finds nothing, and the value index names the column that does.
+    let index = crate::linking::values::ValueIndex::new(values);
+    let holders = |value: &str| index.columns_holding(value);
+    let zero = match gate
+        .run_query("SELECT count(*) FROM Dogs d WHERE d.BreedCode = 'Husky'")
+        .await
+    {
+        super::QueryOutcome::Rows(rows) => rows,
+        super::QueryOutcome::Failed(error) => panic!("{error}"),
+    };
+    assert_eq!(zero.rows, vec![vec![json!(0)]]);
+    match crate::agent::empty::diagnose(&gate, &zero, &holders).await {
+        (crate::agent::empty::Diagnosis::ValueElsewhere { findings }, Some(_)) => assert!(
+            findings
+                .iter()
+                // MySQL compares column names regardless of case; the index keeps the
+                // catalog's lower case.
+                .any(|finding| finding.to_lowercase().contains("breeds.breedname")),
+            "{findings:?}"
+        ),
+        other => panic!("{other:?}"),
+    }
 
     // A join on a column its table lacks, rewritten on the key: the names it writes
     // are MySQL's, and the statement runs.

@@ -292,6 +292,11 @@ impl SchemaIndex {
         }
     }
 
+    /// The columns that store `value` (case ignored), from the value index.
+    pub fn columns_holding(&self, value: &str) -> Vec<(String, String)> {
+        self.values.columns_holding(value)
+    }
+
     /// The cards, in table-name order.
     pub fn cards(&self) -> &[TableCard] {
         &self.cards

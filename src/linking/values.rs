@@ -89,6 +89,21 @@ impl ValueIndex {
         self.entries.len()
     }
 
+    /// The columns (table, column) that store `value` itself, case and surrounding
+    /// spaces ignored: where a literal a query compared with the wrong column is kept.
+    pub fn columns_holding(&self, value: &str) -> Vec<(String, String)> {
+        let wanted = value.trim();
+        let mut holders: Vec<(String, String)> = self
+            .entries
+            .iter()
+            .filter(|entry| entry.value.trim().eq_ignore_ascii_case(wanted))
+            .map(|entry| (entry.table.clone(), entry.column.clone()))
+            .collect();
+        holders.sort();
+        holders.dedup();
+        holders
+    }
+
     /// Values the question names: the whole value appears in the question's words, or
     /// a quoted literal of the question appears inside the value ('PVC Pipe' finds
     /// 'PVC Pipe 1 inch').
@@ -239,6 +254,22 @@ mod tests {
         let found = index.matches("money taken by upi");
         assert_eq!(found.len(), 1);
         assert_eq!(found[0].column, "mode");
+    }
+
+    #[test]
+    fn the_columns_holding_a_value_are_found_whatever_its_case() {
+        let index = index();
+        assert_eq!(
+            index.columns_holding(" teflon tape "),
+            vec![("products".to_string(), "prod_name".to_string())]
+        );
+        assert_eq!(
+            index.columns_holding("cash"),
+            vec![("payments".to_string(), "mode".to_string())]
+        );
+        // A part of a value is not the value, and an unindexed one is not found.
+        assert!(index.columns_holding("Teflon").is_empty());
+        assert!(index.columns_holding("m").is_empty());
     }
 
     #[test]
