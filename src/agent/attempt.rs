@@ -481,38 +481,19 @@ impl Agent {
             sql: probe_sql,
             finding: finding.clone(),
         });
-        match diagnosis {
+        // Either finding is a fact the probe read from the data: one repair, told it.
+        let (kind, message, findings) = match diagnosis {
             empty::Diagnosis::CaseMismatch { findings, .. } => {
-                state.note("inspect", format!("empty; {finding}"));
-                Node::Failed(
-                    Failure {
-                        kind: FailureKind::CaseMismatch,
-                        refusal: None,
-                        message: prompts::CASE_MISMATCH.to_string(),
-                        sql: result.sql.clone(),
-                        repairable: true,
-                        fix: None,
-                    },
-                    Some(prompts::case_mismatch_facts(&findings)),
-                )
+                (FailureKind::CaseMismatch, prompts::CASE_MISMATCH, findings)
             }
-            empty::Diagnosis::ValueElsewhere { findings } => {
-                state.note("inspect", format!("empty; {finding}"));
-                Node::Failed(
-                    Failure {
-                        kind: FailureKind::ValueElsewhere,
-                        refusal: None,
-                        message: prompts::VALUE_ELSEWHERE.to_string(),
-                        sql: result.sql.clone(),
-                        repairable: true,
-                        fix: None,
-                    },
-                    Some(prompts::case_mismatch_facts(&findings)),
-                )
-            }
+            empty::Diagnosis::ValueElsewhere { findings } => (
+                FailureKind::ValueElsewhere,
+                prompts::VALUE_ELSEWHERE,
+                findings,
+            ),
             empty::Diagnosis::Explained(why) => {
                 state.note("inspect", format!("empty: {why}"));
-                Node::Answer(result)
+                return Node::Answer(result);
             }
             empty::Diagnosis::Stands(why) => {
                 let doubt = failure::next_step(&Outcome::EmptyStands, &state.progress()).step
@@ -525,9 +506,21 @@ impl Agent {
                     return Node::Generate(Round::Sampled);
                 }
                 state.note("inspect", format!("empty: {why}"));
-                Node::Answer(result)
+                return Node::Answer(result);
             }
-        }
+        };
+        state.note("inspect", format!("empty; {finding}"));
+        Node::Failed(
+            Failure {
+                kind,
+                refusal: None,
+                message: message.to_string(),
+                sql: result.sql.clone(),
+                repairable: true,
+                fix: None,
+            },
+            Some(prompts::empty_probe_facts(&findings)),
+        )
     }
 
     /// Whether the question's first greedy reply was written with a token less likely

@@ -849,7 +849,7 @@ pub fn table_names_fact(names: &[&str]) -> String {
 }
 
 /// The findings of the empty-result probe, in words.
-pub fn case_mismatch_facts(findings: &[String]) -> String {
+pub fn empty_probe_facts(findings: &[String]) -> String {
     findings.join("\n")
 }
 
