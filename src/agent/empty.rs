@@ -289,7 +289,12 @@ pub async fn diagnose(
     let probe = gate.run_query(&probe_sql).await;
     let matched = matches!(&probe, QueryOutcome::Rows(rows) if !looks_empty(&rows.rows));
     if !matched {
-        let elsewhere = stored_elsewhere(&analysis.text_filters, &result.tables, holders);
+        let elsewhere = stored_elsewhere(
+            &analysis.text_filters,
+            &result.tables,
+            gate.schema(),
+            holders,
+        );
         if !elsewhere.is_empty() {
             return (
                 Diagnosis::ValueElsewhere {
@@ -324,10 +329,12 @@ pub async fn diagnose(
 /// columns that do: "'Africa' is not a value of Region; it is stored in
 /// country.Continent". A holder with the filter's own column name in a table the query
 /// reads is that column (the value is there; other conditions excluded its rows), so
-/// it says nothing.
+/// it says nothing. Each place is written as the schema spells it (the value index
+/// keeps names in lower case, for matching).
 fn stored_elsewhere(
     filters: &[TextFilter],
     tables: &[String],
+    schema: &[crate::schema::TableSchema],
     holders: ValueHolders<'_>,
 ) -> Vec<String> {
     /// Enough places to choose from without reading the schema back to the model.
@@ -345,7 +352,14 @@ fn stored_elsewhere(
         let places: Vec<String> = found
             .iter()
             .take(MAX_HOLDERS)
-            .map(|(table, column)| format!("{table}.{column}"))
+            .map(|(table, column)| {
+                match crate::schema::table_named(schema, table)
+                    .and_then(|found| Some((found, found.column_named(column)?)))
+                {
+                    Some((found, named)) => format!("{}.{}", found.name, named.name),
+                    None => format!("{table}.{column}"),
+                }
+            })
             .collect();
         if places.is_empty() {
             continue;

@@ -137,7 +137,7 @@ async fn a_wrong_case_filter_is_repaired_after_the_case_probe() {
 
 /// Flights keep their airline as a number; its name is in `airlines`.
 const FLIGHTS_BY_AIRLINE_ID: &str = "
-    CREATE TABLE airlines (uid INTEGER PRIMARY KEY, name TEXT);
+    CREATE TABLE airlines (uid INTEGER PRIMARY KEY, Name TEXT);
     INSERT INTO airlines VALUES (1, 'JetBlue Airways'), (2, 'United Airlines');
     CREATE TABLE flights (flight_no INTEGER PRIMARY KEY, airline INTEGER REFERENCES airlines (uid));
     INSERT INTO flights VALUES (10, 1), (11, 1), (12, 2);
@@ -166,12 +166,13 @@ async fn a_value_compared_with_a_column_that_lacks_it_is_repaired_where_it_is_st
         .iter()
         .find(|step| step.note.contains("stored elsewhere"))
         .expect("the lookup ran");
-    assert!(probe.note.contains("airlines.name"), "{}", probe.note);
+    // Named as the schema spells it (the value index matches in lower case).
+    assert!(probe.note.contains("airlines.Name"), "{}", probe.note);
     // The repair was told where the value is kept.
     let told = repair_prompts(&recorder);
     assert!(
         told.iter()
-            .any(|prompt| prompt.contains("it is stored in airlines.name")),
+            .any(|prompt| prompt.contains("it is stored in airlines.Name")),
         "{told:?}"
     );
 
