@@ -580,6 +580,12 @@ impl Gate {
     /// A few real rows of a visible table, restricted columns left out and every text
     /// value cut to [`SAMPLE_TEXT_CHARS`] characters. The query goes through the guard
     /// like any other.
+    ///
+    /// Rows come in primary-key order where the table has a key it shows: without an
+    /// order each engine returns its own (SQLite the file's, InnoDB the key's, PostgreSQL
+    /// the heap's, which an UPDATE rearranges), and these rows are written into the
+    /// model's prompt, so the same data would be shown differently on two engines and
+    /// differently after a write on one. The key's index makes the order cheap.
     pub async fn sample_rows(&self, name: &str, rows: u32) -> Result<QueryResult, GateError> {
         let table = self.find_table(name)?;
         if table.columns.is_empty() {
@@ -594,8 +600,24 @@ impl Gate {
             .iter()
             .map(|column| quote(&column.name))
             .collect();
+        let shown_key: Vec<String> = table
+            .primary_key
+            .iter()
+            .filter(|part| {
+                table
+                    .columns
+                    .iter()
+                    .any(|column| column.name.eq_ignore_ascii_case(part))
+            })
+            .map(|part| quote(part))
+            .collect();
+        let order = if shown_key.is_empty() {
+            String::new()
+        } else {
+            format!(" ORDER BY {}", shown_key.join(", "))
+        };
         let sql = format!(
-            "SELECT {} FROM {} LIMIT {}",
+            "SELECT {} FROM {}{order} LIMIT {}",
             columns.join(", "),
             quote(&table.name),
             rows.clamp(1, MAX_SAMPLE_ROWS)

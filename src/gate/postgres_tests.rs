@@ -1168,6 +1168,15 @@ async fn pg_gate_lists_describes_and_samples_the_demo() {
         )
         .await
         .expect("view created");
+    // A write puts the first customer's new row version after the others in the heap,
+    // where a scan without an order would now meet it last.
+    admin
+        .execute(
+            "UPDATE customers SET cust_id = cust_id WHERE cust_id = (SELECT MIN(cust_id) FROM customers)",
+            &[],
+        )
+        .await
+        .expect("a row rewritten");
     let dir = tempfile::tempdir().expect("temp dir");
     let sqlite_path = dir.path().join("demo.sqlite");
     crate::demo::write_sqlite(&sqlite_path).expect("demo builds");
@@ -1246,6 +1255,34 @@ async fn pg_gate_lists_describes_and_samples_the_demo() {
         .any(|c| c.name == "phone" || c.name == "address"));
     let sample = gate.sample_rows("customers", 5).await.expect("sample");
     assert_eq!(sample.row_count, 5);
+    // Samples come in key order whatever the heap holds (they are written into prompts).
+    let id_at = sample
+        .columns
+        .iter()
+        .position(|column| column == "cust_id")
+        .expect("cust_id sampled");
+    let ids: Vec<i64> = sample
+        .rows
+        .iter()
+        .map(|row| row[id_at].as_i64().expect("an integer id"))
+        .collect();
+    let mut in_order = ids.clone();
+    in_order.sort();
+    assert_eq!(ids, in_order);
+    let QueryOutcome::Rows(lowest) = gate.run_query("SELECT MIN(cust_id) FROM customers").await
+    else {
+        panic!("query failed");
+    };
+    assert_eq!(json!(ids[0]), lowest.rows[0][0]);
+    // Types read as one spelling whatever the engine calls them.
+    assert!(
+        bills
+            .create_table
+            .contains("  bill_no VARCHAR(20) NOT NULL")
+            && bills.create_table.contains("  cust_id INT,"),
+        "{}",
+        bills.create_table
+    );
     assert!(!sample
         .columns
         .iter()

@@ -88,7 +88,7 @@ impl TableSchema {
             .columns
             .iter()
             .map(|column| {
-                let mut line = format!("  {} {}", column.name, column.data_type);
+                let mut line = format!("  {} {}", column.name, shown_type(&column.data_type));
                 if !column.nullable {
                     line.push_str(" NOT NULL");
                 }
@@ -111,6 +111,47 @@ impl TableSchema {
         }
         format!("CREATE TABLE {} (\n{}\n);", self.name, lines.join(",\n"))
     }
+}
+
+/// A column type as the CREATE TABLE askdb shows writes it: in capitals outside quotes,
+/// and under one name where SQL has two. Each engine reports types in its own case and
+/// spelling (MySQL's catalog `int`, PostgreSQL's `integer`, SQLite the file's
+/// declaration), and this text is the model's prompt, so the same table copied to
+/// another engine reads the same. Anything quoted keeps its
+/// case: a PostgreSQL type `"Mood"` (part of the name) and a MySQL enum's values
+/// (`enum('a','B')`, the values a filter must match).
+pub fn shown_type(data_type: &str) -> String {
+    let mut quote: Option<char> = None;
+    let capitals: String = data_type
+        .chars()
+        .map(|c| match quote {
+            Some(open) => {
+                if c == open {
+                    quote = None;
+                }
+                c
+            }
+            None if c == '"' || c == '`' || c == '\'' => {
+                quote = Some(c);
+                c
+            }
+            None => c.to_ascii_uppercase(),
+        })
+        .collect();
+    // One type SQL spells two ways reads one way: MySQL's catalog says `int` for a
+    // column declared INTEGER, SQLite keeps the declaration, PostgreSQL says `integer`.
+    for (synonym, name) in [
+        ("INTEGER", "INT"),
+        ("CHARACTER VARYING", "VARCHAR"),
+        ("DOUBLE PRECISION", "DOUBLE"),
+    ] {
+        if let Some(rest) = capitals.strip_prefix(synonym) {
+            if !rest.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_') {
+                return format!("{name}{rest}");
+            }
+        }
+    }
+    capitals
 }
 
 /// A column type as MySQL 8 writes it: MariaDB and MySQL 5.7 show an integer's display
@@ -162,6 +203,31 @@ mod tests {
         ] {
             assert_eq!(without_display_width(written), read, "{written}");
         }
+    }
+
+    #[test]
+    fn types_are_shown_in_capitals_except_a_quoted_name() {
+        for (reported, shown) in [
+            ("int", "INT"),
+            ("varchar(20)", "VARCHAR(20)"),
+            ("character varying(40)", "VARCHAR(40)"),
+            ("INTEGER", "INT"),
+            ("integer[]", "INT[]"),
+            ("INTEGRAL", "INTEGRAL"),
+            ("double precision", "DOUBLE"),
+            ("int unsigned", "INT UNSIGNED"),
+            ("\"Mood\"", "\"Mood\""),
+            ("public.\"Mood\"[]", "PUBLIC.\"Mood\"[]"),
+            ("enum('a','B')", "ENUM('a','B')"),
+        ] {
+            assert_eq!(shown_type(reported), shown, "{reported}");
+        }
+        let mixed = TableSchema::for_tests("t", &["Name"], "text", &["Name"]);
+        assert!(
+            mixed.create_table_sql().contains("  Name TEXT,\n"),
+            "{}",
+            mixed.create_table_sql()
+        );
     }
 
     #[test]
