@@ -475,6 +475,9 @@ impl Gate {
             };
             table.unique.retain(|columns| !restricted_key(columns));
             table
+                .primary_key
+                .retain(|column| !policy.is_restricted(&name, column));
+            table
                 .foreign_keys
                 .retain(|key| !restricted_key(&key.columns));
         }
@@ -581,7 +584,8 @@ impl Gate {
     /// value cut to [`SAMPLE_TEXT_CHARS`] characters. The query goes through the guard
     /// like any other.
     ///
-    /// Rows come in primary-key order where the table has a key it shows: without an
+    /// Rows come in primary-key order where the table has a key (its shown columns: a
+    /// restricted one is never part of it here, so never ordered by): without an
     /// order each engine returns its own (SQLite the file's, InnoDB the key's, PostgreSQL
     /// the heap's, which an UPDATE rearranges), and these rows are written into the
     /// model's prompt, so the same data would be shown differently on two engines and
@@ -600,21 +604,11 @@ impl Gate {
             .iter()
             .map(|column| quote(&column.name))
             .collect();
-        let shown_key: Vec<String> = table
-            .primary_key
-            .iter()
-            .filter(|part| {
-                table
-                    .columns
-                    .iter()
-                    .any(|column| column.name.eq_ignore_ascii_case(part))
-            })
-            .map(|part| quote(part))
-            .collect();
-        let order = if shown_key.is_empty() {
+        let key: Vec<String> = table.primary_key.iter().map(|part| quote(part)).collect();
+        let order = if key.is_empty() {
             String::new()
         } else {
-            format!(" ORDER BY {}", shown_key.join(", "))
+            format!(" ORDER BY {}", key.join(", "))
         };
         let sql = format!(
             "SELECT {} FROM {}{order} LIMIT {}",

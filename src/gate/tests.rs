@@ -456,6 +456,49 @@ async fn restricted_columns_never_leave_the_gate() {
         .is_ok());
 }
 
+/// A restricted column that is part of a table's primary key is not named by the key
+/// the gate describes, and the samples are not ordered by it (the guard would refuse
+/// that order, and the order itself would tell its values' ranks).
+#[tokio::test]
+async fn a_restricted_key_column_is_left_out_of_the_key() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("keys.sqlite");
+    rusqlite::Connection::open(&path)
+        .expect("a SQLite file")
+        .execute_batch(
+            "CREATE TABLE badges (holder TEXT, badge_no INTEGER, colour TEXT, \
+               PRIMARY KEY (holder, badge_no));
+             INSERT INTO badges VALUES ('zed', 2, 'red'), ('amy', 1, 'blue');",
+        )
+        .expect("a table keyed on a restricted column");
+    let notes: crate::schema::SchemaNotes =
+        toml::from_str("restricted_columns = [\"badges.holder\"]").expect("notes parse");
+    let gate = open(
+        &path,
+        GateOptions {
+            notes: Some(notes),
+            ..GateOptions::default()
+        },
+    )
+    .await;
+    let badges = gate.describe_table("badges").expect("badges");
+    assert_eq!(badges.primary_key, vec!["badge_no"]);
+    assert!(
+        !badges.create_table.contains("holder"),
+        "{}",
+        badges.create_table
+    );
+    let sample = gate.sample_rows("badges", 5).await.expect("samples");
+    assert_eq!(sample.columns, vec!["badge_no", "colour"]);
+    assert_eq!(
+        sample.rows,
+        vec![
+            vec![serde_json::json!(1), serde_json::json!("blue")],
+            vec![serde_json::json!(2), serde_json::json!("red")]
+        ]
+    );
+}
+
 #[tokio::test]
 async fn hidden_tables_are_never_listed_described_or_read() {
     let demo = demo_copy();
