@@ -353,12 +353,11 @@ fn stored_elsewhere(
             .iter()
             .take(MAX_HOLDERS)
             .map(|(table, column)| {
-                match crate::schema::table_named(schema, table)
-                    .and_then(|found| Some((found, found.column_named(column)?)))
-                {
-                    Some((found, named)) => format!("{}.{}", found.name, named.name),
-                    None => format!("{table}.{column}"),
-                }
+                let spelled = crate::schema::table_named(schema, table).and_then(|owner| {
+                    let named = owner.column_named(column)?;
+                    Some(format!("{}.{}", owner.name, named.name))
+                });
+                spelled.unwrap_or_else(|| format!("{table}.{column}"))
             })
             .collect();
         if places.is_empty() {

@@ -117,9 +117,9 @@ impl TableSchema {
 /// and under one name where SQL has two. Each engine reports types in its own case and
 /// spelling (MySQL's catalog `int`, PostgreSQL's `integer`, SQLite the file's
 /// declaration), and this text is the model's prompt, so the same table copied to
-/// another engine reads the same. Anything quoted keeps its
-/// case: a PostgreSQL type `"Mood"` (part of the name) and a MySQL enum's values
-/// (`enum('a','B')`, the values a filter must match).
+/// another engine reads the same. Anything quoted keeps its case: a PostgreSQL type
+/// `"Mood"` (part of the name) and a MySQL enum's values (`enum('a','B')`, the values a
+/// filter must match).
 pub fn shown_type(data_type: &str) -> String {
     let mut quote: Option<char> = None;
     let capitals: String = data_type
