@@ -39,7 +39,14 @@ impl Agent {
             &state.question,
             system,
             prompts::conversation_messages(&self.strategy, &state.context),
-            self.question_text(state),
+            prompts::Asking {
+                examples: prompts::example_exchanges(
+                    &self.strategy,
+                    &state.worked_examples.iter().collect::<Vec<_>>(),
+                    state.context.is_follow_up(),
+                ),
+                question: self.question_text(state),
+            },
             &state.repairs,
             state.understood_as.is_some(),
         );
@@ -53,7 +60,7 @@ impl Agent {
     }
 
     /// The question's user message: a first question's, or a follow-up's after the
-    /// conversation, with the verified examples like it first.
+    /// conversation, with the verified examples like it first where they are a block.
     fn question_text(&self, state: &State) -> String {
         let asked = if state.context.is_follow_up() {
             prompts::follow_up_message(
@@ -65,7 +72,12 @@ impl Agent {
         } else {
             prompts::question_message(&state.question, &state.assumptions)
         };
-        prompts::question_turn(asked, &state.worked_examples.iter().collect::<Vec<_>>())
+        prompts::question_turn(
+            &self.strategy,
+            asked,
+            &state.worked_examples.iter().collect::<Vec<_>>(),
+            state.context.is_follow_up(),
+        )
     }
 
     pub(super) async fn call(

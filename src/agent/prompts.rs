@@ -4,9 +4,10 @@
 //!   question. It is byte-identical across questions on one database and across the
 //!   repairs of a question, so a provider's prompt cache (llama.cpp's slots, Anthropic's
 //!   breakpoints) reads the schema once.
-//! - Verified examples like the question ([`question_turn`]) open the question's user
-//!   turn, after the system prompt and its schema, so the cached prefix is the same with
-//!   and without them.
+//! - Verified examples like the question come after the system prompt and its schema, so
+//!   the cached prefix is the same with and without them: one block opening the
+//!   question's user turn ([`question_turn`]), or, under `examples=turns`, an exchange
+//!   each before it ([`example_exchanges`]).
 //! - A repair continues the same conversation: each failed attempt is an assistant turn
 //!   (the reply as the model wrote it, [`closed_reply`], so a server that kept its
 //!   tokens reads them from the cache) and a user turn (what went wrong, the
@@ -35,7 +36,7 @@ use super::conversation::{Context, Turn, TurnOutcome};
 use super::failure::FailureKind;
 use super::plausibility::Check;
 use super::repair_facts::ColumnFact;
-use super::strategy::{CardFormat, Hints, ReplyFormat, Strategy};
+use super::strategy::{CardFormat, ExampleForm, Hints, ReplyFormat, Strategy};
 use crate::examples::Example;
 use crate::gate::{ErrorType, Gate, SqlDialect};
 use crate::linking::cards::{schema_block, TableCard};
@@ -247,6 +248,21 @@ pub fn closed_reply(text: &str) -> String {
     }
 }
 
+/// SQL as the model's reply would carry it, for a turn that did not keep the reply as
+/// written: the fenced block (opened with the restatement where there is one) or the
+/// JSON action.
+fn sql_in_reply_form(strategy: &Strategy, understood_as: Option<&str>, sql: &str) -> String {
+    match strategy.reply {
+        ReplyFormat::Sql => {
+            let understood = understood_as
+                .map(|text| format!("{} {text}\n", super::reply::UNDERSTOOD_MARKER))
+                .unwrap_or_default();
+            format!("{SQL_FENCE}{understood}{sql}\n{SQL_STOP}")
+        }
+        ReplyFormat::Json => json!({"action": "sql", "sql": sql}).to_string(),
+    }
+}
+
 /// What a turn's user message was, where the turn did not keep it (turns kept before
 /// the message was, or that never reached the model): its question.
 fn earlier_question_text(turn: &Turn) -> String {
@@ -261,17 +277,7 @@ fn earlier_reply_text(strategy: &Strategy, turn: &Turn) -> String {
     match turn.outcome {
         TurnOutcome::Answered => match (&turn.reply, &turn.sql) {
             (Some(reply), _) => closed_reply(reply),
-            (None, Some(sql)) => {
-                let understood = turn
-                    .understood_as
-                    .as_deref()
-                    .map(|text| format!("{} {text}\n", super::reply::UNDERSTOOD_MARKER))
-                    .unwrap_or_default();
-                match strategy.reply {
-                    ReplyFormat::Sql => format!("{SQL_FENCE}{understood}{sql}\n{SQL_STOP}"),
-                    ReplyFormat::Json => json!({"action": "sql", "sql": sql}).to_string(),
-                }
-            }
+            (None, Some(sql)) => sql_in_reply_form(strategy, turn.understood_as.as_deref(), sql),
             (None, None) => "Answered.".to_string(),
         },
         TurnOutcome::Declined => "Declined; nothing ran.".to_string(),
@@ -354,11 +360,24 @@ pub fn follow_up_message(
     text
 }
 
-/// The question's user turn with the verified examples like it before the question:
-/// after the system prompt and its schema, so the cached prefix stays the same for every
-/// question, and declared as data (a person's words, not instructions).
-pub fn question_turn(asked: String, examples: &[&Example]) -> String {
-    if examples.is_empty() {
+/// Whether a question's verified examples are exchanges of their own before it rather
+/// than a block in its message: only a first question's, since a follow-up's exchanges
+/// before it are its conversation.
+fn examples_as_exchanges(strategy: &Strategy, follow_up: bool) -> bool {
+    strategy.examples == ExampleForm::Turns && !follow_up
+}
+
+/// The question's user turn, with the verified examples like it as a block before the
+/// question where they are not exchanges of their own ([`example_exchanges`]): after the
+/// system prompt and its schema, so the cached prefix stays the same for every question,
+/// and declared as data (a person's words, not instructions).
+pub fn question_turn(
+    strategy: &Strategy,
+    asked: String,
+    examples: &[&Example],
+    follow_up: bool,
+) -> String {
+    if examples.is_empty() || examples_as_exchanges(strategy, follow_up) {
         return asked;
     }
     let mut text = String::from(
@@ -376,6 +395,34 @@ pub fn question_turn(asked: String, examples: &[&Example]) -> String {
     text.push('\n');
     text.push_str(&asked);
     text
+}
+
+/// The verified examples like a first question as exchanges before it (`examples=turns`):
+/// each example's question as a user message in a question's own form, its SQL as the
+/// reply the model writes, the best example last so it stands nearest the question.
+/// Empty under `examples=block` and for a follow-up ([`question_turn`] holds them).
+pub fn example_exchanges(
+    strategy: &Strategy,
+    examples: &[&Example],
+    follow_up: bool,
+) -> Vec<Message> {
+    if !examples_as_exchanges(strategy, follow_up) {
+        return Vec::new();
+    }
+    let mut messages = Vec::new();
+    for example in examples.iter().rev() {
+        let mut asked = question_message(&example.question, &[]);
+        if let Some(notes) = &example.notes {
+            asked.push_str(&format!("\nNote: {notes}"));
+        }
+        messages.push(Message::user(asked));
+        messages.push(Message::assistant(sql_in_reply_form(
+            strategy,
+            None,
+            &example.sql,
+        )));
+    }
+    messages
 }
 
 /// One failed attempt as the conversation shows it: what the model wrote, and the user
@@ -422,14 +469,15 @@ pub fn generation_request(
     question: &str,
     system: String,
     earlier: Vec<Message>,
-    question_text: String,
+    asking: Asking,
     repairs: &[RepairTurn],
     restated: bool,
 ) -> ModelRequest {
     let follow_up = !earlier.is_empty();
     let mut messages = vec![Message::stable_system(system)];
     messages.extend(earlier);
-    messages.push(Message::user(question_text));
+    messages.extend(asking.examples);
+    messages.push(Message::user(asking.question));
     for turn in repairs {
         messages.push(Message::assistant(turn.reply.clone()));
         messages.push(Message::user(turn.feedback.clone()));
@@ -451,6 +499,25 @@ pub fn generation_request(
             request
                 .with_json_schema(schema, instruction)
                 .with_max_tokens(JSON_MAX_TOKENS)
+        }
+    }
+}
+
+/// The messages that ask the question, after the system prompt and any conversation:
+/// verified examples as exchanges of their own ([`example_exchanges`], often none), then
+/// the question's own user message.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Asking {
+    pub examples: Vec<Message>,
+    pub question: String,
+}
+
+impl Asking {
+    /// A question asked with no example exchanges before it.
+    pub fn question(question: String) -> Asking {
+        Asking {
+            examples: Vec::new(),
+            question,
         }
     }
 }
@@ -539,7 +606,7 @@ pub fn warm_up_request(strategy: &Strategy, system: String) -> ModelRequest {
         "warm-up",
         system,
         Vec::new(),
-        question_message("How many tables are there?", &[]),
+        Asking::question(question_message("How many tables are there?", &[])),
         &[],
         false,
     )

@@ -18,6 +18,7 @@
 //! | `groups` | `on`, `off` | with `reply=sql`: the rule "when the question asks for a value for each group, select the group's column too" |
 //! | `budget` | `off`, 1 to 600 | seconds a question may take: no model round starts when the round before it, taken again, would end past the budget (a rule's own rewrite still runs; the question ends in an answer with warnings or an honest give-up) |
 //! | `follow` | `message`, `system`, `prefill` | with `reply=sql`: what a follow-up is asked to do (one standalone SELECT, opened with its restatement) is said at the end of the follow-up's own message, or once in the system prompt, where the server holds it in every question's cached prefix (measured in decision 0011: the local 1.5B model then stops writing the restatement); `prefill` says it in the system prompt and begins a follow-up's reply with the restatement's marker for the model, so it writes the restatement with nothing in its message asking for it (a provider that does not continue a begun reply, such as OpenAI's own API, gets `system`) |
+//! | `examples` | `block`, `turns` | verified examples like a first question: one block of question and SQL pairs in the question's own message, best first; or each as an exchange of its own before the question (the example's question as a user message, its SQL as the model's reply), best last; a follow-up always gets the block, so its conversation stays the turns before it |
 //! | `conf` | `off`, -10.0 to 0.0 | with `when=doubt`: a greedy reply whose least likely token has a log-probability below this is doubtful too (the model hesitated over a column, a table or a join), and its result votes with sampled candidates; needs a server that gives log-probabilities |
 
 use std::fmt;
@@ -105,6 +106,21 @@ pub struct Strategy {
     /// index says which) is repaired with where it is kept, instead of standing.
     #[serde(default)]
     pub value_lookup: bool,
+    /// How verified examples like a first question are shown to the model.
+    #[serde(default)]
+    pub examples: ExampleForm,
+}
+
+/// How verified examples like the question are shown to the model (decision record 0060).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum ExampleForm {
+    /// One block in the question's message, the best first, declared as data.
+    #[default]
+    Block,
+    /// Each an exchange before the question: its question as a user message, its SQL as
+    /// the model's reply, the best last (nearest the question).
+    Turns,
 }
 
 /// Where a follow-up is told what to write (one standalone SELECT) and how its
@@ -170,6 +186,7 @@ impl Default for Strategy {
             time_budget_s: Some(DEFAULT_TIME_BUDGET_S),
             follow_up: FollowUpAsk::Prefill,
             value_lookup: false,
+            examples: ExampleForm::Block,
         }
     }
 }
@@ -213,7 +230,7 @@ impl Strategy {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("bad strategy {0:?}: use key=value pairs separated by commas (reply=sql|json, alias=on|off, marker=on|off, cards=notes|rows, schema=budget|linked, n=1..8, when=always|doubt, t=0..1.5, hints=full|lean|fit, groups=on|off, repair=sampled|greedy, follow=message|system|prefill, values=on|off, budget=off|1..600, conf=off|-10..0)")]
+#[error("bad strategy {0:?}: use key=value pairs separated by commas (reply=sql|json, alias=on|off, marker=on|off, cards=notes|rows, schema=budget|linked, n=1..8, when=always|doubt, t=0..1.5, hints=full|lean|fit, groups=on|off, repair=sampled|greedy, follow=message|system|prefill, values=on|off, examples=block|turns, budget=off|1..600, conf=off|-10..0)")]
 pub struct StrategyError(pub String);
 
 impl FromStr for Strategy {
@@ -261,6 +278,8 @@ impl FromStr for Strategy {
                 ("follow", "prefill") => strategy.follow_up = FollowUpAsk::Prefill,
                 ("values", "on") => strategy.value_lookup = true,
                 ("values", "off") => strategy.value_lookup = false,
+                ("examples", "block") => strategy.examples = ExampleForm::Block,
+                ("examples", "turns") => strategy.examples = ExampleForm::Turns,
                 ("budget", "off") => strategy.time_budget_s = None,
                 ("budget", seconds) => {
                     strategy.time_budget_s =
@@ -289,7 +308,7 @@ impl fmt::Display for Strategy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "reply={},alias={},marker={},cards={},schema={},n={},when={},t={},hints={}{}{}{}{}{},budget={}",
+            "reply={},alias={},marker={},cards={},schema={},n={},when={},t={},hints={}{}{}{}{}{}{},budget={}",
             match self.reply {
                 ReplyFormat::Sql => "sql",
                 ReplyFormat::Json => "json",
@@ -333,6 +352,11 @@ impl fmt::Display for Strategy {
                 .unwrap_or_default(),
             // Written only when on, so strategies recorded before the knob read the same.
             if self.value_lookup { ",values=on" } else { "" },
+            // Written only when not the block, so strategies recorded before read the same.
+            match self.examples {
+                ExampleForm::Block => "",
+                ExampleForm::Turns => ",examples=turns",
+            },
             self.time_budget_s
                 .map_or_else(|| "off".to_string(), |seconds| seconds.to_string())
         )
@@ -377,6 +401,14 @@ mod tests {
         assert!(!Strategy::recorded(before).expect("reads").value_lookup);
         let on: Strategy = "values=on".parse().expect("parses");
         assert!(on.value_lookup && on.to_string().contains(",values=on"));
+        // Examples are a block unless a strategy says turns, and read back when turns.
+        assert_eq!(
+            Strategy::recorded(before).map(|s| s.examples),
+            Ok(ExampleForm::Block)
+        );
+        let turns: Strategy = "examples=turns".parse().expect("parses");
+        assert_eq!(Strategy::recorded(&turns.to_string()), Ok(turns));
+        assert!(!Strategy::default().to_string().contains("examples="));
     }
 
     #[test]

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use serde_json::json;
 
 use super::super::events::{AgentEvent, ExampleRole, Recorder};
+use super::super::strategy::{ExampleForm, Strategy};
 use super::super::{Agent, AgentResult, AskOptions, Decision};
 use crate::examples::{self, Draft, ExampleStore, SqliteExampleStore};
 use crate::gate::GateOptions;
@@ -25,6 +26,15 @@ async fn gate(path: &Path) -> crate::gate::Gate {
 }
 
 async fn agent(path: &Path, script: &[(&str, &str)], store: Option<&SqliteExampleStore>) -> Agent {
+    agent_with(path, script, store, Strategy::default()).await
+}
+
+async fn agent_with(
+    path: &Path,
+    script: &[(&str, &str)],
+    store: Option<&SqliteExampleStore>,
+    strategy: Strategy,
+) -> Agent {
     let lines: Vec<String> = script
         .iter()
         .map(|(question, sql)| {
@@ -40,7 +50,7 @@ async fn agent(path: &Path, script: &[(&str, &str)], store: Option<&SqliteExampl
         None,
     )
     .expect("client");
-    let agent = Agent::new(gate(path).await, client)
+    let agent = Agent::with_strategy(gate(path).await, client, strategy)
         .await
         .expect("agent builds");
     match store {
@@ -296,4 +306,62 @@ async fn a_follow_up_with_a_verified_questions_words_is_not_answered_by_its_sql(
         result.sql.as_deref().map(|sql| sql.contains("VOID")),
         Some(true)
     );
+}
+
+#[tokio::test]
+async fn under_examples_turns_a_first_question_follows_exchanges_and_a_follow_up_a_block() {
+    use super::super::conversation::{Context, Turn};
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = demo(&dir);
+    let store = SqliteExampleStore::new(dir.path().join("examples.sqlite"));
+    let closest = "SELECT count(*) FROM bills WHERE status = 'VOID' AND txn_dt LIKE '2025%'";
+    let further = "SELECT count(*) FROM bills WHERE status = 'PAID'";
+    for (question, sql) in [
+        ("How many bills were voided in 2025?", closest),
+        ("How many bills were paid?", further),
+    ] {
+        examples::save(&gate(&path).await, &store, &draft(question, sql))
+            .await
+            .expect("saved");
+    }
+    let question = "How many bills were voided?";
+    let sql = "SELECT count(*) FROM bills WHERE status = 'VOID'";
+    let turns = Strategy {
+        examples: ExampleForm::Turns,
+        ..Strategy::default()
+    };
+    let with = agent_with(&path, &[(question, sql)], Some(&store), turns).await;
+    let (result, recorder) = ask(&with, question).await;
+    assert_eq!(result.decision, Decision::Answer, "{:?}", result.reason);
+    assert_eq!(result.examples.len(), 2, "{:?}", result.examples);
+    let prompt = first_prompt(&recorder);
+    // The system prompt, two exchanges (the closest last), then the question alone.
+    assert_eq!(prompt.len(), 6, "{prompt:#?}");
+    assert!(prompt[1].starts_with("Question: How many bills were paid?"));
+    assert!(prompt[2].contains(further) && prompt[2].starts_with("```sql"));
+    assert!(prompt[3].starts_with("Question: How many bills were voided in 2025?"));
+    assert!(prompt[3].contains("Note: VOID bills are cancelled"));
+    assert!(prompt[4].contains(closest));
+    assert_eq!(prompt[5], format!("Question: {question}"));
+    let (_, plain) = ask(&agent(&path, &[(question, sql)], None).await, question).await;
+    assert_eq!(first_prompt(&plain)[0], prompt[0], "same cacheable prefix");
+
+    // A follow-up's exchanges are its conversation: its examples stay a block.
+    let follow_up = "Only the voided bills of 2025?";
+    let follow = agent_with(&path, &[(follow_up, closest)], Some(&store), turns).await;
+    let earlier = AgentResult::for_tests("How many bills are there?", Decision::Answer);
+    let context = Context::new(vec![Turn::from_result(1, &earlier)]);
+    let recorder = Recorder::default();
+    let result = follow
+        .ask_in_conversation(follow_up, &context, &AskOptions::default(), &recorder)
+        .await
+        .expect("answers");
+    assert!(!result.examples.is_empty(), "{:?}", result.trace);
+    let prompt = first_prompt(&recorder);
+    assert_eq!(
+        prompt.len(),
+        4,
+        "system, the earlier turn, the follow-up: {prompt:#?}"
+    );
+    assert!(prompt[3].contains("Verified examples") && prompt[3].contains("Follow-up question"));
 }

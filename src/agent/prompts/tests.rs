@@ -56,7 +56,7 @@ fn a_repair_keeps_the_first_call_as_its_prefix() {
         "q",
         "sys".into(),
         Vec::new(),
-        "Question: q".into(),
+        Asking::question("Question: q".into()),
         &[],
         false,
     );
@@ -65,7 +65,7 @@ fn a_repair_keeps_the_first_call_as_its_prefix() {
         "q",
         "sys".into(),
         Vec::new(),
-        "Question: q".into(),
+        Asking::question("Question: q".into()),
         &[RepairTurn {
             reply: "```sql\nSELECT x FROM t".into(),
             feedback: feedback_message(
@@ -176,7 +176,7 @@ fn a_follow_ups_instruction_is_said_once_where_the_strategy_puts_it() {
             "q",
             "<s/>".into(),
             earlier,
-            "q".into(),
+            Asking::question("q".into()),
             repairs,
             restated,
         )
