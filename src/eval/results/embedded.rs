@@ -5,7 +5,7 @@
 /// The summaries published in this repository when the binary was built, so an
 /// installed `askdb serve` can show its evaluation card without the source tree:
 /// (file name, contents).
-pub const EMBEDDED_SUMMARIES: [(&str, &str); 13] = [
+pub const EMBEDDED_SUMMARIES: [(&str, &str); 14] = [
     (
         "chinook.summary.json",
         include_str!("../../../evals/results/chinook.summary.json"),
@@ -45,6 +45,10 @@ pub const EMBEDDED_SUMMARIES: [(&str, &str); 13] = [
     (
         "spider-report-ask.summary.json",
         include_str!("../../../evals/results/spider-report-ask.summary.json"),
+    ),
+    (
+        "spider-report-examples.summary.json",
+        include_str!("../../../evals/results/spider-report-examples.summary.json"),
     ),
     (
         "spider-report-mysql.summary.json",
