@@ -400,7 +400,10 @@ pub fn question_turn(
 /// The verified examples like a first question as exchanges before it (`examples=turns`):
 /// each example's question as a user message in a question's own form, its SQL as the
 /// reply the model writes, the best example last so it stands nearest the question.
-/// Empty under `examples=block` and for a follow-up ([`question_turn`] holds them).
+/// Empty under `examples=block` and for a follow-up ([`question_turn`] holds them). A
+/// turn keeps its question's message without them, so a later follow-up's conversation
+/// shows that turn without its exchanges and the server reads it again rather than from
+/// its cache.
 pub fn example_exchanges(
     strategy: &Strategy,
     examples: &[&Example],
