@@ -62,9 +62,14 @@ const GUARDED_DOORS: [(&str, &str); 2] = [
 /// reach one in library code.
 const PANICKING_MACROS: [&str; 4] = ["panic", "unreachable", "todo", "unimplemented"];
 
-/// Where the text sent to a model may be assembled: prompts.rs, and src/llm/mod.rs,
-/// whose `Message` and `ModelRequest` constructors name their own types.
-const PROMPT_FILES: [&str; 2] = ["src/agent/prompts.rs", "src/llm/mod.rs"];
+/// Where the text sent to a model may be assembled: prompts.rs with its conversation.rs,
+/// and src/llm/mod.rs, whose `Message` and `ModelRequest` constructors name their own
+/// types.
+const PROMPT_FILES: [&str; 3] = [
+    "src/agent/prompts.rs",
+    "src/agent/prompts/conversation.rs",
+    "src/llm/mod.rs",
+];
 
 /// `Message`'s constructors: each one makes a turn of text the model reads.
 const MESSAGE_CONSTRUCTORS: [&str; 4] = ["system", "stable_system", "user", "assistant"];
@@ -273,7 +278,7 @@ impl Scan<'_> {
                 .any(|(file, function)| self.path == *file && made_here == *function);
             if !allowed {
                 self.flag(
-                    "model messages are built only in src/agent/prompts.rs",
+                    "model messages are built only in src/agent/prompts.rs (and its conversation.rs)",
                     format!(
                         "a provider writes its own {key} for the model ({made_here}) in {}",
                         self.path
@@ -437,7 +442,7 @@ impl<'ast> Visit<'ast> for Scan<'_> {
             };
             if let (Some(built), false) = (built, self.builds_prompts()) {
                 self.flag(
-                    "model messages are built only in src/agent/prompts.rs",
+                    "model messages are built only in src/agent/prompts.rs (and its conversation.rs)",
                     format!("{built} in {}", self.path),
                 );
             }
@@ -454,7 +459,7 @@ impl<'ast> Visit<'ast> for Scan<'_> {
         if let (Some(ty), false) = (ty, self.builds_prompts()) {
             if ty == "Message" || ty == "ModelRequest" {
                 self.flag(
-                    "model messages are built only in src/agent/prompts.rs",
+                    "model messages are built only in src/agent/prompts.rs (and its conversation.rs)",
                     format!("a {ty} literal in {}", self.path),
                 );
             }
@@ -763,7 +768,8 @@ fn a_file_without_its_module_doc_is_caught() {
 }
 
 const PANIC_RULE: &str = "no panic!, unreachable!, todo! or unimplemented! outside tests";
-const PROMPTS_RULE: &str = "model messages are built only in src/agent/prompts.rs";
+const PROMPTS_RULE: &str =
+    "model messages are built only in src/agent/prompts.rs (and its conversation.rs)";
 
 #[test]
 fn a_panicking_macro_outside_tests_is_caught() {

@@ -1,5 +1,6 @@
 //! The prompts' words and shapes: what each request holds and in which order.
 use super::*;
+use crate::agent::conversation::Context;
 use crate::agent::strategy::FollowUpAsk;
 
 #[test]
