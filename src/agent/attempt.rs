@@ -42,7 +42,7 @@ impl Agent {
             prompts::Asking {
                 examples: prompts::example_exchanges(
                     &self.strategy,
-                    &state.worked_examples.iter().collect::<Vec<_>>(),
+                    &state.worked_examples,
                     state.context.is_follow_up(),
                 ),
                 question: self.question_text(state),
@@ -75,7 +75,7 @@ impl Agent {
         prompts::question_turn(
             &self.strategy,
             asked,
-            &state.worked_examples.iter().collect::<Vec<_>>(),
+            &state.worked_examples,
             state.context.is_follow_up(),
         )
     }

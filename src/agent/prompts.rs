@@ -264,7 +264,7 @@ fn examples_as_exchanges(strategy: &Strategy, follow_up: bool) -> bool {
 pub fn question_turn(
     strategy: &Strategy,
     asked: String,
-    examples: &[&Example],
+    examples: &[Example],
     follow_up: bool,
 ) -> String {
     if examples.is_empty() || examples_as_exchanges(strategy, follow_up) {
@@ -296,7 +296,7 @@ pub fn question_turn(
 /// its cache.
 pub fn example_exchanges(
     strategy: &Strategy,
-    examples: &[&Example],
+    examples: &[Example],
     follow_up: bool,
 ) -> Vec<Message> {
     if !examples_as_exchanges(strategy, follow_up) {

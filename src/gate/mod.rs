@@ -311,6 +311,29 @@ impl OpeningGate {
     }
 }
 
+/// Leaves a table's restricted columns out of what a gate shows of it: the columns, every
+/// unique constraint and foreign key that names one, and their place in the primary key
+/// (which `describe_table`'s CREATE TABLE and `sample_rows`' order read). The gate as
+/// opened and a user's narrowed gate both shape their tables here.
+fn leave_out_restricted(table: &mut TableSchema, policy: &GuardPolicy) {
+    let name = table.name.clone();
+    let restricted_key = |columns: &[String]| {
+        columns
+            .iter()
+            .any(|column| policy.is_restricted(&name, column))
+    };
+    table
+        .columns
+        .retain(|column| !policy.is_restricted(&name, &column.name));
+    table.unique.retain(|columns| !restricted_key(columns));
+    table
+        .primary_key
+        .retain(|column| !policy.is_restricted(&name, column));
+    table
+        .foreign_keys
+        .retain(|key| !restricted_key(&key.columns));
+}
+
 impl Gate {
     /// Opens a database behind the gate: connects read-only, introspects the schema,
     /// applies the notes (restricted columns, hidden tables) and builds the guard's
@@ -464,22 +487,7 @@ impl Gate {
             .collect();
         for table in &mut tables {
             policy.allow_table(&table.name, table.columns.iter().map(|c| c.name.as_str()));
-            let name = table.name.clone();
-            table
-                .columns
-                .retain(|column| !policy.is_restricted(&name, &column.name));
-            let restricted_key = |columns: &[String]| {
-                columns
-                    .iter()
-                    .any(|column| policy.is_restricted(&name, column))
-            };
-            table.unique.retain(|columns| !restricted_key(columns));
-            table
-                .primary_key
-                .retain(|column| !policy.is_restricted(&name, column));
-            table
-                .foreign_keys
-                .retain(|key| !restricted_key(&key.columns));
+            leave_out_restricted(table, &policy);
         }
         tables.sort_by(|a, b| a.name.cmp(&b.name));
         Gate {

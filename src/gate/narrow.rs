@@ -296,19 +296,7 @@ impl Gate {
         let mut tables = inner.tables.clone();
         tables.retain(|table| !hide.contains(&table.name.to_lowercase()));
         for table in &mut tables {
-            let name = table.name.clone();
-            table
-                .columns
-                .retain(|column| !policy.is_restricted(&name, &column.name));
-            let restricted_key =
-                |columns: &[String]| columns.iter().any(|c| policy.is_restricted(&name, c));
-            table.unique.retain(|columns| !restricted_key(columns));
-            table
-                .primary_key
-                .retain(|c| !policy.is_restricted(&name, c));
-            table
-                .foreign_keys
-                .retain(|key| !restricted_key(&key.columns));
+            super::leave_out_restricted(table, &policy);
         }
         // Foreign keys into a table this user cannot see would name it.
         for table in &mut tables {
