@@ -99,6 +99,24 @@ fn demo(dir: &tempfile::TempDir) -> PathBuf {
     path
 }
 
+/// The demo database and an empty example store beside it.
+fn demo_with_store(dir: &tempfile::TempDir) -> (PathBuf, SqliteExampleStore) {
+    let store = SqliteExampleStore::new(dir.path().join("examples.sqlite"));
+    (demo(dir), store)
+}
+
+/// Saves one verified example of the demo database at `path`.
+async fn save(
+    path: &Path,
+    store: &SqliteExampleStore,
+    question: &str,
+    sql: &str,
+) -> examples::Saved {
+    examples::save(&gate(path).await, store, &draft(question, sql))
+        .await
+        .expect("saved")
+}
+
 fn draft(question: &str, sql: &str) -> Draft {
     Draft {
         question: question.to_string(),
@@ -111,8 +129,7 @@ fn draft(question: &str, sql: &str) -> Draft {
 #[tokio::test]
 async fn worked_examples_follow_the_schema_and_leave_the_system_prompt_as_it_was() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let path = demo(&dir);
-    let store = SqliteExampleStore::new(dir.path().join("examples.sqlite"));
+    let (path, store) = demo_with_store(&dir);
     let saved = examples::save(
         &gate(&path).await,
         &store,
@@ -222,8 +239,7 @@ async fn a_set_aside_example_never_reaches_the_model_nor_a_rerun() {
 #[tokio::test]
 async fn the_same_question_reruns_its_verified_sql_without_the_model() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let path = demo(&dir);
-    let store = SqliteExampleStore::new(dir.path().join("examples.sqlite"));
+    let (path, store) = demo_with_store(&dir);
     let saved = examples::save(
         &gate(&path).await,
         &store,
@@ -274,18 +290,14 @@ async fn the_same_question_reruns_its_verified_sql_without_the_model() {
 async fn a_follow_up_with_a_verified_questions_words_is_not_answered_by_its_sql() {
     use super::super::conversation::{Context, Turn};
     let dir = tempfile::tempdir().expect("temp dir");
-    let path = demo(&dir);
-    let store = SqliteExampleStore::new(dir.path().join("examples.sqlite"));
-    examples::save(
-        &gate(&path).await,
+    let (path, store) = demo_with_store(&dir);
+    save(
+        &path,
         &store,
-        &draft(
-            "And in 2025?",
-            "SELECT count(*) AS customers FROM customers",
-        ),
+        "And in 2025?",
+        "SELECT count(*) AS customers FROM customers",
     )
-    .await
-    .expect("saved");
+    .await;
     let voided_2025 =
         "SELECT count(*) AS voided FROM bills WHERE status = 'VOID' AND txn_dt LIKE '2025%'";
     let follow = agent(&path, &[("And in 2025?", voided_2025)], Some(&store)).await;
@@ -312,8 +324,7 @@ async fn a_follow_up_with_a_verified_questions_words_is_not_answered_by_its_sql(
 async fn under_examples_turns_a_first_question_follows_exchanges_and_a_follow_up_a_block() {
     use super::super::conversation::{Context, Turn};
     let dir = tempfile::tempdir().expect("temp dir");
-    let path = demo(&dir);
-    let store = SqliteExampleStore::new(dir.path().join("examples.sqlite"));
+    let (path, store) = demo_with_store(&dir);
     let closest = "SELECT count(*) FROM bills WHERE status = 'VOID' AND txn_dt LIKE '2025%'";
     let further = "SELECT count(*) FROM bills WHERE status = 'PAID'";
     for (question, sql) in [

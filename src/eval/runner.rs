@@ -197,6 +197,10 @@ pub struct QuestionRecord {
     /// The verified examples the question used.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub examples: Vec<i64>,
+    /// Their retrieval scores, in the same order: what a floor on them would have kept
+    /// (absent in records written before they were kept).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub example_scores: Vec<f64>,
     /// The verified example whose SQL answered without the model, when one did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answered_from_example: Option<i64>,
@@ -382,6 +386,11 @@ fn record_of(
         trace_id: result.trace_id.clone(),
         warnings: Some(result.warnings.clone()),
         examples: result.examples.iter().map(|example| example.id).collect(),
+        example_scores: result
+            .examples
+            .iter()
+            .map(|example| example.score)
+            .collect(),
         answered_from_example: result.answered_from_example,
         ..error_record(item, mode, RunOutcome::Decided(result.decision), None, 0)
     }
@@ -451,6 +460,7 @@ fn error_record(
         trace_id: None,
         warnings: None,
         examples: Vec::new(),
+        example_scores: Vec::new(),
         answered_from_example: None,
     }
 }

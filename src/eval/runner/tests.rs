@@ -335,6 +335,7 @@ fn sample_record(id: &str) -> QuestionRecord {
         trace_id: None,
         warnings: None,
         examples: Vec::new(),
+        example_scores: Vec::new(),
         answered_from_example: None,
     }
 }
@@ -600,6 +601,22 @@ async fn leave_one_out_reruns_the_same_question_never_a_copy_and_pairs_with_a_ru
             ("e", false, true),
         ]
     );
+    // Each used example's retrieval score is kept beside its id, a re-run's a full match.
+    for record in &records {
+        assert_eq!(
+            record.example_scores.len(),
+            record.examples.len(),
+            "{}",
+            record.id
+        );
+        assert!(record
+            .example_scores
+            .iter()
+            .all(|score| (0.0..=1.0).contains(score)));
+        if record.answered_from_example.is_some() {
+            assert_eq!(record.example_scores, vec![1.0], "{}", record.id);
+        }
+    }
     let summary = write_summary(&with).expect("summary");
     let figures = summary.examples.clone().expect("example figures");
     assert_eq!(
