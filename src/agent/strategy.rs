@@ -19,6 +19,7 @@
 //! | `budget` | `off`, 1 to 600 | seconds a question may take: no model round starts when the round before it, taken again, would end past the budget (a rule's own rewrite still runs; the question ends in an answer with warnings or an honest give-up) |
 //! | `follow` | `message`, `system`, `prefill` | with `reply=sql`: what a follow-up is asked to do (one standalone SELECT, opened with its restatement) is said at the end of the follow-up's own message, or once in the system prompt, where the server holds it in every question's cached prefix (measured in decision 0011: the local 1.5B model then stops writing the restatement); `prefill` says it in the system prompt and begins a follow-up's reply with the restatement's marker for the model, so it writes the restatement with nothing in its message asking for it (a provider that does not continue a begun reply, such as OpenAI's own API, gets `system`) |
 //! | `examples` | `block`, `turns` | verified examples like a first question: one block of question and SQL pairs in the question's own message, best first; or each as an exchange of its own before the question (the example's question as a user message, its SQL as the model's reply), best last; a follow-up always gets the block, so its conversation stays the turns before it |
+//! | `ex_n` | 1 to 8 | how many verified examples like the question are shown at most, the most alike first (default 3); each is read anew after the cached prefix every round |
 //! | `conf` | `off`, -10.0 to 0.0 | with `when=doubt`: a greedy reply whose least likely token has a log-probability below this is doubtful too (the model hesitated over a column, a table or a join), and its result votes with sampled candidates; needs a server that gives log-probabilities |
 
 use std::fmt;
@@ -30,6 +31,9 @@ use serde::{Deserialize, Serialize};
 /// The most candidates one call may ask for (llama.cpp decodes at most as many as it has
 /// slots).
 pub const MAX_CANDIDATES: u32 = 8;
+
+/// The most verified examples one prompt may show.
+pub const MAX_EXAMPLES_SHOWN: usize = 8;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -109,6 +113,14 @@ pub struct Strategy {
     /// How verified examples like a first question are shown to the model.
     #[serde(default)]
     pub examples: ExampleForm,
+    /// How many verified examples like the question are shown at most (recorded without
+    /// it, a strategy showed the default number).
+    #[serde(default = "default_examples_shown")]
+    pub examples_shown: usize,
+}
+
+fn default_examples_shown() -> usize {
+    crate::examples::retrieval::PROMPT_EXAMPLES
 }
 
 /// How verified examples like the question are shown to the model (decision record 0060).
@@ -187,6 +199,7 @@ impl Default for Strategy {
             follow_up: FollowUpAsk::Prefill,
             value_lookup: false,
             examples: ExampleForm::Block,
+            examples_shown: default_examples_shown(),
         }
     }
 }
@@ -280,6 +293,9 @@ impl FromStr for Strategy {
                 ("values", "off") => strategy.value_lookup = false,
                 ("examples", "block") => strategy.examples = ExampleForm::Block,
                 ("examples", "turns") => strategy.examples = ExampleForm::Turns,
+                ("ex_n", n) => {
+                    strategy.examples_shown = within(n, 1..=MAX_EXAMPLES_SHOWN).ok_or_else(bad)?
+                }
                 ("budget", "off") => strategy.time_budget_s = None,
                 ("budget", seconds) => {
                     strategy.time_budget_s =
@@ -308,7 +324,7 @@ impl fmt::Display for Strategy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "reply={},alias={},marker={},cards={},schema={},n={},when={},t={},hints={}{}{}{}{}{}{},budget={}",
+            "reply={},alias={},marker={},cards={},schema={},n={},when={},t={},hints={}{}{}{}{}{}{}{},budget={}",
             match self.reply {
                 ReplyFormat::Sql => "sql",
                 ReplyFormat::Json => "json",
@@ -356,6 +372,12 @@ impl fmt::Display for Strategy {
             match self.examples {
                 ExampleForm::Block => "",
                 ExampleForm::Turns => ",examples=turns",
+            },
+            // Written only when not the default number, likewise.
+            if self.examples_shown == default_examples_shown() {
+                String::new()
+            } else {
+                format!(",ex_n={}", self.examples_shown)
             },
             self.time_budget_s
                 .map_or_else(|| "off".to_string(), |seconds| seconds.to_string())
@@ -409,6 +431,16 @@ mod tests {
         let turns: Strategy = "examples=turns".parse().expect("parses");
         assert_eq!(Strategy::recorded(&turns.to_string()), Ok(turns));
         assert!(!Strategy::default().to_string().contains("examples="));
+        // As many examples as retrieval offers unless a strategy says fewer.
+        assert_eq!(
+            Strategy::recorded(before).map(|s| s.examples_shown),
+            Ok(crate::examples::retrieval::PROMPT_EXAMPLES)
+        );
+        let one: Strategy = "ex_n=1".parse().expect("parses");
+        assert_eq!(one.examples_shown, 1);
+        assert_eq!(Strategy::recorded(&one.to_string()), Ok(one));
+        assert!(!Strategy::default().to_string().contains("ex_n="));
+        assert!("ex_n=0".parse::<Strategy>().is_err());
     }
 
     #[test]

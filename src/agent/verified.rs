@@ -9,7 +9,7 @@
 use super::events::{AgentEvent, ExampleRole, UsedExample};
 use super::state::{Node, State};
 use super::{Agent, Mode};
-use crate::examples::retrieval::{self, Ranked, MIN_PROMPT_SCORE, PROMPT_EXAMPLES};
+use crate::examples::retrieval::{self, Ranked, MIN_PROMPT_SCORE};
 use crate::gate::QueryOutcome;
 
 fn used(ranked: &Ranked<'_>, role: ExampleRole) -> UsedExample {
@@ -46,7 +46,7 @@ impl Agent {
             &state.question,
             self.gate.schema(),
             &usable,
-            PROMPT_EXAMPLES,
+            self.strategy.examples_shown,
         );
         // A follow-up's words mean what its conversation makes them mean ("and in
         // 2024?"): the same words confirmed in another context are not the same question.

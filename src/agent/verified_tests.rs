@@ -376,3 +376,45 @@ async fn under_examples_turns_a_first_question_follows_exchanges_and_a_follow_up
     );
     assert!(prompt[3].contains("Verified examples") && prompt[3].contains("Follow-up question"));
 }
+
+#[tokio::test]
+async fn a_strategy_showing_one_example_shows_the_most_alike() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (path, store) = demo_with_store(&dir);
+    let alike = save(
+        &path,
+        &store,
+        "How many bills were voided in 2025?",
+        "SELECT count(*) FROM bills WHERE status = 'VOID' AND txn_dt LIKE '2025%'",
+    )
+    .await;
+    let less_alike = save(
+        &path,
+        &store,
+        "How many bills are there?",
+        "SELECT count(*) FROM bills",
+    )
+    .await;
+    let question = "How many bills were voided?";
+    let sql = "SELECT count(*) FROM bills WHERE status = 'VOID'";
+    for (shown, expected) in [
+        (3, vec![alike.example.id, less_alike.example.id]),
+        (1, vec![alike.example.id]),
+    ] {
+        let strategy = Strategy {
+            examples_shown: shown,
+            ..Strategy::default()
+        };
+        let with = agent_with(&path, &[(question, sql)], Some(&store), strategy).await;
+        let (result, recorder) = ask(&with, question).await;
+        assert_eq!(result.decision, Decision::Answer, "{:?}", result.reason);
+        let ids: Vec<i64> = result.examples.iter().map(|example| example.id).collect();
+        assert_eq!(ids, expected, "at most {shown}");
+        let turn = &first_prompt(&recorder)[1];
+        assert_eq!(
+            turn.contains("How many bills are there?"),
+            shown > 1,
+            "{turn}"
+        );
+    }
+}
