@@ -130,26 +130,20 @@ fn draft(question: &str, sql: &str) -> Draft {
 async fn worked_examples_follow_the_schema_and_leave_the_system_prompt_as_it_was() {
     let dir = tempfile::tempdir().expect("temp dir");
     let (path, store) = demo_with_store(&dir);
-    let saved = examples::save(
-        &gate(&path).await,
+    let saved = save(
+        &path,
         &store,
-        &draft(
-            "How many bills were voided in 2025?",
-            "SELECT count(*) FROM bills WHERE status = 'VOID' AND txn_dt LIKE '2025%'",
-        ),
+        "How many bills were voided in 2025?",
+        "SELECT count(*) FROM bills WHERE status = 'VOID' AND txn_dt LIKE '2025%'",
     )
-    .await
-    .expect("saved");
-    examples::save(
-        &gate(&path).await,
+    .await;
+    save(
+        &path,
         &store,
-        &draft(
-            "Which suppliers are in Pune?",
-            "SELECT supp_name FROM suppliers WHERE city = 'Pune'",
-        ),
+        "Which suppliers are in Pune?",
+        "SELECT supp_name FROM suppliers WHERE city = 'Pune'",
     )
-    .await
-    .expect("saved");
+    .await;
     let question = "How many bills were voided?";
     let sql = "SELECT count(*) FROM bills WHERE status = 'VOID'";
 
@@ -198,16 +192,13 @@ async fn a_set_aside_example_never_reaches_the_model_nor_a_rerun() {
         )
         .expect("written");
     let store = SqliteExampleStore::new(dir.path().join("examples.sqlite"));
-    let saved = examples::save(
-        &gate(&path).await,
+    let saved = save(
+        &path,
         &store,
-        &draft(
-            "What are the item names?",
-            "SELECT name FROM items ORDER BY name",
-        ),
+        "What are the item names?",
+        "SELECT name FROM items ORDER BY name",
     )
-    .await
-    .expect("saved");
+    .await;
     connection
         .execute_batch("ALTER TABLE items RENAME COLUMN name TO title;")
         .expect("altered");
@@ -240,16 +231,13 @@ async fn a_set_aside_example_never_reaches_the_model_nor_a_rerun() {
 async fn the_same_question_reruns_its_verified_sql_without_the_model() {
     let dir = tempfile::tempdir().expect("temp dir");
     let (path, store) = demo_with_store(&dir);
-    let saved = examples::save(
-        &gate(&path).await,
+    let saved = save(
+        &path,
         &store,
-        &draft(
-            "How many bills were voided in 2025?",
-            "SELECT count(*) AS voided FROM bills WHERE status = 'VOID' AND txn_dt LIKE '2025%'",
-        ),
+        "How many bills were voided in 2025?",
+        "SELECT count(*) AS voided FROM bills WHERE status = 'VOID' AND txn_dt LIKE '2025%'",
     )
-    .await
-    .expect("saved");
+    .await;
     // No script: any model call fails the question.
     let with = agent(&path, &[], Some(&store)).await;
     let (result, recorder) = ask_with(&with, "how many bills were VOIDED in 2025", true).await;
@@ -331,9 +319,7 @@ async fn under_examples_turns_a_first_question_follows_exchanges_and_a_follow_up
         ("How many bills were voided in 2025?", closest),
         ("How many bills were paid?", further),
     ] {
-        examples::save(&gate(&path).await, &store, &draft(question, sql))
-            .await
-            .expect("saved");
+        save(&path, &store, question, sql).await;
     }
     let question = "How many bills were voided?";
     let sql = "SELECT count(*) FROM bills WHERE status = 'VOID'";
