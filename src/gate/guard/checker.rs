@@ -284,7 +284,9 @@ impl TreeChecker<'_> {
     /// `c.to_jsonb` on a table is PostgreSQL's attribute notation for `to_jsonb(c)`, the
     /// whole row; `T2.quantity` where T2 is tracks reads nothing the query meant. The
     /// refusal uses the database's own words (`column T2.x does not exist`), so the
-    /// agent repairs it as it repairs the database's error.
+    /// agent repairs it as it repairs the database's error, and lists the relation's
+    /// columns as the schema spells them (`sbTickerType`, not the folded `sbtickertype`
+    /// a case-sensitive engine would not find).
     fn check_qualified_resolves(
         &self,
         qualifier: &str,
@@ -327,8 +329,28 @@ impl TreeChecker<'_> {
         } else {
             ""
         };
-        let mut listed: Vec<&str> = columns.names.iter().map(String::as_str).collect();
-        listed.retain(|name| !matches!(*name, "rowid" | "oid" | "_rowid_"));
+        // A table's columns as its schema declares them (the model and the person reading
+        // the refusal write what they see), then the names only the statement gives.
+        let mut listed: Vec<&str> = Vec::new();
+        for table in &tables {
+            if self.names.ctes.contains(*table) {
+                continue;
+            }
+            for declared in self.policy.declared_columns(table).unwrap_or_default() {
+                let folded = fold(declared);
+                if columns.names.contains(&folded)
+                    && !listed.iter().any(|name| fold(name) == folded)
+                {
+                    listed.push(declared);
+                }
+            }
+        }
+        for name in &columns.names {
+            if !listed.iter().any(|listed| fold(listed) == *name) {
+                listed.push(name);
+            }
+        }
+        listed.retain(|name| !matches!(fold(name).as_str(), "rowid" | "oid" | "_rowid_"));
         listed.retain(|name| {
             !tables
                 .iter()

@@ -14,6 +14,9 @@ pub struct GuardPolicy {
     /// checked it, so a query checked for one database cannot run on another.
     pub(super) id: u64,
     pub(super) tables: BTreeMap<String, BTreeSet<String>>,
+    /// Each visible table's columns as the schema declares them (spelling and order),
+    /// for words shown to people and the model; every check compares the folded names.
+    pub(super) declared: BTreeMap<String, Vec<String>>,
     pub(super) restricted: BTreeMap<String, BTreeSet<String>>,
     pub(super) hidden: BTreeSet<String>,
     /// Functions this database's notes add to the reviewed allow-list.
@@ -28,6 +31,7 @@ impl GuardPolicy {
             row_cap: DEFAULT_ROW_CAP,
             id: NEXT_POLICY_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             tables: BTreeMap::new(),
+            declared: BTreeMap::new(),
             restricted: BTreeMap::new(),
             hidden: BTreeSet::new(),
             extra_functions: BTreeSet::new(),
@@ -67,10 +71,21 @@ impl GuardPolicy {
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
+        let declared: Vec<String> = columns
+            .into_iter()
+            .map(|column| column.as_ref().to_string())
+            .collect();
         self.tables.insert(
             fold(table),
-            columns.into_iter().map(|c| fold(c.as_ref())).collect(),
+            declared.iter().map(|column| fold(column)).collect(),
         );
+        self.declared.insert(fold(table), declared);
+    }
+
+    /// The columns of a visible table as the schema declares them (spelling and order),
+    /// restricted ones included.
+    pub fn declared_columns(&self, table: &str) -> Option<&[String]> {
+        self.declared.get(&fold(table)).map(Vec::as_slice)
     }
 
     /// Marks `table.column` as restricted: never readable through the guard.

@@ -572,6 +572,36 @@ fn casts_to_catalog_and_row_types_are_refused() {
 }
 
 #[test]
+fn an_unknown_column_refusal_lists_the_columns_as_the_schema_declares_them() {
+    let mut policy = GuardPolicy::new(PG);
+    policy.allow_table("Tickers", ["TickerId", "sbTickerType", "Symbol", "Secret"]);
+    policy.restrict_column("Tickers", "Secret");
+    let policy = Arc::new(policy);
+    let refusal =
+        check("SELECT t.ticker_type FROM \"Tickers\" t", &policy).expect_err("no such column");
+    assert_eq!(refusal.reason, RefusalReason::UnknownColumn);
+    // Declared order and spelling, the restricted column left out.
+    assert!(
+        refusal
+            .message
+            .ends_with("its columns are TickerId, sbTickerType, Symbol"),
+        "{}",
+        refusal.message
+    );
+    // A derived table's columns are the names its query gives them.
+    let derived = check(
+        "SELECT d.symbol FROM (SELECT \"TickerId\" AS Tid FROM \"Tickers\") d",
+        &policy,
+    )
+    .expect_err("no such column");
+    assert!(
+        derived.message.ends_with("its columns are tid"),
+        "{}",
+        derived.message
+    );
+}
+
+#[test]
 fn attribute_notation_and_alias_shadowing_are_refused() {
     for sql in [
         "SELECT c.to_jsonb ->> 'phone' FROM customers c",
