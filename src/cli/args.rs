@@ -311,10 +311,18 @@ pub enum EvalCommand {
     /// The agent of one run against the agent of another on the same questions, paired,
     /// with a bootstrap interval (e.g. with verified examples against without); `--json`
     /// adds both runs' settings and the ids of the questions each alone got right.
+    /// `--mode baseline` pairs the first attempts instead (runs asked with
+    /// `--mode baseline`, one knob of the first attempt against another).
     #[command(
         after_help = "Example:\n  askdb eval compare evals/runs/spider/20261205-with evals/runs/spider/20261205-without"
     )]
-    Compare { run: PathBuf, other: PathBuf },
+    Compare {
+        run: PathBuf,
+        other: PathBuf,
+        /// Which mode's records to pair: agent, baseline or plain.
+        #[arg(long, default_value = "agent")]
+        mode: crate::agent::Mode,
+    },
     /// Copy Spider's dev databases from their SQLite files onto a MySQL or MariaDB server
     /// (databases `spider_<name>`, replaced when present), to ask Spider there with
     /// `askdb --db mysql://... eval run --set spider`.

@@ -899,8 +899,8 @@ async fn eval(settings: &Settings, command: EvalCommand) -> Result<Output, CliEr
                 Exit::Success,
             )
         }
-        EvalCommand::Compare { run, other } => {
-            let comparison = runner::compare_runs(&run, &other)?;
+        EvalCommand::Compare { run, other, mode } => {
+            let comparison = runner::compare_runs(&run, &other, mode)?;
             let text = runner::render_comparison(&comparison);
             Output::new(&comparison, text, Exit::Success)
         }

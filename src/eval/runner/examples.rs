@@ -152,37 +152,44 @@ pub fn example_figures(source: ExampleSource, records: &[QuestionRecord]) -> Exa
     }
 }
 
-/// The agent of one run against the agent of another, on the questions both asked.
+/// One mode of a run (the agent unless asked otherwise) against the same mode of
+/// another, on the questions both asked.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RunComparison {
     pub run: String,
     pub other: String,
+    /// The mode whose records were paired.
+    pub mode: Mode,
     /// How each run was asked (settings, model, when), so a committed comparison says
     /// what it compared without its run folders.
     pub run_manifest: super::Manifest,
     pub other_manifest: super::Manifest,
-    /// `agent_*` fields are `run`'s agent, `baseline_*` fields `other`'s.
+    /// `agent_*` fields are `run`'s `mode`, `baseline_*` fields `other`'s.
     pub paired: PairedDifference,
-    /// The questions only `run`'s agent got right, and those only `other`'s did, by id:
+    /// The questions only `run` got right, and those only `other` did, by id:
     /// what a later look at the differences starts from once the run folders are gone.
     pub run_only_right: Vec<String>,
     pub other_only_right: Vec<String>,
 }
 
-/// Pairs the agent records of two run folders by question id.
-pub fn compare_runs(run: &Path, other: &Path) -> Result<RunComparison, EvalError> {
-    let agent_outcomes = |dir: &Path| -> Result<Vec<QuestionOutcome>, EvalError> {
+/// Pairs the records of one mode of two run folders by question id: the agent's, or
+/// the first attempt's alone (`Mode::Baseline`), whose greedy reply makes two runs of
+/// the same code agree question by question, so a knob of the first attempt is read
+/// without the sampled rounds' noise.
+pub fn compare_runs(run: &Path, other: &Path, mode: Mode) -> Result<RunComparison, EvalError> {
+    let outcomes = |dir: &Path| -> Result<Vec<QuestionOutcome>, EvalError> {
         Ok(read_records(dir)?
             .iter()
-            .filter(|record| record.mode == Mode::Agent)
+            .filter(|record| record.mode == mode)
             .map(QuestionRecord::outcome)
             .collect())
     };
-    let (ours, theirs) = (agent_outcomes(run)?, agent_outcomes(other)?);
+    let (ours, theirs) = (outcomes(run)?, outcomes(other)?);
     let (run_only_right, other_only_right) = metrics::only_wins(&ours, &theirs);
     Ok(RunComparison {
         run: run.display().to_string(),
         other: other.display().to_string(),
+        mode,
         run_manifest: super::read_manifest(run)?,
         other_manifest: super::read_manifest(other)?,
         paired: metrics::paired_difference(&ours, &theirs, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED),
@@ -213,12 +220,13 @@ pub fn render_comparison(comparison: &RunComparison) -> String {
     );
     format!(
         "{} against {}: {} questions paired ({} unpaired, {} left out for infrastructure)\n\
-         agent accuracy {} against {}; difference {} (95% bootstrap {interval}); wins {} to {}\n",
+         {} accuracy {} against {}; difference {} (95% bootstrap {interval}); wins {} to {}\n",
         comparison.run,
         comparison.other,
         paired.paired,
         paired.unpaired,
         paired.excluded_infrastructure,
+        comparison.mode,
         paired
             .agent_accuracy
             .map_or_else(|| "n/a".to_string(), |v| format!("{:.1}%", 100.0 * v)),

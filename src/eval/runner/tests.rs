@@ -655,7 +655,7 @@ async fn leave_one_out_reruns_the_same_question_never_a_copy_and_pairs_with_a_ru
     )
     .await;
     assert!(write_summary(&without).expect("summary").examples.is_none());
-    let comparison = compare_runs(&with, &without).expect("compares");
+    let comparison = compare_runs(&with, &without, Mode::Agent).expect("compares");
     assert_eq!(comparison.paired.paired, 5);
     assert_eq!(
         (
@@ -674,6 +674,11 @@ async fn leave_one_out_reruns_the_same_question_never_a_copy_and_pairs_with_a_ru
         "{}",
         render_comparison(&comparison)
     );
+    // These runs asked the agent alone: no first attempt of theirs to pair.
+    let first_attempts = compare_runs(&with, &without, Mode::Baseline).expect("compares");
+    assert_eq!(first_attempts.mode, Mode::Baseline);
+    assert_eq!(first_attempts.paired.paired, 0);
+    assert!(render_comparison(&first_attempts).contains("baseline accuracy n/a"));
 }
 
 #[test]
