@@ -23,19 +23,20 @@ impl Agent {
             ));
         }
         let selection = state.selection.as_ref()?;
+        let strategy = self.round_strategy(state, round);
         let system = if state.compact {
             compact_system_prompt(
                 &self.gate,
                 &self.cards,
-                &self.strategy,
+                &strategy,
                 selection,
                 &state.linking_text(),
             )
         } else {
-            self.system_prompt_for(selection)
+            prompts::system_prompt_for(&self.gate, &self.cards, &strategy, selection)
         };
         let request = prompts::generation_request(
-            &self.strategy,
+            &strategy,
             &state.question,
             system,
             prompts::conversation_messages(&self.strategy, &state.context),
@@ -57,6 +58,20 @@ impl Agent {
                 .with_candidates(self.strategy.candidates)
                 .with_temperature(self.strategy.temperature),
         })
+    }
+
+    /// The strategy a round is asked with: the agent's, except a first question's first
+    /// greedy round under `first=` (the form its later rounds are not asked in).
+    fn round_strategy(&self, state: &State, round: Round) -> Strategy {
+        let first_round = round == Round::Greedy
+            && state.attempts == 0
+            && state.repairs.is_empty()
+            && !state.context.is_follow_up();
+        if first_round {
+            self.strategy.for_first_round()
+        } else {
+            self.strategy
+        }
     }
 
     /// The question's user message: a first question's, or a follow-up's after the
@@ -130,6 +145,10 @@ impl Agent {
         let Some(request) = self.request(state, round) else {
             return Ok(Node::SelectSchema);
         };
+        // A reply in another form than the loop's (`first=`) is kept in the loop's form,
+        // as the repairs after it show the model its failed reply.
+        let asked_in = self.round_strategy(state, round).reply;
+        let reshaped = asked_in != self.strategy.reply && state.mode != Mode::Plain;
         state.round_started_ms = state.ms();
         if state.asked.is_none() && state.mode != Mode::Plain {
             state.asked = Some(self.question_text(state));
@@ -170,7 +189,16 @@ impl Agent {
                     for reading in readings {
                         state.note("generate", reading);
                     }
-                    state.wrote(&sql, text, understood_as);
+                    if reshaped {
+                        let kept = prompts::sql_in_reply_form(
+                            &self.strategy,
+                            understood_as.as_deref(),
+                            &sql,
+                        );
+                        state.wrote(&sql, &kept, understood_as);
+                    } else {
+                        state.wrote(&sql, text, understood_as);
+                    }
                     for assumption in assumptions {
                         if !state.assumptions.contains(&assumption) {
                             state.assumptions.push(assumption);

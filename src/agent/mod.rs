@@ -292,10 +292,6 @@ impl Agent {
         Ok(question.to_string())
     }
 
-    fn system_prompt_for(&self, selection: &Selection) -> String {
-        system_prompt_for(&self.gate, &self.cards, &self.strategy, selection)
-    }
-
     /// Reads the database's stable prompt prefix into the model server's prompt cache
     /// (llama.cpp) before the first question: restored from the copy the server saved at
     /// an earlier start, or sent once with a one-token reply and saved. Only for the
@@ -305,7 +301,7 @@ impl Agent {
         if selection.mode != crate::linking::SelectionMode::Whole {
             return Ok(None);
         }
-        let request = prompts::warm_up_request(&self.strategy, self.system_prompt_for(&selection));
+        let request = self.first_warm_up_request(&selection);
         Ok(Some(
             self.client
                 .warm_prefix(&request, &CallLog::default())
@@ -325,9 +321,19 @@ impl Agent {
             if selection.mode != crate::linking::SelectionMode::Whole {
                 return false;
             }
-            prompts::warm_up_request(&self.strategy, self.system_prompt_for(&selection))
+            self.first_warm_up_request(&selection)
         };
         self.client.restore_prefix(&request).await
+    }
+
+    /// The warm-up of the prefix every first question's first round reads (under
+    /// `first=`, that round's form, not the repairs').
+    fn first_warm_up_request(&self, selection: &Selection) -> ModelRequest {
+        let first = self.strategy.for_first_round();
+        prompts::warm_up_request(
+            &first,
+            system_prompt_for(&self.gate, &self.cards, &first, selection),
+        )
     }
 
     fn plain_warm_up_request(&self) -> ModelRequest {

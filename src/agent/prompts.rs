@@ -14,7 +14,9 @@
 //!   instruction for that kind of failure, and schema facts).
 //! - The reply is SQL in a fenced block ([`ReplyFormat::Sql`]: the block is begun for the
 //!   model where the provider continues a turn, and the closing fence stops it), or the
-//!   JSON action object ([`ReplyFormat::Json`], kept for the ablation).
+//!   JSON action object ([`ReplyFormat::Json`], kept for the ablation), or the plain
+//!   reference prompt's one-field `{"sql": ...}` under its one-line instruction
+//!   ([`ReplyFormat::Field`]).
 //!
 //! - A follow-up is asked as the conversation it continues
 //!   ([`conversation_messages`]): after the same system prompt, each earlier turn's user
@@ -188,6 +190,7 @@ pub fn system_prompt(
                 dialect = dialect.as_str(),
             )
         }
+        ReplyFormat::Field => format!("{}\n\n{schema_block}", plain_instruction(dialect)),
         ReplyFormat::Json => format!(
             "You are askdb. You turn one question about a {dialect} database into ONE read-only \
              SELECT statement, or you ask for clarification, or you decline.\n\
@@ -247,6 +250,7 @@ pub(super) fn sql_in_reply_form(
             format!("{SQL_FENCE}{understood}{sql}\n{SQL_STOP}")
         }
         ReplyFormat::Json => json!({"action": "sql", "sql": sql}).to_string(),
+        ReplyFormat::Field => field_reply(understood_as, sql),
     }
 }
 
@@ -393,6 +397,13 @@ pub fn generation_request(
                 .with_json_schema(schema, instruction)
                 .with_max_tokens(JSON_MAX_TOKENS)
         }
+        ReplyFormat::Field => {
+            let schema = field_reply_schema(follow_up && !restated);
+            let instruction = json_reply_instruction(&schema);
+            request
+                .with_json_schema(schema, instruction)
+                .with_max_tokens(JSON_MAX_TOKENS)
+        }
     }
 }
 
@@ -460,24 +471,53 @@ pub fn plain_request(dialect: SqlDialect, schema: &str, question: &str) -> Model
         Purpose::WriteSql,
         question,
         vec![
-            Message::stable_system(format!(
-                "You write one {} SQL query that answers the user's question about this database.\n\n{schema}",
-                dialect.as_str()
-            )),
+            Message::stable_system(format!("{}\n\n{schema}", plain_instruction(dialect))),
             Message::user(format!("Question: {question}")),
         ],
     )
-    .with_json_schema(plain_schema(), json_reply_instruction(&plain_schema()))
+    .with_json_schema(
+        field_reply_schema(false),
+        json_reply_instruction(&field_reply_schema(false)),
+    )
     .with_max_tokens(JSON_MAX_TOKENS)
 }
 
-/// The plain prompt's reply: one field, the SQL.
-fn plain_schema() -> serde_json::Value {
-    json!({
-        "type": "object",
-        "properties": {"sql": {"type": "string"}},
-        "required": ["sql"]
-    })
+/// The plain reference prompt's one instruction, which `reply=field` asks with too.
+fn plain_instruction(dialect: SqlDialect) -> String {
+    format!(
+        "You write one {} SQL query that answers the user's question about this database.",
+        dialect.as_str()
+    )
+}
+
+/// The one-field reply of the plain prompt and of `reply=field`: the SQL; a follow-up
+/// not yet restated writes itself as one standalone question first.
+fn field_reply_schema(restates: bool) -> serde_json::Value {
+    if restates {
+        json!({
+            "type": "object",
+            "properties": {"understood_as": {"type": "string"}, "sql": {"type": "string"}},
+            "required": ["understood_as", "sql"]
+        })
+    } else {
+        json!({
+            "type": "object",
+            "properties": {"sql": {"type": "string"}},
+            "required": ["sql"]
+        })
+    }
+}
+
+/// A `reply=field` reply as the model writes it, for a turn that did not keep its reply.
+fn field_reply(understood_as: Option<&str>, sql: &str) -> String {
+    let sql = serde_json::Value::from(sql);
+    match understood_as {
+        Some(text) => format!(
+            "{{\"understood_as\": {}, \"sql\": {sql}}}",
+            serde_json::Value::from(text)
+        ),
+        None => format!("{{\"sql\": {sql}}}"),
+    }
 }
 
 /// The words that ask for a schema's JSON, for a provider with no schema parameter

@@ -5,7 +5,8 @@
 //!
 //! | knob | values | what it changes |
 //! |---|---|---|
-//! | `reply` | `sql`, `json` | a plain SQL reply in a fenced block (begun for the model where the provider continues a turn, ended by a stop sequence), or the JSON action object (sql / clarify / decline) under a grammar |
+//! | `reply` | `sql`, `json`, `field` | a plain SQL reply in a fenced block (begun for the model where the provider continues a turn, ended by a stop sequence); the JSON action object (sql / clarify / decline) under a grammar; or the plain reference prompt's form, its one-line instruction and the one-field `{"sql": ...}` reply, with askdb's schema block, rules and repairs around it |
+//! | `first` | `same`, `sql`, `json`, `field` | the reply form of a first question's first greedy round only (`same`: `reply`'s); its doubt's second look, its repairs and every follow-up are asked in `reply`'s form, the failed reply shown to them in that form |
 //! | `alias` | `on`, `off` | the rule "give every table an alias and qualify every column" |
 //! | `marker` | `on`, `off` | with `reply=sql`: the model may write `-- DECLINE: why` instead of SQL for a write request or data the tables do not hold (off: only askdb's rules decline) |
 //! | `cards` | `notes`, `rows` | each table as CREATE TABLE with notes and sample values in comments, or CREATE TABLE with three sample rows |
@@ -42,6 +43,22 @@ pub enum ReplyFormat {
     Sql,
     /// `{"action": "sql" | "clarify" | "decline", ...}` under a JSON-schema grammar.
     Json,
+    /// The plain reference prompt's form: its one-line instruction over the schema block,
+    /// and a reply held to the one field `{"sql": ...}` under a grammar (a follow-up's
+    /// opens with `understood_as`). Nothing else is asked of the model: declines come
+    /// from askdb's rules alone.
+    Field,
+}
+
+impl ReplyFormat {
+    /// The knob's value, as `--strategy` reads it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReplyFormat::Sql => "sql",
+            ReplyFormat::Json => "json",
+            ReplyFormat::Field => "field",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -117,6 +134,10 @@ pub struct Strategy {
     /// it, a strategy showed the default number).
     #[serde(default = "default_examples_shown")]
     pub examples_shown: usize,
+    /// The reply form of a first question's first greedy round, where it differs from
+    /// `reply` (every later round, and every follow-up, is asked in `reply`'s form).
+    #[serde(default)]
+    pub first_reply: Option<ReplyFormat>,
 }
 
 fn default_examples_shown() -> usize {
@@ -200,6 +221,7 @@ impl Default for Strategy {
             value_lookup: false,
             examples: ExampleForm::Block,
             examples_shown: default_examples_shown(),
+            first_reply: None,
         }
     }
 }
@@ -225,6 +247,16 @@ impl Strategy {
         strategy.map_err(|_| StrategyError(text.to_string()))
     }
 
+    /// The strategy a first question's first greedy round is asked with: this one with
+    /// `first_reply`'s form, where one is set.
+    pub fn for_first_round(&self) -> Strategy {
+        Strategy {
+            reply: self.first_reply.unwrap_or(self.reply),
+            first_reply: None,
+            ..*self
+        }
+    }
+
     /// Whether sampled candidates are ever asked for.
     pub fn samples(&self) -> bool {
         self.candidates > 1
@@ -243,7 +275,7 @@ impl Strategy {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("bad strategy {0:?}: use key=value pairs separated by commas (reply=sql|json, alias=on|off, marker=on|off, cards=notes|rows, schema=budget|linked, n=1..8, when=always|doubt, t=0..1.5, hints=full|lean|fit, groups=on|off, repair=sampled|greedy, follow=message|system|prefill, values=on|off, examples=block|turns, budget=off|1..600, conf=off|-10..0)")]
+#[error("bad strategy {0:?}: use key=value pairs separated by commas (reply=sql|json|field, first=same|sql|json|field, alias=on|off, marker=on|off, cards=notes|rows, schema=budget|linked, n=1..8, when=always|doubt, t=0..1.5, hints=full|lean|fit, groups=on|off, repair=sampled|greedy, follow=message|system|prefill, values=on|off, examples=block|turns, budget=off|1..600, conf=off|-10..0)")]
 pub struct StrategyError(pub String);
 
 impl FromStr for Strategy {
@@ -269,6 +301,11 @@ impl FromStr for Strategy {
             match (key.trim(), value.trim()) {
                 ("reply", "sql") => strategy.reply = ReplyFormat::Sql,
                 ("reply", "json") => strategy.reply = ReplyFormat::Json,
+                ("reply", "field") => strategy.reply = ReplyFormat::Field,
+                ("first", "same") => strategy.first_reply = None,
+                ("first", "sql") => strategy.first_reply = Some(ReplyFormat::Sql),
+                ("first", "json") => strategy.first_reply = Some(ReplyFormat::Json),
+                ("first", "field") => strategy.first_reply = Some(ReplyFormat::Field),
                 ("alias", "on") => strategy.alias_rule = true,
                 ("alias", "off") => strategy.alias_rule = false,
                 ("marker", "on") => strategy.decline_marker = true,
@@ -324,11 +361,12 @@ impl fmt::Display for Strategy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "reply={},alias={},marker={},cards={},schema={},n={},when={},t={},hints={}{}{}{}{}{}{}{},budget={}",
-            match self.reply {
-                ReplyFormat::Sql => "sql",
-                ReplyFormat::Json => "json",
-            },
+            "reply={}{},alias={},marker={},cards={},schema={},n={},when={},t={},hints={}{}{}{}{}{}{}{},budget={}",
+            self.reply.as_str(),
+            // Written only when set, so strategies recorded before the knob read the same.
+            self.first_reply
+                .map(|first| format!(",first={}", first.as_str()))
+                .unwrap_or_default(),
             if self.alias_rule { "on" } else { "off" },
             if self.decline_marker { "on" } else { "off" },
             match self.cards {
@@ -405,6 +443,8 @@ mod tests {
             "follow=message".parse().expect("parses"),
             "follow=system,n=1".parse().expect("parses"),
             "values=on".parse().expect("parses"),
+            "reply=field".parse().expect("parses"),
+            "first=field".parse().expect("parses"),
         ] {
             assert_eq!(Strategy::recorded(&strategy.to_string()), Ok(strategy));
         }

@@ -634,7 +634,7 @@ async fn injection_in_customer_notes_cannot_widen_what_the_guard_allows() {
     )
     .await;
     let selection = agent.index.select(q, &SelectOptions::default());
-    let system = agent.system_prompt_for(&selection);
+    let system = system_prompt_for(&agent.gate, &agent.cards, &agent.strategy, &selection);
     let injection = crate::demo::INJECTION;
     let planted = system.find(injection).map(|at| at.min(system.len()));
     if let Some(at) = planted {
@@ -1785,3 +1785,44 @@ async fn a_compact_prompt_carries_a_few_tables_and_only_the_notes_they_need() {
 }
 
 mod conversation;
+
+#[tokio::test]
+async fn a_first_round_in_the_field_form_is_repaired_in_the_loops_own_form() {
+    let fixture = demo();
+    let q = "Bills and purchase orders with their status";
+    let ambiguous = "SELECT bill_no, status FROM bills JOIN purchase_orders ON bills.emp_id = purchase_orders.supp_id";
+    let agent = agent_with(
+        &fixture.path,
+        &[
+            line(q, "write_sql", json!({"sql": ambiguous})),
+            line(q, "repair_sql", sql_reply("SELECT b.bill_no, b.status, p.status AS po_status FROM bills b JOIN purchase_orders p ON b.emp_id = p.supp_id")),
+        ],
+        "first=field",
+    )
+    .await;
+    let (result, recorder) = ask_recorded(&agent, q).await;
+    assert_eq!(result.decision, Decision::Answer);
+    let prompts: Vec<(Purpose, Vec<String>)> = recorder
+        .events()
+        .iter()
+        .filter_map(|event| match event {
+            events::AgentEvent::ModelCall {
+                purpose, prompt, ..
+            } => Some((*purpose, prompt.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(prompts.len(), 2, "{prompts:?}");
+    let (first, repair) = (&prompts[0].1, &prompts[1].1);
+    // The first round asks as the plain prompt does; the repair in the loop's own form,
+    // with the failed reply shown as that form writes it.
+    assert!(first[0].starts_with("You write one sqlite SQL query that answers"));
+    assert!(repair[0].starts_with("You write one read-only sqlite SELECT"));
+    assert_eq!(first[1], repair[1], "the question is asked the same way");
+    assert_eq!(repair[2], format!("```sql\n{ambiguous}\n```"));
+    // The first attempt counts as the first attempt, in whatever form it was asked.
+    assert_eq!(
+        result.history[0].error_type,
+        FailureKind::Database(ErrorType::AmbiguousColumn)
+    );
+}

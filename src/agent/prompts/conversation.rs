@@ -24,9 +24,11 @@ pub(super) fn restatement_instruction(strategy: &Strategy) -> String {
              line, then the query.",
             crate::agent::reply::UNDERSTOOD_MARKER
         ),
-        ReplyFormat::Json => "Put the follow-up as one standalone question in \
+        ReplyFormat::Json | ReplyFormat::Field => {
+            "Put the follow-up as one standalone question in \
                               \"understood_as\"."
-            .to_string(),
+                .to_string()
+        }
     }
 }
 

@@ -201,3 +201,73 @@ fn a_follow_ups_instruction_is_said_once_where_the_strategy_puts_it() {
     };
     assert_eq!(start(&json, earlier, &[], false), None);
 }
+
+#[test]
+fn the_field_reply_asks_as_the_plain_prompt_does_over_the_agents_schema_and_loop() {
+    let field = Strategy {
+        reply: ReplyFormat::Field,
+        ..Strategy::default()
+    };
+    let system = system_prompt(SqlDialect::Sqlite, &field, "<schema>x</schema>", true);
+    assert_eq!(
+        system,
+        format!(
+            "{}\n\n<schema>x</schema>",
+            plain_instruction(SqlDialect::Sqlite)
+        )
+    );
+    // The plain prompt says the same sentence over its own schema.
+    let plain = plain_request(SqlDialect::Sqlite, "S", "q");
+    assert!(plain.messages[0]
+        .content
+        .starts_with(&plain_instruction(SqlDialect::Sqlite)));
+    let properties = |request: &ModelRequest| -> Vec<String> {
+        request.json_schema.as_ref().expect("a grammar")["properties"]
+            .as_object()
+            .expect("properties")
+            .keys()
+            .cloned()
+            .collect()
+    };
+    let request = |earlier: Vec<Message>, repairs: &[RepairTurn], restated| {
+        generation_request(
+            &field,
+            "q",
+            system.clone(),
+            earlier,
+            Asking::question("Question: q".into()),
+            repairs,
+            restated,
+        )
+    };
+    let first = request(Vec::new(), &[], false);
+    assert_eq!(properties(&first), ["sql"]);
+    assert_eq!(properties(&plain), ["sql"]);
+    assert_eq!(first.prefill, None);
+    // A repair continues the same conversation, its failed reply in the field's form.
+    let failed = sql_in_reply_form(&field, None, "SELECT \"x\" FROM t");
+    assert_eq!(failed, r#"{"sql": "SELECT \"x\" FROM t"}"#);
+    let repair = RepairTurn {
+        reply: failed.clone(),
+        feedback: "no such column: x".to_string(),
+    };
+    let repaired = request(Vec::new(), std::slice::from_ref(&repair), false);
+    assert_eq!(repaired.messages[..2], first.messages[..]);
+    assert_eq!(repaired.messages[2].content, failed);
+    // A follow-up not yet restated writes its restatement first, then the SQL.
+    let earlier = vec![Message::user("How many?"), Message::assistant(failed)];
+    assert_eq!(
+        properties(&request(earlier.clone(), &[], false)),
+        ["understood_as", "sql"]
+    );
+    assert_eq!(properties(&request(earlier, &[], true)), ["sql"]);
+    assert_eq!(
+        sql_in_reply_form(&field, Some("the count"), "SELECT 1"),
+        r#"{"understood_as": "the count", "sql": "SELECT 1"}"#
+    );
+    // And the reply reads back as the SQL it holds.
+    match crate::agent::reply::parse_reply(r#"{"sql": "SELECT 1"}"#) {
+        crate::agent::reply::Reply::Sql { sql, .. } => assert_eq!(sql, "SELECT 1"),
+        other => panic!("not read as SQL: {other:?}"),
+    }
+}
