@@ -42,7 +42,7 @@ impl Agent {
             prompts::conversation_messages(&self.strategy, &state.context),
             prompts::Asking {
                 examples: prompts::example_exchanges(
-                    &self.strategy,
+                    &strategy,
                     &state.worked_examples,
                     state.context.is_follow_up(),
                 ),

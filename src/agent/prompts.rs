@@ -16,7 +16,8 @@
 //!   model where the provider continues a turn, and the closing fence stops it), or the
 //!   JSON action object ([`ReplyFormat::Json`], kept for the ablation), or the plain
 //!   reference prompt's one-field `{"sql": ...}` under its one-line instruction
-//!   ([`ReplyFormat::Field`]).
+//!   ([`ReplyFormat::Field`]; begun for the model up to the query where the provider
+//!   continues a turn, as the fenced block is).
 //!
 //! - A follow-up is asked as the conversation it continues
 //!   ([`conversation_messages`]): after the same system prompt, each earlier turn's user
@@ -398,11 +399,21 @@ pub fn generation_request(
                 .with_max_tokens(JSON_MAX_TOKENS)
         }
         ReplyFormat::Field => {
-            let schema = field_reply_schema(follow_up && !restated);
+            let restates = follow_up && !restated;
+            let schema = field_reply_schema(restates);
             let instruction = json_reply_instruction(&schema);
-            request
+            let request = request
                 .with_json_schema(schema, instruction)
-                .with_max_tokens(JSON_MAX_TOKENS)
+                .with_max_tokens(JSON_MAX_TOKENS);
+            // Begun for the model up to the query, where the provider continues a turn:
+            // the object's opening is then read, not written a token at a time (about
+            // ten tokens of every call). A restating reply is written whole, since its
+            // second field follows text the model writes.
+            if restates {
+                request
+            } else {
+                request.with_prefill(super::reply::FIELD_OPENING)
+            }
         }
     }
 }

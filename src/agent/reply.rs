@@ -3,7 +3,9 @@
 //! statement from a model that ignored the format. A decline marker (`-- DECLINE: why`)
 //! written instead of SQL is a decline. Anything else is malformed. A follow-up's reply
 //! opens with its standalone restatement (`-- Understood as: ...`, or the JSON field
-//! `understood_as`), read off before the SQL, which never carries it to the guard.
+//! `understood_as`), read off before the SQL, which never carries it to the guard. A
+//! one-field reply askdb began for the model (`reply=field`) is continued with no grammar,
+//! so its string is read even where the model broke its JSON.
 
 use serde::Deserialize;
 
@@ -15,6 +17,10 @@ pub const DECLINE_MARKER: &str = "-- DECLINE:";
 
 /// The marker a follow-up's reply opens with, before its standalone restatement.
 pub const UNDERSTOOD_MARKER: &str = "-- Understood as:";
+
+/// How a `reply=field` reply is begun for the model where the provider continues a turn:
+/// the object up to its one string's first character.
+pub const FIELD_OPENING: &str = "{\"sql\": \"";
 
 /// A parsed generation reply.
 #[derive(Debug, Clone, PartialEq)]
@@ -179,6 +185,13 @@ pub fn parse_reply(text: &str) -> Reply {
     if let Ok(raw) = crate::llm::json::parse_json_reply_as::<RawReply>(text) {
         return from_json(raw);
     }
+    if let Some(sql) = begun_field(text) {
+        return Reply::Sql {
+            sql: statement(&sql),
+            assumptions: Vec::new(),
+            understood_as: None,
+        };
+    }
     let (understood_as, text) = understood(text);
     if let Some(reason) = decline_marked(text) {
         return Reply::Decline(reason);
@@ -192,6 +205,39 @@ pub fn parse_reply(text: &str) -> Reply {
     }
     let shown: String = text.chars().take(200).collect();
     Reply::Malformed(format!("the reply holds no SQL: {shown}"))
+}
+
+/// The query of a field reply askdb began ([`FIELD_OPENING`]) that is not valid JSON:
+/// the model continued a string with no grammar to hold it, and may have written a raw
+/// line break or an unescaped quote inside it. Its string runs to the last quote before
+/// the closing brace (or to the end of a reply cut short), its escapes read as JSON's.
+fn begun_field(text: &str) -> Option<String> {
+    let body = text.trim_start().strip_prefix(FIELD_OPENING)?;
+    let trimmed = body.trim_end();
+    let body = match trimmed.strip_suffix('}') {
+        Some(inside) => inside.trim_end().strip_suffix('"')?,
+        None => trimmed.strip_suffix('"').unwrap_or(trimmed),
+    };
+    let mut sql = String::with_capacity(body.len());
+    let mut characters = body.chars();
+    while let Some(character) = characters.next() {
+        if character != '\\' {
+            sql.push(character);
+            continue;
+        }
+        match characters.next() {
+            Some('n') => sql.push('\n'),
+            Some('t') => sql.push('\t'),
+            Some('r') => sql.push('\r'),
+            Some(escaped @ ('"' | '\\' | '/')) => sql.push(escaped),
+            Some(other) => {
+                sql.push('\\');
+                sql.push(other);
+            }
+            None => sql.push('\\'),
+        }
+    }
+    is_statement(&sql).then_some(sql)
 }
 
 /// Whitespace-folded SQL, to spot a reply identical to a failed one. Case is kept:
@@ -358,6 +404,34 @@ mod tests {
             Some("SELECT 3")
         );
         assert_eq!(sql_of("select 4").as_deref(), Some("select 4"));
+    }
+
+    #[test]
+    fn a_begun_field_is_read_when_the_model_broke_its_json() {
+        // Valid JSON reads as JSON.
+        assert_eq!(
+            sql_of("{\"sql\": \"SELECT name FROM t WHERE a = \\\"x\\\"\"}").as_deref(),
+            Some("SELECT name FROM t WHERE a = \"x\"")
+        );
+        // A raw line break and an unescaped quote inside the string: the query as meant.
+        assert_eq!(
+            sql_of("{\"sql\": \"SELECT name\nFROM t WHERE a = \"x\"\"\n}").as_deref(),
+            Some("SELECT name\nFROM t WHERE a = \"x\"")
+        );
+        // Cut short before the string closed.
+        assert_eq!(
+            sql_of("{\"sql\": \"SELECT name FROM t\nWHERE a > 1").as_deref(),
+            Some("SELECT name FROM t\nWHERE a > 1")
+        );
+        // Not a query, and not the opening askdb writes: malformed as before.
+        assert!(matches!(
+            parse_reply("{\"sql\": \"I cannot answer that\n\"}"),
+            Reply::Malformed(_)
+        ));
+        assert!(matches!(
+            parse_reply("{\"query\": \"SELECT 1\n\"}"),
+            Reply::Malformed(_)
+        ));
     }
 
     #[test]

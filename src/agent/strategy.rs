@@ -44,9 +44,10 @@ pub enum ReplyFormat {
     /// `{"action": "sql" | "clarify" | "decline", ...}` under a JSON-schema grammar.
     Json,
     /// The plain reference prompt's form: its one-line instruction over the schema block,
-    /// and a reply held to the one field `{"sql": ...}` under a grammar (a follow-up's
-    /// opens with `understood_as`). Nothing else is asked of the model: declines come
-    /// from askdb's rules alone.
+    /// and a reply of the one field `{"sql": ...}`, begun for the model up to the query
+    /// where the provider continues a turn and written whole under a grammar elsewhere (a
+    /// follow-up's opens with `understood_as`, and is written whole). Nothing else is
+    /// asked of the model: declines come from askdb's rules alone.
     Field,
 }
 

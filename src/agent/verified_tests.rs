@@ -42,6 +42,16 @@ async fn agent_with(
                 .to_string()
         })
         .collect();
+    agent_scripted(path, &lines, store, strategy).await
+}
+
+/// An agent whose model replies with the scripted provider's `lines` as they are.
+async fn agent_scripted(
+    path: &Path,
+    lines: &[String],
+    store: Option<&SqliteExampleStore>,
+    strategy: Strategy,
+) -> Agent {
     let provider = ScriptedProvider::parse(&lines.join("\n"), "scripted").expect("script parses");
     let client = ModelClient::new(
         Arc::new(provider),
@@ -361,6 +371,39 @@ async fn under_examples_turns_a_first_question_follows_exchanges_and_a_follow_up
         "system, the earlier turn, the follow-up: {prompt:#?}"
     );
     assert!(prompt[3].contains("Verified examples") && prompt[3].contains("Follow-up question"));
+}
+
+#[tokio::test]
+async fn a_first_round_in_the_field_form_shows_its_example_exchanges_in_that_form() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (path, store) = demo_with_store(&dir);
+    let example = "SELECT count(*) FROM bills WHERE status = 'VOID' AND txn_dt LIKE '2025%'";
+    save(
+        &path,
+        &store,
+        "How many bills were voided in 2025?",
+        example,
+    )
+    .await;
+    let question = "How many bills were voided?";
+    let sql = "SELECT count(*) FROM bills WHERE status = 'VOID'";
+    let lines = [
+        json!({"question": question, "purpose": "write_sql", "reply": {"sql": sql}}).to_string(),
+    ];
+    let strategy: Strategy = "examples=turns,first=field".parse().expect("parses");
+    let agent = agent_scripted(&path, &lines, Some(&store), strategy).await;
+    let (result, recorder) = ask(&agent, question).await;
+    assert_eq!(result.decision, Decision::Answer, "{:?}", result.reason);
+    let prompt = first_prompt(&recorder);
+    assert_eq!(
+        prompt.len(),
+        4,
+        "system, one exchange, the question: {prompt:#?}"
+    );
+    // The example's reply is written as the round asks the model to write its own.
+    let shown = serde_json::from_str::<serde_json::Value>(&prompt[2]).expect("a JSON reply");
+    let shown = shown["sql"].as_str().expect("the query as the field");
+    assert!(shown.starts_with(example), "{shown}");
 }
 
 #[tokio::test]

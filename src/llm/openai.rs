@@ -112,7 +112,10 @@ impl OpenAiProvider {
             "max_tokens"
         };
         body[limit_field] = json!(request.max_tokens);
-        if let Some(schema) = &request.json_schema {
+        // A reply begun for the model is continued without the schema's grammar, which
+        // would have to start where the reply did.
+        let begun = request.prefill.is_some() && self.continues_prefill;
+        if let (Some(schema), false) = (&request.json_schema, begun) {
             body["response_format"] = json!({
                 "type": "json_schema",
                 "json_schema": {"name": "askdb_reply", "schema": schema, "strict": false},
@@ -423,6 +426,21 @@ mod tests {
         let hosted = provider(DEFAULT_BASE_URL).request_body(&request);
         assert_eq!(hosted["max_completion_tokens"], 1024);
         assert!(hosted.get("max_tokens").is_none());
+    }
+
+    #[test]
+    fn a_begun_reply_is_continued_without_the_schemas_grammar_where_the_server_continues_it() {
+        let request = ModelRequest::new(Purpose::WriteSql, "q", vec![Message::user("q")])
+            .with_json_schema(json!({"type": "object"}), "Reply with JSON")
+            .with_prefill("{\"sql\": \"");
+        let local = provider("http://127.0.0.1:8080/v1").request_body(&request);
+        assert!(local.get("response_format").is_none(), "{local}");
+        assert_eq!(local["messages"][1]["content"], "{\"sql\": \"");
+        // A server that answers a trailing assistant turn with a new one writes it all,
+        // under the grammar.
+        let hosted = provider(DEFAULT_BASE_URL).request_body(&request);
+        assert_eq!(hosted["response_format"]["type"], "json_schema");
+        assert_eq!(hosted["messages"].as_array().map(Vec::len), Some(1));
     }
 
     #[test]

@@ -243,10 +243,17 @@ fn the_field_reply_asks_as_the_plain_prompt_does_over_the_agents_schema_and_loop
     let first = request(Vec::new(), &[], false);
     assert_eq!(properties(&first), ["sql"]);
     assert_eq!(properties(&plain), ["sql"]);
-    assert_eq!(first.prefill, None);
+    // Its reply is begun up to the query (the plain prompt's is written whole), and a
+    // failed reply shown back opens the same way.
+    assert_eq!(
+        first.prefill.as_deref(),
+        Some(super::super::reply::FIELD_OPENING)
+    );
+    assert_eq!(plain.prefill, None);
     // A repair continues the same conversation, its failed reply in the field's form.
     let failed = sql_in_reply_form(&field, None, "SELECT \"x\" FROM t");
     assert_eq!(failed, r#"{"sql": "SELECT \"x\" FROM t"}"#);
+    assert!(failed.starts_with(super::super::reply::FIELD_OPENING));
     let repair = RepairTurn {
         reply: failed.clone(),
         feedback: "no such column: x".to_string(),
@@ -256,10 +263,9 @@ fn the_field_reply_asks_as_the_plain_prompt_does_over_the_agents_schema_and_loop
     assert_eq!(repaired.messages[2].content, failed);
     // A follow-up not yet restated writes its restatement first, then the SQL.
     let earlier = vec![Message::user("How many?"), Message::assistant(failed)];
-    assert_eq!(
-        properties(&request(earlier.clone(), &[], false)),
-        ["understood_as", "sql"]
-    );
+    let restating = request(earlier.clone(), &[], false);
+    assert_eq!(properties(&restating), ["understood_as", "sql"]);
+    assert_eq!(restating.prefill, None);
     assert_eq!(properties(&request(earlier, &[], true)), ["sql"]);
     assert_eq!(
         sql_in_reply_form(&field, Some("the count"), "SELECT 1"),
