@@ -101,6 +101,15 @@ fn eight_demo_questions_end_in_a_decision_with_nothing_unsafe_run() {
                 }
             }
             assert!(result.attempts <= askdb::agent::MAX_ATTEMPTS);
+            // Every call the model server answered carries its clock, so a run over the
+            // agent can report the machine's speed beside its latencies.
+            for call in result
+                .model_calls
+                .iter()
+                .filter(|call| call.output_tokens > 0)
+            {
+                assert!(call.server_timings.is_some(), "{question}: {call:?}");
+            }
             for attempt in &result.history {
                 // Whatever failed was refused by the guard or failed in the database;
                 // anything that ran passes the guard today.

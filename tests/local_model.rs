@@ -118,6 +118,21 @@ fn the_local_model_writes_an_executable_sqlite_select_for_the_demo_database() {
         );
         assert_eq!(reply.cost_usd, 0.0, "a local model costs nothing");
         assert_eq!(log.records().len(), 1, "the call was recorded");
+        // llama.cpp's own clock comes back with the call and is recorded with it, so a
+        // run can say how fast the machine it ran on wrote and read tokens.
+        let timings = reply
+            .server_timings
+            .expect("llama.cpp reports its timings for the call");
+        assert!(
+            timings.generated_tokens >= 1 && timings.generation_ms > 0.0,
+            "{timings:?}"
+        );
+        assert_eq!(log.records()[0].server_timings, Some(timings));
+        eprintln!(
+            "local model: {:.1} ms a generated token, {:.1} ms a prompt token read",
+            timings.ms_per_generated_token().unwrap_or(f64::NAN),
+            timings.ms_per_prompt_token().unwrap_or(f64::NAN)
+        );
         let value = reply.json().expect("the reply is JSON");
         let sql = value["sql"].as_str().expect("the reply has an sql string");
         if let Err(refusal) = gate.check(sql) {

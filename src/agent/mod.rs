@@ -459,6 +459,7 @@ impl Agent {
                 output_tokens: record.output_tokens,
                 cost_usd: record.cost_usd,
                 latency_ms: record.latency_ms,
+                server_timings: record.server_timings,
             })
             .collect();
         let totals = log.totals();

@@ -103,6 +103,17 @@ pub struct ModelStep {
     pub output_tokens: u64,
     pub cost_usd: f64,
     pub latency_ms: u64,
+    /// The model server's own clock for the call, where it reports one: how long it
+    /// took to read the prompt tokens its cache lacked and to write the reply.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_timings: Option<crate::llm::ServerTimings>,
+}
+
+impl ModelStep {
+    /// The model server's clock summed over `calls` (None where it timed none).
+    pub fn server_timings_of(calls: &[ModelStep]) -> Option<crate::llm::ServerTimings> {
+        crate::llm::ServerTimings::total(calls.iter().filter_map(|call| call.server_timings))
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -183,6 +194,14 @@ pub struct AgentResult {
     /// The reply that answered, as the model wrote it (the same).
     #[serde(skip)]
     pub answered_reply: Option<String>,
+}
+
+impl AgentResult {
+    /// The model server's clock summed over the question's calls (None where it timed
+    /// none).
+    pub fn server_timings(&self) -> Option<crate::llm::ServerTimings> {
+        ModelStep::server_timings_of(&self.model_calls)
+    }
 }
 
 #[cfg(test)]

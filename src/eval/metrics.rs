@@ -62,6 +62,12 @@
 //!   ⌈p·n/100⌉ (at least 1), see [`percentile_nearest_rank`].
 //! - `input_tokens`, `output_tokens`, `cost_usd`: sums over *all* questions, infrastructure
 //!   failures included (a failed call may still have cost tokens). A non-finite cost adds 0.
+//! - `model_speed`, over scored questions whose calls the model server timed (llama.cpp
+//!   reports its own clock; None when no question has it): `ms_per_generated_token` =
+//!   the server's generation milliseconds summed / generated tokens summed,
+//!   `ms_per_prompt_token` = its prompt milliseconds summed / the prompt tokens it read
+//!   (those its cache lacked) summed, `server_ms_p50` = the nearest-rank median of each
+//!   question's server milliseconds (reading and writing, every call).
 //!
 //! A ratio with a zero denominator is `None` (null in JSON), never NaN.
 //!
@@ -99,6 +105,7 @@ impl Expected {
 }
 
 use crate::agent::Decision;
+use crate::llm::ServerTimings;
 
 /// How a question ended in a run: the agent's decision, or one of the two ways of
 /// reaching none. Records carry it by one name (`answer`, `clarify`, `decline`,
@@ -221,6 +228,26 @@ pub struct QuestionOutcome {
     pub input_tokens: u64,
     pub output_tokens: u64,
     pub cost_usd: f64,
+    /// The model server's clock summed over the question's calls (None where it reports
+    /// none, and in records written before it was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_timings: Option<ServerTimings>,
+}
+
+/// The model server's speed over a run's scored questions, by its own clock: what tells
+/// a slower machine (more milliseconds a token) from a longer prompt or reply (more
+/// tokens) when two runs' latencies differ.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ModelSpeed {
+    /// Questions whose calls the server timed.
+    pub questions: u64,
+    pub generated_tokens: u64,
+    pub ms_per_generated_token: Option<f64>,
+    pub prompt_tokens_read: u64,
+    pub ms_per_prompt_token: Option<f64>,
+    /// The median over those questions of the server's time (reading and writing): set
+    /// beside `latency_p50_ms`, the rest of a question's wait is askdb's and the path's.
+    pub server_ms_p50: Option<u64>,
 }
 
 /// Whether the outcome counts in the rates (everything but infrastructure failures).
@@ -308,6 +335,31 @@ pub struct Summary {
     pub input_tokens: u64,
     pub output_tokens: u64,
     pub cost_usd: f64,
+    /// None where the server timed no call (and in summaries written before it was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_speed: Option<ModelSpeed>,
+}
+
+/// The server's speed over the scored questions that carry its clock.
+fn model_speed(outcomes: &[QuestionOutcome]) -> Option<ModelSpeed> {
+    let timed: Vec<ServerTimings> = outcomes
+        .iter()
+        .filter(|outcome| is_scored(outcome))
+        .filter_map(|outcome| outcome.server_timings)
+        .collect();
+    let server_ms: Vec<u64> = timed
+        .iter()
+        .map(|timings| (timings.prompt_ms + timings.generation_ms).round() as u64)
+        .collect();
+    let total = ServerTimings::total(timed.iter().copied())?;
+    Some(ModelSpeed {
+        questions: timed.len() as u64,
+        generated_tokens: total.generated_tokens,
+        ms_per_generated_token: total.ms_per_generated_token(),
+        prompt_tokens_read: total.prompt_tokens_read,
+        ms_per_prompt_token: total.ms_per_prompt_token(),
+        server_ms_p50: percentile_nearest_rank(&server_ms, 50),
+    })
 }
 
 /// Computes the metrics of one run in one mode (definitions in the module doc).
@@ -447,6 +499,7 @@ pub fn summarize(outcomes: &[QuestionOutcome]) -> Summary {
         input_tokens,
         output_tokens,
         cost_usd,
+        model_speed: model_speed(outcomes),
     }
 }
 
@@ -511,6 +564,7 @@ mod tests {
             input_tokens,
             output_tokens: input_tokens / 10,
             cost_usd: input_tokens as f64 / 100_000.0,
+            server_timings: None,
         }
     }
 
@@ -839,6 +893,50 @@ mod tests {
         assert_eq!(paired.paired, 0);
         assert_eq!(paired.mean_difference, None);
         assert_eq!(paired.bootstrap95, None);
+    }
+
+    #[test]
+    fn the_servers_speed_is_its_time_over_its_tokens_on_scored_questions_only() {
+        let timed =
+            |id: &str, decision: RunOutcome, timings: Option<ServerTimings>| QuestionOutcome {
+                server_timings: timings,
+                ..simple(id, true, decision)
+            };
+        let clock = |read: u64, prompt_ms: f64, written: u64, generation_ms: f64| {
+            Some(ServerTimings {
+                prompt_tokens_read: read,
+                prompt_ms,
+                generated_tokens: written,
+                generation_ms,
+            })
+        };
+        let answered = RunOutcome::Decided(Decision::Answer);
+        let summary = summarize(&[
+            timed("q1", answered, clock(20, 400.0, 10, 700.0)),
+            timed("q2", answered, clock(80, 2_000.0, 30, 2_300.0)),
+            // No clock (another provider, a reply from the response cache): left out.
+            timed("q3", answered, None),
+            // An outage measures the outage, as for the latencies.
+            timed(
+                "q4",
+                RunOutcome::InfrastructureFailure,
+                clock(1, 90_000.0, 1, 90_000.0),
+            ),
+        ]);
+        let speed = summary.model_speed.expect("two questions were timed");
+        assert_eq!(speed.questions, 2);
+        assert_eq!(
+            (speed.generated_tokens, speed.prompt_tokens_read),
+            (40, 100)
+        );
+        assert_close(speed.ms_per_generated_token, 3_000.0 / 40.0);
+        assert_close(speed.ms_per_prompt_token, 2_400.0 / 100.0);
+        // Server times 1,100 and 4,300 ms; rank ceil(1.0) = 1.
+        assert_eq!(speed.server_ms_p50, Some(1_100));
+        let untimed = summarize(&[timed("q1", answered, None)]);
+        assert_eq!(untimed.model_speed, None);
+        let json = serde_json::to_string(&untimed).expect("serialises");
+        assert!(!json.contains("model_speed"), "{json}");
     }
 
     #[test]

@@ -268,7 +268,7 @@ pub fn results_block(summaries: &[RunSummary]) -> String {
         return "No evaluation run has been published yet.\n".to_string();
     }
     let mut out = String::from(
-        "| set | questions asked | model | agent [Wilson 95%] | baseline | plain | agent − baseline [bootstrap 95%] | agent − plain [bootstrap 95%] | agent p50 / p95 | rescued / broken | run (UTC) |\n|---|---:|---|---|---|---|---|---|---|---|---|\n",
+        "| set | questions asked | model | agent [Wilson 95%] | baseline | plain | agent − baseline [bootstrap 95%] | agent − plain [bootstrap 95%] | agent p50 / p95 (the model server's ms a token written) | rescued / broken | run (UTC) |\n|---|---:|---|---|---|---|---|---|---|---|---|\n",
     );
     for summary in summaries {
         let agent = summary.modes.get("agent");
@@ -302,9 +302,15 @@ pub fn results_block(summaries: &[RunSummary]) -> String {
             paired_text(&summary.paired_plain),
             agent
                 .map(|s| format!(
-                    "{} / {}",
+                    "{} / {}{}",
                     seconds(s.latency_p50_ms),
-                    seconds(s.latency_p95_ms)
+                    seconds(s.latency_p95_ms),
+                    // Latencies of runs on different days compare only at the same
+                    // speed; summaries written before the server's clock was kept have none.
+                    s.model_speed
+                        .and_then(|speed| speed.ms_per_generated_token)
+                        .map(|ms| format!(" ({ms:.0} ms)"))
+                        .unwrap_or_default()
                 ))
                 .unwrap_or_else(|| "-".into()),
             agent

@@ -204,6 +204,9 @@ pub struct QuestionRecord {
     /// The verified example whose SQL answered without the model, when one did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answered_from_example: Option<i64>,
+    /// The model server's clock summed over the question's calls, where it reports one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_timings: Option<crate::llm::ServerTimings>,
 }
 
 impl QuestionRecord {
@@ -221,6 +224,7 @@ impl QuestionRecord {
             input_tokens: self.input_tokens,
             output_tokens: self.output_tokens,
             cost_usd: self.cost_usd,
+            server_timings: self.server_timings,
         }
     }
 }
@@ -392,6 +396,7 @@ fn record_of(
             .map(|example| example.score)
             .collect(),
         answered_from_example: result.answered_from_example,
+        server_timings: result.server_timings(),
         ..error_record(item, mode, RunOutcome::Decided(result.decision), None, 0)
     }
 }
@@ -462,6 +467,7 @@ fn error_record(
         examples: Vec::new(),
         example_scores: Vec::new(),
         answered_from_example: None,
+        server_timings: None,
     }
 }
 

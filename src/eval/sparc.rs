@@ -406,6 +406,7 @@ fn outcome_of(id: String, record: &TurnRecord, correct: bool) -> QuestionOutcome
         input_tokens: 0,
         output_tokens: 0,
         cost_usd: 0.0,
+        server_timings: ModelStep::server_timings_of(&record.model_calls),
     }
 }
 

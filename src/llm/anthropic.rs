@@ -200,6 +200,7 @@ fn parse_response(body: &str, model: &str, attempts: u32) -> Result<Completion, 
         attempts,
         alternatives: Vec::new(),
         confidence: None,
+        server_timings: None,
     })
 }
 

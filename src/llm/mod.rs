@@ -323,6 +323,48 @@ pub struct Completion {
     /// How sure the model was of the first reply, when logprobs were asked for and given.
     #[serde(default)]
     pub confidence: Option<Confidence>,
+    /// The server's own clock for the call, where it reports one (llama.cpp does).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_timings: Option<ServerTimings>,
+}
+
+/// What the model server says it spent on a call, by its own clock: the prompt tokens it
+/// read (the ones its cache did not hold) and the tokens it generated, each with the
+/// milliseconds they took. Two runs whose latencies differ can then be told apart: a
+/// slower machine takes longer per token, a different prompt or reply has other counts.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct ServerTimings {
+    pub prompt_tokens_read: u64,
+    pub prompt_ms: f64,
+    pub generated_tokens: u64,
+    pub generation_ms: f64,
+}
+
+impl ServerTimings {
+    /// The sum of two calls' timings (a question's calls, a run's questions).
+    pub fn plus(self, other: ServerTimings) -> ServerTimings {
+        ServerTimings {
+            prompt_tokens_read: self.prompt_tokens_read + other.prompt_tokens_read,
+            prompt_ms: self.prompt_ms + other.prompt_ms,
+            generated_tokens: self.generated_tokens + other.generated_tokens,
+            generation_ms: self.generation_ms + other.generation_ms,
+        }
+    }
+
+    /// The sum over `timings`, or None when none was reported.
+    pub fn total(timings: impl IntoIterator<Item = ServerTimings>) -> Option<ServerTimings> {
+        timings.into_iter().reduce(ServerTimings::plus)
+    }
+
+    /// Milliseconds the server took per generated token (None without any).
+    pub fn ms_per_generated_token(&self) -> Option<f64> {
+        (self.generated_tokens > 0).then(|| self.generation_ms / self.generated_tokens as f64)
+    }
+
+    /// Milliseconds the server took per prompt token it read (None without any).
+    pub fn ms_per_prompt_token(&self) -> Option<f64> {
+        (self.prompt_tokens_read > 0).then(|| self.prompt_ms / self.prompt_tokens_read as f64)
+    }
 }
 
 /// One more sampled reply of a request for several.
@@ -393,6 +435,10 @@ pub struct ModelReply {
     /// Dollars, from the price table; zero for a cached reply or an unmetered provider.
     pub cost_usd: f64,
     pub from_cache: bool,
+    /// The server's clock for the call (None from the response cache or a server that
+    /// does not report it).
+    #[serde(default)]
+    pub server_timings: Option<ServerTimings>,
 }
 
 impl ModelReply {
@@ -608,6 +654,9 @@ pub struct CallRecord {
     /// The failure's kind (see [`LlmError::kind`]) when the call failed.
     pub error_kind: Option<String>,
     pub error: Option<String>,
+    /// The server's clock for the call, where it reports one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_timings: Option<ServerTimings>,
 }
 
 /// The sums over a [`CallLog`].
@@ -916,6 +965,8 @@ impl ModelClient {
             confidence: completion.confidence,
             latency,
             cost_usd,
+            // A reply from the response cache took the server no time now.
+            server_timings: completion.server_timings.filter(|_| !from_cache),
             from_cache,
         }
     }
@@ -935,6 +986,7 @@ impl ModelClient {
             from_cache: reply.from_cache,
             error_kind: error.map(|error| error.kind().to_string()),
             error: error.map(|error| error.to_string()),
+            server_timings: reply.server_timings,
         }
     }
 
@@ -953,6 +1005,7 @@ impl ModelClient {
             from_cache: false,
             error_kind: Some(error.kind().to_string()),
             error: Some(error.to_string()),
+            server_timings: None,
         }
     }
 }

@@ -218,6 +218,35 @@ struct ChatResponse {
     model: Option<String>,
     #[serde(default)]
     usage: Option<Usage>,
+    /// llama.cpp's own clock for the request (absent from other servers).
+    #[serde(default)]
+    timings: Option<LlamaTimings>,
+}
+
+/// llama.cpp's `timings`: the prompt tokens it read past its cache and the tokens it
+/// generated, with the milliseconds each took.
+#[derive(Debug, Deserialize)]
+struct LlamaTimings {
+    #[serde(default)]
+    prompt_n: Option<u64>,
+    #[serde(default)]
+    prompt_ms: Option<f64>,
+    #[serde(default)]
+    predicted_n: Option<u64>,
+    #[serde(default)]
+    predicted_ms: Option<f64>,
+}
+
+impl LlamaTimings {
+    fn server_timings(&self) -> Option<super::ServerTimings> {
+        let finite = |ms: Option<f64>| ms.filter(|ms| ms.is_finite() && *ms >= 0.0);
+        Some(super::ServerTimings {
+            prompt_tokens_read: self.prompt_n?,
+            prompt_ms: finite(self.prompt_ms)?,
+            generated_tokens: self.predicted_n?,
+            generation_ms: finite(self.predicted_ms)?,
+        })
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -346,6 +375,10 @@ fn parse_response(
         attempts,
         alternatives,
         confidence: choice_confidence(choice),
+        server_timings: response
+            .timings
+            .as_ref()
+            .and_then(LlamaTimings::server_timings),
     })
 }
 
@@ -459,8 +492,32 @@ mod tests {
         );
         assert_eq!(completion.cache_read_tokens, 40);
         assert_eq!(completion.attempts, 2);
+        // A partial clock (no generation figures) is no clock.
+        assert_eq!(completion.server_timings, None);
         assert!(parse_response(r#"{"choices":[]}"#, "m", 1, "").is_err());
         assert!(parse_response("{\"choices\": [", "m", 1, "").is_err());
+    }
+
+    #[test]
+    fn llama_cpps_own_clock_is_read_for_the_tokens_it_read_and_wrote() {
+        let timed = r#"{"choices":[{"finish_reason":"stop","message":{"content":"SELECT 1"}}],"usage":{"completion_tokens":9,"prompt_tokens":900,"prompt_tokens_details":{"cached_tokens":880}},"timings":{"cache_n":880,"prompt_n":20,"prompt_ms":412.5,"prompt_per_token_ms":20.6,"predicted_n":9,"predicted_ms":693.0,"predicted_per_token_ms":77.0}}"#;
+        let timings = parse_response(timed, "m", 1, "")
+            .expect("parses")
+            .server_timings
+            .expect("llama.cpp's timings");
+        assert_eq!(
+            (timings.prompt_tokens_read, timings.generated_tokens),
+            (20, 9)
+        );
+        assert_eq!(timings.ms_per_generated_token(), Some(77.0));
+        assert_eq!(timings.ms_per_prompt_token(), Some(20.625));
+        let broken = timed.replace("\"predicted_ms\":693.0", "\"predicted_ms\":-1");
+        assert_eq!(
+            parse_response(&broken, "m", 1, "")
+                .expect("parses")
+                .server_timings,
+            None
+        );
     }
 
     #[test]

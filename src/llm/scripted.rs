@@ -341,6 +341,7 @@ impl ScriptedProvider {
                         })
                         .collect(),
                     confidence,
+                    server_timings: None,
                 })
             }
         }

@@ -73,6 +73,7 @@ pub(super) fn completion(text: &str, model: &str, (input, output): (u64, u64)) -
         attempts: 1,
         alternatives: Vec::new(),
         confidence: None,
+        server_timings: None,
     }
 }
 

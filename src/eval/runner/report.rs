@@ -183,6 +183,28 @@ pub fn render_report(summary: &RunSummary) -> String {
                 .unwrap_or_else(|| "-".into())
         )
     }));
+    out.push_str(&row(
+        "model server: ms a token written / read, median per question",
+        &|s| {
+            s.model_speed
+                .map(|speed| {
+                    let per_token = |ms: Option<f64>| {
+                        ms.map(|ms| format!("{ms:.1}"))
+                            .unwrap_or_else(|| "-".into())
+                    };
+                    format!(
+                        "{} / {} ms; {} ms",
+                        per_token(speed.ms_per_generated_token),
+                        per_token(speed.ms_per_prompt_token),
+                        speed
+                            .server_ms_p50
+                            .map(|v| v.to_string())
+                            .unwrap_or_else(|| "-".into())
+                    )
+                })
+                .unwrap_or_else(|| "not reported".into())
+        },
+    ));
     out.push_str(&row("tokens in / out", &|s| {
         format!("{} / {}", s.input_tokens, s.output_tokens)
     }));

@@ -337,6 +337,7 @@ fn sample_record(id: &str) -> QuestionRecord {
         examples: Vec::new(),
         example_scores: Vec::new(),
         answered_from_example: None,
+        server_timings: None,
     }
 }
 
