@@ -15,7 +15,7 @@
 //! | `when` | `always`, `doubt` | sample candidates for every question, or only when the first (greedy) result is doubtful: an error, a refusal, no rows, only NULLs |
 //! | `t` | 0.0 to 1.5 | the temperature of the sampled candidates |
 //! | `hints` | `full`, `lean`, `fit` | with `reply=sql`: the instruction to join on the keys shown and the dialect's date functions; or only "join just the tables the question needs" and no dialect paragraph; or the full instruction with the date functions only when the tables hold dates, and a year stored alone compared as a number |
-//! | `repair` | `sampled`, `greedy` | a repair after a failure asks for the strategy's `n` candidates at its temperature (they vote), or for one greedy reply; a reply identical to a failed one is always answered by sampled candidates |
+//! | `repair` | `sampled`, `greedy` | a repair after a failure asks for the strategy's `n` candidates at its temperature (they vote), or for one greedy reply (the default, decision 0092: on a few CPU cores a step of five replies side by side takes several times one reply's); a reply identical to a failed one is always answered by sampled candidates |
 //! | `groups` | `on`, `off` | with `reply=sql`: the rule "when the question asks for a value for each group, select the group's column too" |
 //! | `budget` | `off`, 1 to 600 | seconds a question may take: no model round starts when the round before it, taken again, would end past the budget (a rule's own rewrite still runs; the question ends in an answer with warnings or an honest give-up) |
 //! | `follow` | `message`, `system`, `prefill` | with `reply=sql`: what a follow-up is asked to do (one standalone SELECT, opened with its restatement) is said at the end of the follow-up's own message, or once in the system prompt, where the server holds it in every question's cached prefix (measured in decision 0011: the local 1.5B model then stops writing the restatement); `prefill` says it in the system prompt and begins a follow-up's reply with the restatement's marker for the model, so it writes the restatement with nothing in its message asking for it (a provider that does not continue a begun reply, such as OpenAI's own API, gets `system`) |
@@ -113,7 +113,8 @@ pub struct Strategy {
     /// With `reply=sql`: ask for each group's column beside its value.
     #[serde(default)]
     pub group_columns: bool,
-    /// A repair asks for one greedy reply instead of sampled candidates.
+    /// A repair asks for one greedy reply instead of sampled candidates (the default
+    /// since decision 0092; recorded without it, a strategy sampled its repairs).
     #[serde(default)]
     pub greedy_repairs: bool,
     /// Seconds a question may take before no further model round starts (None: only the
@@ -216,7 +217,7 @@ impl Default for Strategy {
             hints: Hints::Full,
             confidence_floor: None,
             group_columns: false,
-            greedy_repairs: false,
+            greedy_repairs: true,
             time_budget_s: Some(DEFAULT_TIME_BUDGET_S),
             follow_up: FollowUpAsk::Prefill,
             value_lookup: false,
@@ -241,10 +242,11 @@ impl Strategy {
 
     /// A strategy as a run recorded it (its settings' `strategy`, the [`fmt::Display`]
     /// form). A recording without `follow=` was made before the knob was written out,
-    /// when follow-ups were asked in their message, so that is what it reads as; a
+    /// when follow-ups were asked in their message, so that is what it reads as; one
+    /// without `repair=` sampled its repairs (decision 0092); a
     /// `--strategy` typed by a user reads over today's defaults instead ([`FromStr`]).
     pub fn recorded(text: &str) -> Result<Strategy, StrategyError> {
-        let strategy = format!("follow=message,{text}").parse::<Strategy>();
+        let strategy = format!("follow=message,repair=sampled,{text}").parse::<Strategy>();
         strategy.map_err(|_| StrategyError(text.to_string()))
     }
 
@@ -396,10 +398,11 @@ impl fmt::Display for Strategy {
                 FollowUpAsk::System => ",follow=system",
                 FollowUpAsk::Prefill => ",follow=prefill",
             },
+            // Always written: a recording without it sampled its repairs (`recorded`).
             if self.greedy_repairs {
                 ",repair=greedy"
             } else {
-                ""
+                ",repair=sampled"
             },
             // Written only when set, so strategies recorded before the knob read the same.
             self.confidence_floor
@@ -437,6 +440,12 @@ mod tests {
         assert_eq!(
             before.parse::<Strategy>().map(|typed| typed.follow_up),
             Ok(FollowUpAsk::Prefill)
+        );
+        // Recorded before `repair=` was written out: repairs were sampled.
+        assert!(!recorded.greedy_repairs);
+        assert_eq!(
+            before.parse::<Strategy>().map(|typed| typed.greedy_repairs),
+            Ok(true)
         );
         // Written today, every knob reads back, the default included.
         for strategy in [

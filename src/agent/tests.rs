@@ -907,7 +907,8 @@ async fn a_doubtful_first_result_is_settled_by_a_vote_among_sampled_candidates()
         "alternatives": [sql_reply(paid), sql_reply(paid_again)],
     })
     .to_string();
-    let agent = agent(
+    // A repair votes under `repair=sampled` (the default repairs with one greedy reply).
+    let agent = agent_with(
         &fixture.path,
         &[
             line(
@@ -917,6 +918,7 @@ async fn a_doubtful_first_result_is_settled_by_a_vote_among_sampled_candidates()
             ),
             sampled,
         ],
+        "repair=sampled",
     )
     .await;
     let (result, recorder) = ask_recorded(&agent, q).await;
@@ -1644,7 +1646,7 @@ async fn a_greedy_repair_strategy_asks_one_reply_per_repair() {
         vec![1, 1],
         "a greedy first reply and a greedy repair"
     );
-    // The default strategy samples its repairs.
+    // `repair=sampled` samples them.
     let script = [
         line(
             q,
@@ -1657,7 +1659,7 @@ async fn a_greedy_repair_strategy_asks_one_reply_per_repair() {
             sql_reply("SELECT count(*) FROM bills WHERE status = 'PAID'"),
         ),
     ];
-    let agent = agent_with(&fixture.path, &script, "n=3").await;
+    let agent = agent_with(&fixture.path, &script, "n=3,repair=sampled").await;
     let (_, recorder) = ask_recorded(&agent, q).await;
     let repaired_with = recorder.events().into_iter().find_map(|event| match event {
         events::AgentEvent::ModelCall {

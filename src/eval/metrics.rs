@@ -64,7 +64,9 @@
 //!   failures included (a failed call may still have cost tokens). A non-finite cost adds 0.
 //! - `model_speed`, over scored questions whose calls the model server timed (llama.cpp
 //!   reports its own clock; None when no question has it): `ms_per_generated_token` =
-//!   the server's generation milliseconds summed / generated tokens summed,
+//!   the server's generation milliseconds summed / generated tokens summed, over calls
+//!   that wrote one reply (sampled candidates decode side by side, slower a step; their
+//!   milliseconds a step are `ms_per_side_by_side_step`),
 //!   `ms_per_prompt_token` = its prompt milliseconds summed / the prompt tokens it read
 //!   (those its cache lacked) summed, `server_ms_p50` = the nearest-rank median of each
 //!   question's server milliseconds (reading and writing, every call).
@@ -241,8 +243,13 @@ pub struct QuestionOutcome {
 pub struct ModelSpeed {
     /// Questions whose calls the server timed.
     pub questions: u64,
+    /// Every call's, sampled ones included.
     pub generated_tokens: u64,
+    /// Calls that wrote one reply only: the machine's speed.
     pub ms_per_generated_token: Option<f64>,
+    /// A step of calls that decoded sampled candidates side by side (None without any).
+    #[serde(default)]
+    pub ms_per_side_by_side_step: Option<f64>,
     pub prompt_tokens_read: u64,
     pub ms_per_prompt_token: Option<f64>,
     /// The median over those questions of the server's time (reading and writing): set
@@ -341,7 +348,7 @@ pub struct Summary {
 }
 
 /// The server's speed over the scored questions that carry its clock.
-fn model_speed(outcomes: &[QuestionOutcome]) -> Option<ModelSpeed> {
+pub fn model_speed(outcomes: &[QuestionOutcome]) -> Option<ModelSpeed> {
     let timed: Vec<ServerTimings> = outcomes
         .iter()
         .filter(|outcome| is_scored(outcome))
@@ -356,6 +363,7 @@ fn model_speed(outcomes: &[QuestionOutcome]) -> Option<ModelSpeed> {
         questions: timed.len() as u64,
         generated_tokens: total.generated_tokens,
         ms_per_generated_token: total.ms_per_generated_token(),
+        ms_per_side_by_side_step: total.ms_per_side_by_side_step(),
         prompt_tokens_read: total.prompt_tokens_read,
         ms_per_prompt_token: total.ms_per_prompt_token(),
         server_ms_p50: percentile_nearest_rank(&server_ms, 50),
@@ -908,6 +916,8 @@ mod tests {
                 prompt_ms,
                 generated_tokens: written,
                 generation_ms,
+                one_reply_generated_tokens: written,
+                one_reply_generation_ms: generation_ms,
             })
         };
         let answered = RunOutcome::Decided(Decision::Answer);

@@ -23,9 +23,9 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use super::external::spiderman_db_path;
+use super::metrics::{model_speed, Expected, ModelSpeed, QuestionOutcome, RunOutcome};
 use super::metrics::{paired_difference, PairedDifference};
 use super::metrics::{percentile_nearest_rank, wilson_interval, Interval};
-use super::metrics::{Expected, QuestionOutcome, RunOutcome};
 use super::runner::{
     append_record, model_info, open_eval_agent, open_eval_gate, open_records, read_lines,
     sqlite_file_hash, warm_up, write_error, EvalError, ModelInfo,
@@ -373,6 +373,10 @@ pub struct ModeFigures {
     pub first_turn_generated_tokens_p50: Option<u64>,
     #[serde(default)]
     pub follow_up_generated_tokens_p50: Option<u64>,
+    /// The model server's own speed over the mode's turns (None where it timed none):
+    /// with the token counts above, it splits a turn's time into reading and writing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_speed: Option<ModelSpeed>,
 }
 
 /// What a SParC run measured.
@@ -550,6 +554,7 @@ pub fn summarize(records: &[TurnRecord]) -> SparcSummary {
                     |turn| turn > 1,
                     generated_tokens,
                 ),
+                model_speed: model_speed(&turn_outcomes(records, mode, |_| true)),
             }
         })
         .collect();
@@ -590,6 +595,21 @@ fn rate_text(rate: &Rate) -> String {
     }
 }
 
+/// The server's ms a token written and read, or "-" where it timed nothing.
+fn speed_text(speed: Option<ModelSpeed>) -> String {
+    let per_token = |ms: Option<f64>| ms.map_or_else(|| "-".to_string(), |ms| format!("{ms:.1}"));
+    speed.map_or_else(
+        || "-".to_string(),
+        |speed| {
+            format!(
+                "{} / {}",
+                per_token(speed.ms_per_generated_token),
+                per_token(speed.ms_per_prompt_token)
+            )
+        },
+    )
+}
+
 fn difference_text(name: &str, difference: &PairedDifference) -> String {
     let points = |value: f64| format!("{:+.1}", value * 100.0);
     format!(
@@ -609,13 +629,13 @@ fn difference_text(name: &str, difference: &PairedDifference) -> String {
 pub fn render(summary: &SparcSummary) -> String {
     let mut text = format!(
         "SParC: {} interactions, {} turns; {} turn(s) left ungraded (their gold fails or returns no rows on these files)\n\n\
-         | mode | questions | first turns | follow-ups | interactions | median ms, first / follow-up | median uncached prompt tokens, first / follow-up | median generated tokens, first / follow-up |\n|---|---|---|---|---|---|---|---|\n",
+         | mode | questions | first turns | follow-ups | interactions | median ms, first / follow-up | median uncached prompt tokens, first / follow-up | median generated tokens, first / follow-up | server ms a token written / read |\n|---|---|---|---|---|---|---|---|---|\n",
         summary.interactions, summary.turns, summary.ungraded_gold_turns
     );
     for figures in &summary.modes {
         let ms = |value: Option<u64>| value.map_or_else(|| "-".to_string(), |ms| ms.to_string());
         text.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} / {} | {} / {} | {} / {} |\n",
+            "| {} | {} | {} | {} | {} | {} / {} | {} / {} | {} / {} | {} |\n",
             figures.mode.as_str(),
             rate_text(&figures.questions),
             rate_text(&figures.first_turns),
@@ -626,7 +646,8 @@ pub fn render(summary: &SparcSummary) -> String {
             ms(figures.first_turn_new_prompt_tokens_p50),
             ms(figures.follow_up_new_prompt_tokens_p50),
             ms(figures.first_turn_generated_tokens_p50),
-            ms(figures.follow_up_generated_tokens_p50)
+            ms(figures.follow_up_generated_tokens_p50),
+            speed_text(figures.model_speed)
         ));
     }
     text.push('\n');

@@ -238,13 +238,20 @@ struct LlamaTimings {
 }
 
 impl LlamaTimings {
-    fn server_timings(&self) -> Option<super::ServerTimings> {
+    /// The clock of a call that came back with `replies` choices (llama.cpp times the
+    /// first; the others were decoded beside it).
+    fn server_timings(&self, replies: usize) -> Option<super::ServerTimings> {
         let finite = |ms: Option<f64>| ms.filter(|ms| ms.is_finite() && *ms >= 0.0);
+        let generated_tokens = self.predicted_n?;
+        let generation_ms = finite(self.predicted_ms)?;
+        let one_reply = replies == 1;
         Some(super::ServerTimings {
             prompt_tokens_read: self.prompt_n?,
             prompt_ms: finite(self.prompt_ms)?,
-            generated_tokens: self.predicted_n?,
-            generation_ms: finite(self.predicted_ms)?,
+            generated_tokens,
+            generation_ms,
+            one_reply_generated_tokens: if one_reply { generated_tokens } else { 0 },
+            one_reply_generation_ms: if one_reply { generation_ms } else { 0.0 },
         })
     }
 }
@@ -378,7 +385,7 @@ fn parse_response(
         server_timings: response
             .timings
             .as_ref()
-            .and_then(LlamaTimings::server_timings),
+            .and_then(|timings| timings.server_timings(response.choices.len())),
     })
 }
 
@@ -511,6 +518,24 @@ mod tests {
         );
         assert_eq!(timings.ms_per_generated_token(), Some(77.0));
         assert_eq!(timings.ms_per_prompt_token(), Some(20.625));
+        // Replies decoded side by side count in the server's time, not in its speed.
+        let sampled = timed.replace(
+            r#"[{"finish_reason":"stop","message":{"content":"SELECT 1"}}]"#,
+            r#"[{"message":{"content":"SELECT 1"}},{"message":{"content":"SELECT 2"}}]"#,
+        );
+        let side_by_side = parse_response(&sampled, "m", 1, "")
+            .expect("parses")
+            .server_timings
+            .expect("llama.cpp's timings");
+        assert_eq!(side_by_side.generation_ms, 693.0);
+        assert_eq!(side_by_side.ms_per_generated_token(), None);
+        assert_eq!(timings.ms_per_side_by_side_step(), None);
+        let both = timings.plus(side_by_side);
+        assert_eq!(both.generated_tokens, 18);
+        assert_eq!(both.ms_per_generated_token(), Some(77.0));
+        assert_eq!(both.ms_per_side_by_side_step(), Some(77.0));
+        // Alone, a sampled call's clock reads as one recorded before the split: no speed.
+        assert_eq!(side_by_side.ms_per_side_by_side_step(), None);
         let broken = timed.replace("\"predicted_ms\":693.0", "\"predicted_ms\":-1");
         assert_eq!(
             parse_response(&broken, "m", 1, "")

@@ -5,7 +5,7 @@
 /// The summaries published in this repository when the binary was built, so an
 /// installed `askdb serve` can show its evaluation card without the source tree:
 /// (file name, contents).
-pub const EMBEDDED_SUMMARIES: [(&str, &str); 14] = [
+pub const EMBEDDED_SUMMARIES: [(&str, &str); 15] = [
     (
         "chinook.summary.json",
         include_str!("../../../evals/results/chinook.summary.json"),
@@ -53,6 +53,10 @@ pub const EMBEDDED_SUMMARIES: [(&str, &str); 14] = [
     (
         "spider-report-mysql.summary.json",
         include_str!("../../../evals/results/spider-report-mysql.summary.json"),
+    ),
+    (
+        "spider-report-serve.summary.json",
+        include_str!("../../../evals/results/spider-report-serve.summary.json"),
     ),
     (
         "spider-report.summary.json",

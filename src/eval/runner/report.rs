@@ -184,7 +184,7 @@ pub fn render_report(summary: &RunSummary) -> String {
         )
     }));
     out.push_str(&row(
-        "model server: ms a token written / read, median per question",
+        "model server: ms a token written (one reply / candidates side by side) / read; median a question",
         &|s| {
             s.model_speed
                 .map(|speed| {
@@ -193,8 +193,9 @@ pub fn render_report(summary: &RunSummary) -> String {
                             .unwrap_or_else(|| "-".into())
                     };
                     format!(
-                        "{} / {} ms; {} ms",
+                        "{} / {} / {} ms; {} ms",
                         per_token(speed.ms_per_generated_token),
+                        per_token(speed.ms_per_side_by_side_step),
                         per_token(speed.ms_per_prompt_token),
                         speed
                             .server_ms_p50

@@ -359,3 +359,56 @@ fn a_database_file_a_run_changed_or_lost_is_named() {
         "No database file's hash was recorded."
     );
 }
+
+#[test]
+fn each_modes_speed_is_the_model_servers_clock_over_its_turns() {
+    let clocked = |turn: u32, written: u64, generation_ms: f64| TurnRecord {
+        interaction: "i1".to_string(),
+        turn,
+        db: "concert_singer".to_string(),
+        mode: SparcMode::Agent,
+        question: format!("turn {turn}"),
+        decision: Some(Decision::Answer),
+        infrastructure: false,
+        sql: Some("SELECT 1".to_string()),
+        understood_as: None,
+        graded: true,
+        correct: true,
+        latency_ms: 1_000,
+        error: None,
+        attempts: 1,
+        model_calls: vec![crate::agent::ModelStep {
+            purpose: crate::llm::Purpose::WriteSql,
+            input_tokens: 900,
+            cache_read_tokens: 880,
+            output_tokens: written,
+            cost_usd: 0.0,
+            latency_ms: 1_000,
+            server_timings: Some(crate::llm::ServerTimings {
+                prompt_tokens_read: 20,
+                prompt_ms: 500.0,
+                generated_tokens: written,
+                generation_ms,
+                one_reply_generated_tokens: written,
+                one_reply_generation_ms: generation_ms,
+            }),
+        }],
+    };
+    let summary = summarize(&[clocked(1, 10, 800.0), clocked(2, 30, 2_400.0)]);
+    let agent = summary
+        .modes
+        .iter()
+        .find(|figures| figures.mode == SparcMode::Agent)
+        .expect("the agent's figures");
+    let speed = agent.model_speed.expect("both turns were timed");
+    assert_eq!(speed.ms_per_generated_token, Some(3_200.0 / 40.0));
+    assert_eq!(speed.ms_per_prompt_token, Some(1_000.0 / 40.0));
+    let plain = summary
+        .modes
+        .iter()
+        .find(|figures| figures.mode == SparcMode::Plain)
+        .expect("the plain prompt's figures");
+    assert_eq!(plain.model_speed, None, "no plain turn was asked");
+    let text = render(&summary);
+    assert!(text.contains("| 80.0 / 25.0 |"), "{text}");
+}
