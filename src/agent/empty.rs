@@ -289,12 +289,21 @@ pub async fn diagnose(
     let probe = gate.run_query(&probe_sql).await;
     let matched = matches!(&probe, QueryOutcome::Rows(rows) if !looks_empty(&rows.rows));
     if !matched {
-        let elsewhere = stored_elsewhere(
+        let mut elsewhere = Vec::new();
+        for (filter, places) in stored_elsewhere(
             &analysis.text_filters,
             &result.tables,
             gate.schema(),
             holders,
-        );
+        ) {
+            let (column, held) = filtered_column_values(gate, &result.tables, &filter).await;
+            elsewhere.push(super::prompts::value_elsewhere_fact(
+                &column,
+                &filter.value,
+                &held,
+                &places,
+            ));
+        }
         if !elsewhere.is_empty() {
             return (
                 Diagnosis::ValueElsewhere {
@@ -326,8 +335,7 @@ pub async fn diagnose(
 }
 
 /// For each equality filter whose value the filtered column does not hold, the other
-/// columns that do: "'Africa' is not a value of Region; it is stored in
-/// country.Continent". A holder with the filter's own column name in a table the query
+/// columns that do (`country.Continent` for `Region = 'Africa'`). A holder with the filter's own column name in a table the query
 /// reads is that column (the value is there; other conditions excluded its rows), so
 /// it says nothing. Each place is written as the schema spells it (the value index
 /// keeps names in lower case, for matching).
@@ -336,7 +344,7 @@ fn stored_elsewhere(
     tables: &[String],
     schema: &[crate::schema::TableSchema],
     holders: ValueHolders<'_>,
-) -> Vec<String> {
+) -> Vec<(TextFilter, Vec<String>)> {
     /// Enough places to choose from without reading the schema back to the model.
     const MAX_HOLDERS: usize = 3;
     let read = |table: &str| tables.iter().any(|name| name.eq_ignore_ascii_case(table));
@@ -363,13 +371,53 @@ fn stored_elsewhere(
         if places.is_empty() {
             continue;
         }
-        findings.push(super::prompts::value_elsewhere_fact(
-            &filter.column,
-            &filter.value,
-            &places,
-        ));
+        findings.push((filter.clone(), places));
     }
     findings
+}
+
+/// The filtered column as `table.column` and a few values it does hold, read through
+/// the gate: where two tables share a column's name (`flights.Airline` keeps a number,
+/// `airlines.Airline` the name), the bare name told a repair nothing, and the values
+/// show what the filtered column is (a key to join on, a code).
+async fn filtered_column_values(
+    gate: &Gate,
+    tables: &[String],
+    filter: &TextFilter,
+) -> (String, Vec<String>) {
+    /// Enough to show what kind of value the column keeps.
+    const SHOWN_VALUES: usize = 3;
+    let owner = gate.schema().iter().find(|table| {
+        tables
+            .iter()
+            .any(|name| name.eq_ignore_ascii_case(&table.name))
+            && table.column_named(&filter.column).is_some()
+    });
+    let Some((table, column)) = owner.and_then(|table| {
+        let column = table.column_named(&filter.column)?;
+        Some((table.name.clone(), column.name.clone()))
+    }) else {
+        return (filter.column.clone(), Vec::new());
+    };
+    let dialect = gate.dialect();
+    let quoted = quote_name(dialect, &column);
+    let sql = format!(
+        "SELECT DISTINCT {quoted} FROM {} WHERE {quoted} IS NOT NULL LIMIT {SHOWN_VALUES}",
+        quote_name(dialect, &table)
+    );
+    let held = match gate.run_query(&sql).await {
+        QueryOutcome::Rows(rows) => rows
+            .rows
+            .iter()
+            .filter_map(|row| row.first())
+            .map(|value| match value {
+                JsonValue::String(text) => format!("'{text}'"),
+                other => other.to_string(),
+            })
+            .collect(),
+        QueryOutcome::Failed(_) => Vec::new(),
+    };
+    (format!("{table}.{column}"), held)
 }
 
 /// Single-column primary and unique keys of the given tables (lower-cased).

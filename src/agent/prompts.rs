@@ -833,11 +833,23 @@ pub const CASE_MISMATCH: &str =
 pub const VALUE_ELSEWHERE: &str =
     "no rows; a text filter compares a column with a value another column stores";
 
-/// Where a filter's value is really kept: "'Africa' is not a value of Region; it is
-/// stored in country.Continent".
-pub fn value_elsewhere_fact(column: &str, value: &str, places: &[String]) -> String {
+/// Where a filter's value is really kept: "'Africa' is not a value of country.Region
+/// (it holds 'Caribbean', 'Southern and Central Asia', ...); it is stored in
+/// country.Continent: compare that column instead of country.Region."
+pub fn value_elsewhere_fact(
+    column: &str,
+    value: &str,
+    held: &[String],
+    places: &[String],
+) -> String {
+    let held = if held.is_empty() {
+        String::new()
+    } else {
+        format!(" (it holds {}, ...)", held.join(", "))
+    };
     format!(
-        "'{value}' is not a value of {column}; it is stored in {}.",
+        "'{value}' is not a value of {column}{held}; it is stored in {}: compare that \
+         column instead of {column}.",
         places.join(", ")
     )
 }

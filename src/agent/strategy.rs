@@ -126,7 +126,8 @@ pub struct Strategy {
     #[serde(default = "FollowUpAsk::before_the_knob")]
     pub follow_up: FollowUpAsk,
     /// An empty result whose text filter's value another column stores (the value
-    /// index says which) is repaired with where it is kept, instead of standing.
+    /// index says which) is repaired with where it is kept, instead of standing. The
+    /// default since decision 0007's addendum; recorded without it, a strategy was off.
     #[serde(default)]
     pub value_lookup: bool,
     /// How verified examples like a first question are shown to the model.
@@ -220,7 +221,7 @@ impl Default for Strategy {
             greedy_repairs: true,
             time_budget_s: Some(DEFAULT_TIME_BUDGET_S),
             follow_up: FollowUpAsk::Prefill,
-            value_lookup: false,
+            value_lookup: true,
             examples: ExampleForm::Block,
             examples_shown: default_examples_shown(),
             first_reply: None,
@@ -243,10 +244,12 @@ impl Strategy {
     /// A strategy as a run recorded it (its settings' `strategy`, the [`fmt::Display`]
     /// form). A recording without `follow=` was made before the knob was written out,
     /// when follow-ups were asked in their message, so that is what it reads as; one
-    /// without `repair=` sampled its repairs (decision 0092); a
+    /// without `repair=` sampled its repairs (decision 0092), one without `values=` had
+    /// no value lookup (decision 0007); a
     /// `--strategy` typed by a user reads over today's defaults instead ([`FromStr`]).
     pub fn recorded(text: &str) -> Result<Strategy, StrategyError> {
-        let strategy = format!("follow=message,repair=sampled,{text}").parse::<Strategy>();
+        let strategy =
+            format!("follow=message,repair=sampled,values=off,{text}").parse::<Strategy>();
         strategy.map_err(|_| StrategyError(text.to_string()))
     }
 
@@ -408,8 +411,12 @@ impl fmt::Display for Strategy {
             self.confidence_floor
                 .map(|floor| format!(",conf={floor}"))
                 .unwrap_or_default(),
-            // Written only when on, so strategies recorded before the knob read the same.
-            if self.value_lookup { ",values=on" } else { "" },
+            // Always written: a recording without it had no value lookup (`recorded`).
+            if self.value_lookup {
+                ",values=on"
+            } else {
+                ",values=off"
+            },
             // Written only when not the block, so strategies recorded before read the same.
             match self.examples {
                 ExampleForm::Block => "",
@@ -468,11 +475,14 @@ mod tests {
         json.as_object_mut().expect("an object").remove("follow_up");
         let read: Strategy = serde_json::from_value(json).expect("deserializes");
         assert_eq!(read.follow_up, FollowUpAsk::Message);
-        // The value lookup is off unless a strategy says so, and reads back when on.
-        assert!(!Strategy::default().value_lookup);
+        // The value lookup is on by default, was off in recordings that do not name it,
+        // and reads back either way.
+        assert!(Strategy::default().value_lookup);
+        assert!(Strategy::default().to_string().contains(",values=on"));
         assert!(!Strategy::recorded(before).expect("reads").value_lookup);
-        let on: Strategy = "values=on".parse().expect("parses");
-        assert!(on.value_lookup && on.to_string().contains(",values=on"));
+        let off: Strategy = "values=off".parse().expect("parses");
+        assert!(!off.value_lookup && off.to_string().contains(",values=off"));
+        assert_eq!(Strategy::recorded(&off.to_string()), Ok(off));
         // Examples are a block unless a strategy says turns, and read back when turns.
         assert_eq!(
             Strategy::recorded(before).map(|s| s.examples),

@@ -155,7 +155,8 @@ async fn a_value_compared_with_a_column_that_lacks_it_is_repaired_where_it_is_st
         line(q, "write_sql", sql_reply(wrong)),
         line(q, "repair_sql", sql_reply(joined)),
     ];
-    let agent = agent_with(&path, &script, "n=1,values=on").await;
+    // The default strategy looks the value up.
+    let agent = agent_with(&path, &script, "n=1").await;
     let (result, recorder) = ask_recorded(&agent, q).await;
     assert_eq!(result.decision, Decision::Answer);
     assert_eq!(result.history.len(), 1, "{:?}", result.history);
@@ -175,9 +176,17 @@ async fn a_value_compared_with_a_column_that_lacks_it_is_repaired_where_it_is_st
             .any(|prompt| prompt.contains("it is stored in airlines.Name")),
         "{told:?}"
     );
+    // ... and what the filtered column is: named with its table (both tables could have
+    // had a column of that name) and shown with values it does hold, numbers here.
+    assert!(
+        told.iter().any(|prompt| prompt
+            .contains("'JetBlue Airways' is not a value of flights.airline (it holds 1, 2, ...)")
+            && prompt.contains("instead of flights.airline")),
+        "{told:?}"
+    );
 
-    // Without the knob the empty count stands, as before.
-    let agent = agent_with(&path, &script, "n=1").await;
+    // With the lookup off the empty count stands.
+    let agent = agent_with(&path, &script, "n=1,values=off").await;
     let result = agent.ask(q, &AskOptions::default()).await.expect("answers");
     assert_eq!(result.decision, Decision::Answer);
     assert!(result.history.is_empty(), "{:?}", result.history);

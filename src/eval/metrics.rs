@@ -257,6 +257,13 @@ pub struct ModelSpeed {
     pub server_ms_p50: Option<u64>,
 }
 
+impl ModelSpeed {
+    /// A speed in milliseconds to one decimal, `-` where the run had none of its calls.
+    pub fn ms_text(ms: Option<f64>) -> String {
+        ms.map_or_else(|| "-".to_string(), |ms| format!("{ms:.1}"))
+    }
+}
+
 /// Whether the outcome counts in the rates (everything but infrastructure failures).
 pub fn is_scored(outcome: &QuestionOutcome) -> bool {
     outcome.decision != RunOutcome::InfrastructureFailure

@@ -597,14 +597,13 @@ fn rate_text(rate: &Rate) -> String {
 
 /// The server's ms a token written and read, or "-" where it timed nothing.
 fn speed_text(speed: Option<ModelSpeed>) -> String {
-    let per_token = |ms: Option<f64>| ms.map_or_else(|| "-".to_string(), |ms| format!("{ms:.1}"));
     speed.map_or_else(
         || "-".to_string(),
         |speed| {
             format!(
                 "{} / {}",
-                per_token(speed.ms_per_generated_token),
-                per_token(speed.ms_per_prompt_token)
+                ModelSpeed::ms_text(speed.ms_per_generated_token),
+                ModelSpeed::ms_text(speed.ms_per_prompt_token)
             )
         },
     )

@@ -1,7 +1,7 @@
 //! `report.md` of a run: the summary of each mode and the paired difference as
 //! Markdown, with the rate and strategy texts the CLI also prints.
 
-use crate::eval::metrics::{self, Summary};
+use crate::eval::metrics::{self, ModelSpeed, Summary};
 
 use super::RunSummary;
 
@@ -188,15 +188,11 @@ pub fn render_report(summary: &RunSummary) -> String {
         &|s| {
             s.model_speed
                 .map(|speed| {
-                    let per_token = |ms: Option<f64>| {
-                        ms.map(|ms| format!("{ms:.1}"))
-                            .unwrap_or_else(|| "-".into())
-                    };
                     format!(
                         "{} / {} / {} ms; {} ms",
-                        per_token(speed.ms_per_generated_token),
-                        per_token(speed.ms_per_side_by_side_step),
-                        per_token(speed.ms_per_prompt_token),
+                        ModelSpeed::ms_text(speed.ms_per_generated_token),
+                        ModelSpeed::ms_text(speed.ms_per_side_by_side_step),
+                        ModelSpeed::ms_text(speed.ms_per_prompt_token),
                         speed
                             .server_ms_p50
                             .map(|v| v.to_string())
