@@ -46,9 +46,13 @@ use crate::linking::Selection;
 use crate::llm::{Message, ModelRequest, Purpose};
 
 mod conversation;
+mod empty_facts;
 
 pub use conversation::{conversation_messages, follow_up_message};
 use conversation::{restatement_instruction, FOLLOW_UP_RULE};
+pub use empty_facts::{
+    empty_probe_facts, stored_spelling_fact, value_elsewhere_fact, CASE_MISMATCH, VALUE_ELSEWHERE,
+};
 
 /// The most tokens a SQL reply may take. Measured replies on the evaluation sets are
 /// far shorter (decision record 0009); a reply that runs to this is cut off.
@@ -826,34 +830,6 @@ pub const NO_SQL: &str = "the reply holds no SQL";
 pub const CUT_OFF: &str = "the reply was cut off at the token limit";
 /// A round whose replies gave nothing to run.
 pub const NO_CANDIDATE: &str = "no candidate to run";
-/// An empty result whose text filters match only when case and spaces are ignored.
-pub const CASE_MISMATCH: &str =
-    "no rows; the text filters match only when case and spaces are ignored";
-
-pub const VALUE_ELSEWHERE: &str =
-    "no rows; a text filter compares a column with a value another column stores";
-
-/// Where a filter's value is really kept: "'Africa' is not a value of country.Region
-/// (it holds 'Caribbean', 'Southern and Central Asia', ...); it is stored in
-/// country.Continent: compare that column instead of country.Region."
-pub fn value_elsewhere_fact(
-    column: &str,
-    value: &str,
-    held: &[String],
-    places: &[String],
-) -> String {
-    let held = if held.is_empty() {
-        String::new()
-    } else {
-        format!(" (it holds {}, ...)", held.join(", "))
-    };
-    format!(
-        "'{value}' is not a value of {column}{held}; it is stored in {}: compare that \
-         column instead of {column}.",
-        places.join(", ")
-    )
-}
-
 /// What the rule checks found of a suspect answer, each fact with its check's id.
 pub fn suspect_message(findings: &[super::plausibility::Finding]) -> String {
     findings
@@ -866,26 +842,6 @@ pub fn suspect_message(findings: &[super::plausibility::Finding]) -> String {
 /// Every table's name, told to the repair of a table that does not exist.
 pub fn table_names_fact(names: &[&str]) -> String {
     format!("The tables are: {}.", names.join(", "))
-}
-
-/// The findings of the empty-result probe, in words.
-pub fn empty_probe_facts(findings: &[String]) -> String {
-    findings.join("\n")
-}
-
-/// How a text filter's value is really spelled.
-pub fn stored_spelling_fact(
-    table: &str,
-    column: &str,
-    is_like: bool,
-    value: &str,
-    stored: &[String],
-) -> String {
-    format!(
-        "{table}.{column} {} '{value}' matches the stored value(s) {}.",
-        if is_like { "LIKE" } else { "=" },
-        stored.join(", ")
-    )
 }
 
 /// What an absent column's decline says.
