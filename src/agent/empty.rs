@@ -30,6 +30,7 @@ use std::collections::BTreeSet;
 use serde_json::Value as JsonValue;
 
 use crate::gate::{Gate, QueryOutcome, QueryResult, SqlDialect};
+use crate::schema::{ColumnSchema, TableSchema};
 use crate::sql_text::{quote_literal, quote_name};
 
 /// A text filter of the query: `column = 'value'` or `column LIKE 'pattern'`.
@@ -335,9 +336,9 @@ pub async fn diagnose(
 }
 
 /// For each equality filter whose value the filtered column does not hold, the other
-/// columns that do (`country.Continent` for `Region = 'Africa'`). A holder with the filter's own column name in a table the query
-/// reads is that column (the value is there; other conditions excluded its rows), so
-/// it says nothing. Each place is written as the schema spells it (the value index
+/// columns that do (`country.Continent` for `Region = 'Africa'`). A holder with the
+/// filter's own column name in a table the query reads is that column (the value is
+/// there; other conditions excluded its rows), so it says nothing. Each place is written as the schema spells it (the value index
 /// keeps names in lower case, for matching).
 fn stored_elsewhere(
     filters: &[TextFilter],
@@ -387,37 +388,48 @@ async fn filtered_column_values(
 ) -> (String, Vec<String>) {
     /// Enough to show what kind of value the column keeps.
     const SHOWN_VALUES: usize = 3;
-    let owner = gate.schema().iter().find(|table| {
-        tables
-            .iter()
-            .any(|name| name.eq_ignore_ascii_case(&table.name))
-            && table.column_named(&filter.column).is_some()
-    });
-    let Some((table, column)) = owner.and_then(|table| {
-        let column = table.column_named(&filter.column)?;
-        Some((table.name.clone(), column.name.clone()))
-    }) else {
+    let Some((table, column)) = filtered_owner(gate, tables, filter) else {
         return (filter.column.clone(), Vec::new());
     };
     let dialect = gate.dialect();
-    let quoted = quote_name(dialect, &column);
+    let quoted = quote_name(dialect, &column.name);
     let sql = format!(
         "SELECT DISTINCT {quoted} FROM {} WHERE {quoted} IS NOT NULL LIMIT {SHOWN_VALUES}",
-        quote_name(dialect, &table)
+        quote_name(dialect, &table.name)
     );
     let held = match gate.run_query(&sql).await {
-        QueryOutcome::Rows(rows) => rows
-            .rows
-            .iter()
-            .filter_map(|row| row.first())
-            .map(|value| match value {
-                JsonValue::String(text) => format!("'{text}'"),
-                other => other.to_string(),
-            })
-            .collect(),
+        QueryOutcome::Rows(rows) => first_column_literals(&rows.rows),
         QueryOutcome::Failed(_) => Vec::new(),
     };
-    (format!("{table}.{column}"), held)
+    (format!("{}.{}", table.name, column.name), held)
+}
+
+/// The table the query reads that has the filtered column, and that column, as the
+/// schema spells them: the first such table (the filter's qualifier is not resolved).
+fn filtered_owner<'a>(
+    gate: &'a Gate,
+    tables: &[String],
+    filter: &TextFilter,
+) -> Option<(&'a TableSchema, &'a ColumnSchema)> {
+    gate.schema()
+        .iter()
+        .filter(|table| {
+            tables
+                .iter()
+                .any(|name| name.eq_ignore_ascii_case(&table.name))
+        })
+        .find_map(|table| Some((table, table.column_named(&filter.column)?)))
+}
+
+/// Each row's first value as a repair is told it: text as an SQL literal.
+fn first_column_literals(rows: &[Vec<JsonValue>]) -> Vec<String> {
+    rows.iter()
+        .filter_map(|row| row.first())
+        .map(|value| match value {
+            JsonValue::String(text) => quote_literal(text),
+            other => other.to_string(),
+        })
+        .collect()
 }
 
 /// Single-column primary and unique keys of the given tables (lower-cased).
@@ -444,12 +456,7 @@ fn key_columns(gate: &Gate, tables: &[String]) -> BTreeSet<String> {
 
 /// How a filter's value is really spelled in the table that owns the column.
 async fn stored_spelling(gate: &Gate, tables: &[String], filter: &TextFilter) -> Option<String> {
-    let owner = gate.schema().iter().find(|table| {
-        tables
-            .iter()
-            .any(|name| name.eq_ignore_ascii_case(&table.name))
-            && table.column_named(&filter.column).is_some()
-    })?;
+    let (owner, _) = filtered_owner(gate, tables, filter)?;
     let dialect = gate.dialect();
     let column = quote_name(dialect, &filter.column);
     let literal = quote_literal(&filter.value);
@@ -466,15 +473,7 @@ async fn stored_spelling(gate: &Gate, tables: &[String], filter: &TextFilter) ->
     let QueryOutcome::Rows(rows) = gate.run_query(&sql).await else {
         return None;
     };
-    let values: Vec<String> = rows
-        .rows
-        .iter()
-        .filter_map(|row| row.first())
-        .map(|value| match value {
-            JsonValue::String(text) => quote_literal(text),
-            other => other.to_string(),
-        })
-        .collect();
+    let values = first_column_literals(&rows.rows);
     if values.is_empty() {
         return None;
     }
