@@ -33,7 +33,11 @@
 //!   (`strftime('%Y-%m-%d', 'now') - '30 days'`), which SQLite computes on numbers
 //!   (`plausibility/dates.rs`).
 //! - `outer_column`: `x IN (SELECT col FROM t)` where `t` has no `col`, so the database
-//!   takes the outer query's (`plausibility/outer_columns.rs` says exactly when).
+//!   takes the outer query's (`plausibility/outer_columns.rs` says exactly when); the
+//!   finding names the subquery's column a declared key ties to the outer one.
+//! - `unkeyed_join`: a join's ON equates two columns no declared key ties, between tables
+//!   whose keys the schema declares (`plausibility/join_keys.rs` says exactly when); the
+//!   finding lists the keys of both tables, the path the join should take.
 //! - `currency`: a result column named after a currency other than the one the notes
 //!   declare (`total_usd` on a database that bills in INR).
 //! - `explanation_period`, `explanation_currency`: the written answer names a year
@@ -70,6 +74,7 @@ use crate::schema::{SchemaNotes, TableSchema};
 mod breakdown;
 mod dates;
 mod explanation;
+mod join_keys;
 mod joins;
 mod outer_columns;
 mod periods;
@@ -94,13 +99,14 @@ pub enum Check {
     NumberAsDate,
     SpanAsNumber,
     OuterColumn,
+    UnkeyedJoin,
     Currency,
     ExplanationPeriod,
     ExplanationCurrency,
 }
 
 impl Check {
-    pub const ALL: [Check; 12] = [
+    pub const ALL: [Check; 13] = [
         Check::PeriodFilter,
         Check::PeriodRows,
         Check::PeriodUnfiltered,
@@ -110,6 +116,7 @@ impl Check {
         Check::NumberAsDate,
         Check::SpanAsNumber,
         Check::OuterColumn,
+        Check::UnkeyedJoin,
         Check::Currency,
         Check::ExplanationPeriod,
         Check::ExplanationCurrency,
@@ -126,6 +133,7 @@ impl Check {
             Check::NumberAsDate => "number_as_date",
             Check::SpanAsNumber => "span_as_number",
             Check::OuterColumn => "outer_column",
+            Check::UnkeyedJoin => "unkeyed_join",
             Check::Currency => "currency",
             Check::ExplanationPeriod => "explanation_period",
             Check::ExplanationCurrency => "explanation_currency",
@@ -181,11 +189,18 @@ pub struct RuleFix {
 
 /// The rules' own fix of a suspect answer, written without the model: `repeated_rows`
 /// takes out the joins that repeat rows ([`joins`] says how), `number_as_date` compares a
-/// column of years as the year it holds (`plausibility/dates.rs`). None when a finding
+/// column of years as the year it holds (`plausibility/dates.rs`), `outer_column` selects
+/// the subquery's keyed column (`plausibility/outer_columns.rs`), `unkeyed_join` joins
+/// through the declared keys (`plausibility/join_keys.rs`). None when a finding
 /// is of another check, or a fix cannot be written exactly; then the model's repair is
 /// told the facts. The caller runs the SQL through the gate like any other statement.
 pub fn rule_fix(answer: &Answer<'_>, findings: &[Finding]) -> Option<RuleFix> {
-    let fixable = |check: Check| matches!(check, Check::RepeatedRows | Check::NumberAsDate);
+    let fixable = |check: Check| {
+        matches!(
+            check,
+            Check::RepeatedRows | Check::NumberAsDate | Check::OuterColumn | Check::UnkeyedJoin
+        )
+    };
     if findings.is_empty() || !findings.iter().all(|finding| fixable(finding.check)) {
         return None;
     }
@@ -204,6 +219,14 @@ pub fn rule_fix(answer: &Answer<'_>, findings: &[Finding]) -> Option<RuleFix> {
     if found(Check::NumberAsDate) {
         fixed = dates::with_years_compared_as_numbers(&fixed, answer.schema, answer.cards)?;
         changes.push("with the column of years compared as the year it holds");
+    }
+    if found(Check::OuterColumn) {
+        fixed = outer_columns::with_keyed_columns(&fixed, answer.schema)?;
+        changes.push("with the subquery's keyed column in place of the outer one");
+    }
+    if found(Check::UnkeyedJoin) {
+        fixed = join_keys::with_keyed_joins(&fixed, answer.schema, answer.dialect)?;
+        changes.push("joined through the declared keys");
     }
     Some(RuleFix {
         sql: fixed.to_string(),
@@ -445,15 +468,45 @@ pub fn check_result(answer: &Answer<'_>) -> Vec<Finding> {
         ));
     }
     for outer in &facts.outer_columns {
+        // The key the schema declares between the two tables says which column of the
+        // subquery holds the outer values; without one, the model is told to find it.
+        let which = if outer.keyed.is_empty() {
+            format!(
+                "select the column of {} that holds it",
+                outer.inner_tables.join(", ")
+            )
+        } else {
+            format!(
+                "{} holds those values (a foreign key ties it to {}): select it",
+                outer.keyed.join(" or "),
+                outer.owners.join(", ")
+            )
+        };
         findings.push(Finding::new(
             Check::OuterColumn,
             format!(
                 "the subquery over {inner} selects {column}, which {inner} does not have: the \
                  database takes it from the outer query's {owners}, so the IN list holds each \
-                 outer row's own value; select the column of {inner} that holds it",
+                 outer row's own value; {which}",
                 inner = outer.inner_tables.join(", "),
                 column = outer.column,
                 owners = outer.owners.join(", "),
+            ),
+        ));
+    }
+    for join in &facts.unkeyed_joins {
+        let path = join
+            .path
+            .as_ref()
+            .map(|path| format!("; joined by its keys: {path}"))
+            .unwrap_or_default();
+        findings.push(Finding::new(
+            Check::UnkeyedJoin,
+            format!(
+                "the join {} equates two columns no declared key ties together, so it pairs \
+                 rows that merely share a number; the keys of these tables: {}{path}",
+                join.condition,
+                join.keys.join("; ")
             ),
         ));
     }

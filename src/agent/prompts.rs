@@ -789,6 +789,12 @@ pub fn suspect_facts(
              subquery's own table.",
         );
     }
+    if checks.contains(&Check::UnkeyedJoin) {
+        lines.push(
+            "Join tables on the columns their keys declare, as the joins given below; \
+             where two tables share no key, join through the table that holds a key to each.",
+        );
+    }
     let mut text = lines.join("\n");
     if about_periods {
         if let Some(periods) = table_periods_fact(periods) {

@@ -245,8 +245,8 @@ async fn an_ambiguous_column_is_repaired_by_qualification() {
     let agent = agent(
         &fixture.path,
         &[
-            line(q, "write_sql", sql_reply("SELECT bill_no, status FROM bills JOIN purchase_orders ON bills.emp_id = purchase_orders.supp_id")),
-            line(q, "repair_sql", sql_reply("SELECT b.bill_no, b.status, p.status AS po_status FROM bills b JOIN purchase_orders p ON b.emp_id = p.supp_id")),
+            line(q, "write_sql", sql_reply("SELECT bill_no, status FROM bills JOIN purchase_orders ON purchase_orders.po_id < 3")),
+            line(q, "repair_sql", sql_reply("SELECT b.bill_no, b.status, p.status AS po_status FROM bills b JOIN purchase_orders p ON p.po_id < 3")),
         ],
     )
     .await;
@@ -1299,6 +1299,116 @@ async fn an_in_list_built_from_the_outer_tables_column_is_repaired_by_naming_the
 }
 
 #[tokio::test]
+async fn an_in_list_of_the_outer_column_is_rewritten_to_the_keyed_column_without_the_model() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = sqlite_file(
+        &dir,
+        "CREATE TABLE countries (CountryId INTEGER PRIMARY KEY, CountryName TEXT);
+         CREATE TABLE car_makers (Id INTEGER PRIMARY KEY, Maker TEXT,
+                                  Country INTEGER REFERENCES countries (CountryId));
+         INSERT INTO countries VALUES (1, 'usa'), (2, 'germany'), (3, 'egypt');
+         INSERT INTO car_makers VALUES (1, 'ford', 1), (2, 'bmw', 2);",
+    );
+    let question = "Which countries have no car maker?";
+    let outer = "SELECT CountryName FROM countries WHERE CountryId NOT IN \
+                 (SELECT CountryId FROM car_makers)";
+    let agent = agent(&path, &[line(question, "write_sql", sql_reply(outer))]).await;
+    let (result, recorder) = ask_recorded(&agent, question).await;
+    assert_eq!(result.decision, Decision::Answer);
+    assert_eq!(result.history.len(), 1);
+    assert_eq!(result.history[0].error_type, FailureKind::Suspect);
+    assert!(
+        repair_prompts(&recorder).is_empty(),
+        "the declared key decides the column: no model repair"
+    );
+    let sql = result.sql.clone().expect("the answer's SQL");
+    assert!(
+        sql.contains("SELECT car_makers.Country FROM car_makers"),
+        "{sql}"
+    );
+    assert_eq!(result.rows, vec![vec![serde_json::json!("egypt")]]);
+    assert!(result.warnings.is_empty(), "{:?}", result.warnings);
+}
+
+#[tokio::test]
+async fn a_join_on_columns_no_key_ties_follows_the_declared_keys() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = sqlite_file(
+        &dir,
+        "CREATE TABLE stadium (Stadium_ID INTEGER PRIMARY KEY, Name TEXT);
+         CREATE TABLE concert (concert_ID INTEGER PRIMARY KEY, concert_Name TEXT,
+                               Stadium_ID INTEGER REFERENCES stadium (Stadium_ID));
+         CREATE TABLE singer_in_concert (concert_ID INTEGER REFERENCES concert (concert_ID),
+                                         Singer_ID INTEGER);
+         INSERT INTO stadium VALUES (1, 'Hampden'), (2, 'Balmoor');
+         INSERT INTO concert VALUES (1, 'Auditions', 2), (2, 'Super bootcamp', 2);
+         INSERT INTO singer_in_concert VALUES (1, 7), (2, 8);",
+    );
+    // Runs and returns rows, pairing stadium 1 with concert 1 by their numbers alone.
+    let question = "For each stadium, how many singers performed there?";
+    let unkeyed = "SELECT T1.Name, COUNT(T2.Singer_ID) FROM stadium AS T1 \
+                   JOIN singer_in_concert AS T2 ON T1.Stadium_ID = T2.concert_ID GROUP BY T1.Name";
+    // The rule writes the join through concert itself.
+    let rewriting = agent(&path, &[line(question, "write_sql", sql_reply(unkeyed))]).await;
+    let (result, recorder) = ask_recorded(&rewriting, question).await;
+    assert_eq!(result.decision, Decision::Answer);
+    assert_eq!(result.history.len(), 1, "{:?}", result.history);
+    assert_eq!(result.history[0].error_type, FailureKind::Suspect);
+    assert!(
+        result.history[0].message.contains("unkeyed_join"),
+        "{}",
+        result.history[0].message
+    );
+    assert!(repair_prompts(&recorder).is_empty());
+    let sql = result.sql.clone().expect("the answer's SQL");
+    assert!(
+        sql.contains("JOIN concert ON concert.Stadium_ID = T1.Stadium_ID"),
+        "{sql}"
+    );
+    assert_eq!(
+        result.rows,
+        vec![vec![serde_json::json!("Balmoor"), serde_json::json!(2)]]
+    );
+    assert!(result.warnings.is_empty(), "{:?}", result.warnings);
+
+    // An ON with more than the one equality cannot be rewritten exactly: the model's
+    // repair is told the keys and the joins that follow them.
+    let filtered = "SELECT T1.Name, COUNT(T2.Singer_ID) FROM stadium AS T1 \
+                    JOIN singer_in_concert AS T2 ON T1.Stadium_ID = T2.concert_ID \
+                    AND T2.Singer_ID > 0 GROUP BY T1.Name";
+    let right = "SELECT T1.Name, COUNT(T3.Singer_ID) FROM stadium AS T1 \
+                 JOIN concert AS T2 ON T2.Stadium_ID = T1.Stadium_ID \
+                 JOIN singer_in_concert AS T3 ON T3.concert_ID = T2.concert_ID GROUP BY T1.Name";
+    let repairing = agent(
+        &path,
+        &[
+            line(question, "write_sql", sql_reply(filtered)),
+            line(question, "repair_sql", sql_reply(right)),
+        ],
+    )
+    .await;
+    let (result, recorder) = ask_recorded(&repairing, question).await;
+    assert_eq!(result.decision, Decision::Answer);
+    let repairs = repair_prompts(&recorder);
+    assert_eq!(repairs.len(), 1);
+    assert!(
+        repairs[0].contains("stadium.Stadium_ID = singer_in_concert.concert_ID")
+            && repairs[0].contains("concert.Stadium_ID references stadium.Stadium_ID")
+            && repairs[0].contains(
+                "joined by its keys: stadium JOIN concert ON concert.Stadium_ID = \
+                 stadium.Stadium_ID JOIN singer_in_concert ON singer_in_concert.concert_ID = \
+                 concert.concert_ID"
+            ),
+        "the repair names the join, the keys and the joins that follow them: {}",
+        repairs[0]
+    );
+    assert_eq!(
+        result.rows,
+        vec![vec![serde_json::json!("Balmoor"), serde_json::json!(2)]]
+    );
+}
+
+#[tokio::test]
 async fn an_unknown_columns_owner_the_query_already_reads_is_named_first() {
     let dir = tempfile::tempdir().expect("temp dir");
     // employee sorts before shop: without the order, the repair would hear of employee
@@ -1801,12 +1911,13 @@ mod conversation;
 async fn a_first_round_in_the_field_form_is_repaired_in_the_loops_own_form() {
     let fixture = demo();
     let q = "Bills and purchase orders with their status";
-    let ambiguous = "SELECT bill_no, status FROM bills JOIN purchase_orders ON bills.emp_id = purchase_orders.supp_id";
+    let ambiguous =
+        "SELECT bill_no, status FROM bills JOIN purchase_orders ON purchase_orders.po_id < 3";
     let agent = agent_with(
         &fixture.path,
         &[
             line(q, "write_sql", json!({"sql": ambiguous})),
-            line(q, "repair_sql", sql_reply("SELECT b.bill_no, b.status, p.status AS po_status FROM bills b JOIN purchase_orders p ON b.emp_id = p.supp_id")),
+            line(q, "repair_sql", sql_reply("SELECT b.bill_no, b.status, p.status AS po_status FROM bills b JOIN purchase_orders p ON p.po_id < 3")),
         ],
         "first=field",
     )

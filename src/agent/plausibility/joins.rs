@@ -365,7 +365,7 @@ fn equated_columns(on: &Expr, binding: &str) -> Option<(Vec<String>, Vec<String>
 }
 
 /// `t.column` as (t, column), lowercased.
-fn qualified(expr: &Expr) -> Option<(String, String)> {
+pub(super) fn qualified(expr: &Expr) -> Option<(String, String)> {
     match expr {
         Expr::Nested(inner) => qualified(inner),
         Expr::CompoundIdentifier(parts) if parts.len() >= 2 => Some((

@@ -1,6 +1,7 @@
 //! What the rules read from the parsed tree of the SQL that ran: the years its filters
 //! hold dates to, its groupings, the joins that repeat rows, the years read as dates,
-//! the spans computed as numbers and the subqueries that read the outer query's columns.
+//! the spans computed as numbers, the subqueries that read the outer query's columns and
+//! the joins on columns no declared key ties.
 
 use super::*;
 
@@ -20,6 +21,8 @@ pub(super) struct SqlFacts {
     pub(super) spans_as_numbers: Vec<String>,
     /// IN-subqueries that select a column their own tables lack.
     pub(super) outer_columns: Vec<outer_columns::OuterColumn>,
+    /// ON equalities between columns no declared key ties.
+    pub(super) unkeyed_joins: Vec<join_keys::UnkeyedJoin>,
     /// A select item holds a subquery (a per-row count written as a correlated
     /// subquery breaks rows down without a GROUP BY).
     pub(super) projection_subquery: bool,
@@ -291,5 +294,6 @@ pub(super) fn sql_facts(
         facts.spans_as_numbers = dates::spans_as_numbers(statement);
     }
     facts.outer_columns = outer_columns::outer_columns(statement, schema);
+    facts.unkeyed_joins = join_keys::unkeyed_joins(statement, schema);
     Some(facts)
 }
